@@ -1,0 +1,160 @@
+"""Typed configs: one dataclass per component, mirrored by the YAML files under `conf/`.
+
+The dataclasses are registered with Hydra's ConfigStore as schemas, so a misspelt key or a
+value of the wrong type fails at start-up with Hydra's own message. Defaults live here and
+nowhere else; code reads fields, never `cfg.get(name, default)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from nmt.model import ModelConfig
+
+MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+
+
+@dataclass
+class TokenizerConfig:
+    """A joint sentencepiece model over source and target training text."""
+
+    name: str = MISSING  # file stem: tokenizers/<name>.model, .vocab, .json
+    dir: str = "tokenizers"
+    vocab_size: int = 8000
+    model_type: str = "bpe"
+    character_coverage: float = 1.0
+    input_sentence_size: int = 2_000_000  # sentences sampled from big corpora for training
+    normalization_rule_name: str = "identity"  # raw text in, raw text out
+    byte_fallback: bool = True  # any character survives the round trip
+    seed: int = 1234  # sampling seed when the corpus is larger than input_sentence_size
+    num_threads: int = 2
+
+
+@dataclass
+class DataConfig:
+    """Where the parallel text comes from and how it is cleaned and batched.
+
+    source: "multi30k" (local dir or the canonical URLs), "hub" (a `datasets` dataset with a
+    `translation` column: a hub id such as wmt/wmt14, or json/parquet with data_files), or
+    "files" (a pair of parallel text files per split in data_files).
+    """
+
+    source: str = MISSING
+    name: str = MISSING  # short name used in cache keys and reports
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    dir: str | None = None  # multi30k: local folder of {split}.{lang}; else NMT_DATA_DIR, else url
+    url: str = MULTI30K_URL  # multi30k: base URL of {split}.{lang}.gz
+    path: str | None = None  # hub: dataset id or builder name (json, parquet)
+    config_name: str | None = None  # hub: dataset config, e.g. de-en
+    # hub (json/parquet): {source split: file or files}; files: {source split: {lang: file}}
+    data_files: dict[str, Any] | None = None
+    splits: dict[str, str] = field(
+        default_factory=lambda: {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+    )  # role (train, valid, test) -> the source's split name
+    max_len: int = 250  # training pairs with more tokens on either side are dropped
+    max_len_ratio: float = 3.0  # training pairs with a longer/shorter token ratio above are dropped
+    max_tokens: int = 4096  # padded source or target tokens per training batch
+    eval_max_tokens: int = 8192  # the same for validation/test batches
+    cache_dir: str | None = None  # datasets cache; None = the datasets default (HF_DATASETS_CACHE)
+    num_proc: int = 1  # processes for tokenization (Dataset.map)
+    num_workers: int = 0  # DataLoader workers
+    max_train_pairs: int | None = None  # keep only the first N training pairs (tests, smoke runs)
+
+
+@dataclass
+class OptimConfig:
+    """Adam with the inverse-square-root warmup schedule of the paper.
+
+    lr(step) = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+    """
+
+    lr_scale: float = 1.0
+    warmup_steps: int = 4000
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+
+
+@dataclass
+class TrainerConfig:
+    """Arguments handed to `lightning.Trainer` unchanged."""
+
+    accelerator: str = "auto"
+    devices: Any = "auto"
+    num_nodes: int = 1
+    strategy: str = "auto"
+    precision: str = "32-true"  # 32-true, bf16-mixed, 16-mixed
+    max_steps: int = -1
+    max_epochs: int | None = None
+    gradient_clip_val: float | None = None
+    accumulate_grad_batches: int = 1
+    val_check_interval: Any = 1.0  # int = every N training batches, float = fraction of an epoch
+    check_val_every_n_epoch: int | None = 1
+    log_every_n_steps: int = 50
+    limit_val_batches: Any = 1.0
+    num_sanity_val_steps: int = 0
+    deterministic: bool = False
+    enable_progress_bar: bool = True
+
+
+@dataclass
+class DecodeConfig:
+    """Search settings shared by validation BLEU, translate and evaluate."""
+
+    strategy: str = "greedy"  # greedy | beam
+    beam_size: int = 1
+    len_penalty: float | None = None  # GNMT alpha for beam search; greedy ignores it
+    max_len_a: float = 1.0  # maximum output length = a * source_length + b (paper: |x| + 50)
+    max_len_b: int = 50
+    min_len: int = 0  # EOS is forbidden before this many tokens
+    no_repeat_ngram_size: int = 0  # 0 = off
+    nbest: int = 1  # hypotheses returned per sentence (beam only)
+
+
+@dataclass
+class CheckpointConfig:
+    """Which checkpoints training keeps and when it stops early."""
+
+    monitor: str = "val/bleu"
+    mode: str = "max"
+    save_top_k: int = 3
+    save_last: bool = True
+    every_n_train_steps: int | None = None  # also save every N steps (for averaging the last N)
+    early_stopping_patience: int | None = None  # validations without improvement; None = off
+
+
+@dataclass
+class TrainConfig:
+    data: DataConfig = MISSING
+    tokenizer: TokenizerConfig = MISSING
+    model: ModelConfig = MISSING
+    optim: OptimConfig = MISSING
+    trainer: TrainerConfig = MISSING
+    decode: DecodeConfig = MISSING
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    experiment_name: str = MISSING
+    seed: int = 1234
+    ckpt_path: str | None = None  # resume: "last" (of this run's folder) or a checkpoint path
+    val_bleu: bool = True  # decode the validation split and log val/bleu at each validation
+    compile: bool = False  # torch.compile the model
+
+
+def register_configs() -> None:
+    """Register the schemas that the YAML files under conf/ extend."""
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    for group, node in [
+        ("data", DataConfig),
+        ("tokenizer", TokenizerConfig),
+        ("model", ModelConfig),
+        ("optim", OptimConfig),
+        ("trainer", TrainerConfig),
+        ("decode", DecodeConfig),
+    ]:
+        cs.store(group=group, name="schema", node=node)

@@ -1,0 +1,357 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need", in plain PyTorch.
+
+Shapes: B batch, S source length, T target length, D d_model, H heads, Dh = D // H, V vocab.
+Masks follow `scaled_dot_product_attention`: boolean, True where attention is allowed.
+
+The model knows nothing of training, files or tokenizers. Everything else is built on three
+methods: `encode`, `decode` (one or many steps, with an explicit `DecoderCache`) and `forward`
+(teacher forcing).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+NORM_CHOICES = ("post", "pre")
+
+
+@dataclass
+class ModelConfig:
+    """Every hyperparameter of the network; the defaults are the paper's base model."""
+
+    vocab_size: int = 8000
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    norm: str = "post"  # "post" (paper) or "pre" (LayerNorm before each sublayer + final norm)
+    tie_embeddings: bool = True  # source embedding = target embedding = output projection
+    max_positions: int = 1024
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.norm not in NORM_CHOICES:
+            raise ValueError(f"model.norm must be one of {NORM_CHOICES}, got {self.norm!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+
+
+@dataclass
+class DecoderCache:
+    """What incremental decoding keeps between steps, per decoder layer.
+
+    self_k/self_v: (B, H, T_so_far, Dh), grown by one step per call.
+    cross_k/cross_v: (B, H, S, Dh), computed from the encoder output once.
+    cross_attention: (B, T_new, S) last layer's cross-attention averaged over heads, filled by
+    `decode` only when `record_attention` is set (for reports; it costs a non-fused attention).
+    """
+
+    self_k: list[Tensor] = field(default_factory=list)
+    self_v: list[Tensor] = field(default_factory=list)
+    cross_k: list[Tensor] = field(default_factory=list)
+    cross_v: list[Tensor] = field(default_factory=list)
+    record_attention: bool = False
+    cross_attention: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        return self.self_k[0].size(2) if self.self_k else 0
+
+
+def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
+    """(max_positions, D) table: sin on even features, cos on odd, wavelengths 2pi..10000*2pi."""
+    position = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)
+    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_positions, d_model)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention through `scaled_dot_product_attention`.
+
+    Self-attention projects Q, K and V with one fused matrix; cross-attention projects Q from
+    the decoder and K, V (fused) from the encoder memory, which the cache keeps.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float, cross: bool):
+        super().__init__()
+        self.n_heads = n_heads
+        self.head_dim = d_model // n_heads
+        self.dropout = dropout
+        self.cross = cross
+        if cross:
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(B, L, D) -> (B, H, L, Dh)."""
+        B, L, _ = x.shape
+        return x.view(B, L, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def project_self(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(B, L, D) -> q, k, v each (B, H, L, Dh)."""
+        q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Encoder memory (B, S, D) -> cross-attention k, v each (B, H, S, Dh)."""
+        k, v = self.kv_proj(memory).chunk(2, dim=-1)
+        return self.split_heads(k), self.split_heads(v)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool = False,
+        return_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """q (B, H, Lq, Dh), k/v (B, H, Lk, Dh), mask broadcastable to (B, H, Lq, Lk).
+
+        Returns the projected output (B, Lq, D) and, if asked, weights averaged over heads
+        (B, Lq, Lk).
+        """
+        dropout = self.dropout if self.training else 0.0
+        weights = None
+        if return_weights:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            probs = scores.softmax(dim=-1)
+            weights = probs.mean(dim=1)
+            out = F.dropout(probs, dropout, self.training) @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
+        B, _, Lq, _ = out.shape
+        out = out.transpose(1, 2).reshape(B, Lq, self.n_heads * self.head_dim)  # (B, Lq, D)
+        return self.out_proj(out), weights
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN: Linear(D, d_ff) -> ReLU -> dropout -> Linear(d_ff, D)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation_dropout: float):
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.fc2 = nn.Linear(d_ff, d_model)
+        self.activation_dropout = nn.Dropout(activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
+
+
+class Residual(nn.Module):
+    """Residual connection with LayerNorm after (post-norm, the paper) or before (pre-norm)."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def before(self, x: Tensor) -> Tensor:
+        """The input the sublayer sees."""
+        return self.norm(x) if self.pre_norm else x
+
+    def after(self, x: Tensor, sublayer_out: Tensor) -> Tensor:
+        """Add the sublayer output to the residual stream."""
+        y = x + self.dropout(sublayer_out)
+        return y if self.pre_norm else self.norm(y)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False)
+        self.self_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn_res = Residual(cfg.d_model, cfg.dropout, pre)
+
+    def forward(self, x: Tensor, key_mask: Tensor) -> Tensor:
+        """x (B, S, D), key_mask (B, 1, 1, S) -> (B, S, D)."""
+        q, k, v = self.self_attn.project_self(self.self_attn_res.before(x))
+        attn, _ = self.self_attn.attend(q, k, v, key_mask)
+        x = self.self_attn_res.after(x, attn)
+        return self.ffn_res.after(x, self.ffn(self.ffn_res.before(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False)
+        self.self_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True)
+        self.cross_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
+        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+        self.ffn_res = Residual(cfg.d_model, cfg.dropout, pre)
+
+    def forward(
+        self, x: Tensor, self_k: Tensor | None, self_v: Tensor | None, causal_mask: Tensor | None,
+        cross_k: Tensor, cross_v: Tensor, memory_mask: Tensor, record_attention: bool,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """One decoder layer over T new positions.
+
+        x (B, T, D); self_k/self_v (B, H, P, Dh) from earlier steps or None; causal_mask
+        (T, P + T) or None for plain causal attention (P = 0); cross_k/cross_v (B, H, S, Dh);
+        memory_mask (B, 1, 1, S). Returns x (B, T, D), the grown self_k/self_v (B, H, P + T, Dh)
+        and cross-attention weights (B, T, S) if `record_attention`.
+        """
+        q, k, v = self.self_attn.project_self(self.self_attn_res.before(x))
+        if self_k is not None:
+            k = torch.cat([self_k, k], dim=2)
+            v = torch.cat([self_v, v], dim=2)
+        attn, _ = self.self_attn.attend(q, k, v, causal_mask, is_causal=causal_mask is None and q.size(2) > 1)
+        x = self.self_attn_res.after(x, attn)
+        q = self.cross_attn.split_heads(self.cross_attn.q_proj(self.cross_attn_res.before(x)))
+        attn, weights = self.cross_attn.attend(q, cross_k, cross_v, memory_mask, return_weights=record_attention)
+        x = self.cross_attn_res.after(x, attn)
+        x = self.ffn_res.after(x, self.ffn(self.ffn_res.before(x)))
+        return x, k, v, weights
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with shared (joint-vocabulary) embeddings."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed_scale = math.sqrt(cfg.d_model)
+        self.src_embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+        if cfg.tie_embeddings:
+            self.tgt_embed = self.src_embed
+        else:
+            self.tgt_embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
+            self.output_proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.embed_dropout = nn.Dropout(cfg.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        pre = cfg.norm == "pre"
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every matrix, zero biases, a zero padding embedding."""
+        for name, param in self.named_parameters():
+            if param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+            elif name.endswith("bias"):
+                nn.init.zeros_(param)
+        with torch.no_grad():
+            self.src_embed.weight[self.cfg.pad_id].zero_()
+            self.tgt_embed.weight[self.cfg.pad_id].zero_()
+
+    def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
+        """tokens (B, L) -> (B, L, D): scaled embedding + sinusoidal position, then dropout."""
+        L = tokens.size(1)
+        if offset + L > self.cfg.max_positions:
+            raise ValueError(f"sequence of {offset + L} tokens exceeds model.max_positions={self.cfg.max_positions}")
+        x = embedding(tokens) * self.embed_scale + self.positions[offset : offset + L].to(embedding.weight.dtype)
+        return self.embed_dropout(x)
+
+    def source_padding_mask(self, src: Tensor) -> Tensor:
+        """src (B, S) -> (B, S) bool, True at padding."""
+        return src.eq(self.cfg.pad_id)
+
+    def encode(self, src: Tensor, src_pad_mask: Tensor) -> Tensor:
+        """src (B, S) token ids, src_pad_mask (B, S) True at padding -> memory (B, S, D)."""
+        key_mask = ~src_pad_mask[:, None, None, :]  # (B, 1, 1, S)
+        x = self.embed(self.src_embed, src)
+        for layer in self.encoder_layers:
+            x = layer(x, key_mask)
+        return self.encoder_norm(x)
+
+    def start_cache(self, memory: Tensor, record_attention: bool = False) -> DecoderCache:
+        """Cache for incremental decoding, with cross-attention K/V projected once."""
+        cache = DecoderCache(record_attention=record_attention)
+        for layer in self.decoder_layers:
+            k, v = layer.cross_attn.project_memory(memory)
+            cache.cross_k.append(k)
+            cache.cross_v.append(v)
+        return cache
+
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor, cache: DecoderCache | None = None
+    ) -> tuple[Tensor, DecoderCache]:
+        """Run the decoder over new target positions.
+
+        tgt_in (B, T): the next T decoder inputs. memory (B, S, D) and src_pad_mask (B, S) from
+        `encode`. Without a cache the T positions are the whole prefix; with one they continue
+        it (one step at a time during search, or several). Returns logits (B, T, V) and the
+        cache, now holding the prefix plus these T positions.
+        """
+        if cache is None:
+            cache = self.start_cache(memory)
+        past = cache.length
+        T = tgt_in.size(1)
+        # Causal mask over [past | new] keys; None means SDPA's own causal mask (no past) or
+        # no mask at all (a single new position may see every key).
+        causal_mask = None
+        if past and T > 1:
+            causal_mask = torch.ones(T, past + T, dtype=torch.bool, device=tgt_in.device).tril(diagonal=past)
+        memory_mask = ~src_pad_mask[:, None, None, :]  # (B, 1, 1, S)
+        x = self.embed(self.tgt_embed, tgt_in, offset=past)
+        for i, layer in enumerate(self.decoder_layers):
+            record = cache.record_attention and i == len(self.decoder_layers) - 1
+            x, k, v, weights = layer(
+                x,
+                cache.self_k[i] if past else None,
+                cache.self_v[i] if past else None,
+                causal_mask,
+                cache.cross_k[i],
+                cache.cross_v[i],
+                memory_mask,
+                record,
+            )
+            if past:
+                cache.self_k[i], cache.self_v[i] = k, v
+            else:
+                cache.self_k.append(k)
+                cache.self_v.append(v)
+            if record:
+                cache.cross_attention = weights
+        return self.project_vocab(self.decoder_norm(x)), cache
+
+    def project_vocab(self, x: Tensor) -> Tensor:
+        """(B, T, D) -> logits (B, T, V), through the tied embedding unless untied."""
+        if self.cfg.tie_embeddings:
+            return F.linear(x, self.tgt_embed.weight)
+        return self.output_proj(x)
+
+    @staticmethod
+    def reorder_cache(cache: DecoderCache, index: Tensor) -> DecoderCache:
+        """Select (and repeat) batch rows of the cache: beam re-ranking or dropping finished rows.
+
+        index (B',) long, rows of the current batch. Returns the cache with batch size B'.
+        """
+        for tensors in (cache.self_k, cache.self_v, cache.cross_k, cache.cross_v):
+            for i, t in enumerate(tensors):
+                tensors[i] = t.index_select(0, index)
+        if cache.cross_attention is not None:
+            cache.cross_attention = cache.cross_attention.index_select(0, index)
+        return cache
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) = <s> y1..y_{T-1} -> logits (B, T, V)."""
+        src_pad_mask = self.source_padding_mask(src)
+        memory = self.encode(src, src_pad_mask)
+        logits, _ = self.decode(tgt_in, memory, src_pad_mask)
+        return logits
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of distinct trainable parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,136 @@
+"""Joint sentencepiece BPE over source and target text: raw text in, raw text out.
+
+Ids are fixed: pad=0, unk=1, bos=2, eos=3. A trained model is saved as
+`<dir>/<name>.model` + `.vocab` + `.json` (the settings and data it was trained on) and reused
+while those match. Identity normalisation, kept whitespace and byte fallback make
+`decode(encode(x)) == x` hold for any text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import random
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict
+from pathlib import Path
+
+import sentencepiece as spm
+
+from nmt.config import TokenizerConfig
+
+log = logging.getLogger(__name__)
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+
+
+class Tokenizer:
+    """A loaded sentencepiece model with the project's special ids."""
+
+    pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
+    def __init__(self, model_bytes: bytes):
+        self.model_bytes = model_bytes
+        self.sp = spm.SentencePieceProcessor(model_proto=model_bytes)
+        if (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id()) != (0, 1, 2, 3):
+            raise ValueError("sentencepiece model must use pad=0, unk=1, bos=2, eos=3")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Tokenizer:
+        return cls(Path(path).read_bytes())
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Texts -> piece ids, without BOS/EOS."""
+        return self.sp.encode(texts, out_type=int)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        """Piece ids (special ids are dropped) -> raw text."""
+        return self.sp.decode([[i for i in seq if i > EOS_ID] for seq in ids])
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Ids -> their pieces, for attention plots."""
+        return [self.sp.id_to_piece(i) for i in ids]
+
+    # Dataset.map hashes its function with pickle: keep the bytes, rebuild the processor.
+    def __getstate__(self) -> dict:
+        return {"model_bytes": self.model_bytes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["model_bytes"])
+
+
+def tokenizer_paths(cfg: TokenizerConfig) -> tuple[Path, Path, Path]:
+    """The .model, .vocab and .json (metadata) files of a tokenizer config."""
+    stem = Path(cfg.dir) / cfg.name
+    return stem.with_suffix(".model"), stem.with_suffix(".vocab"), stem.with_suffix(".json")
+
+
+def texts_fingerprint(texts: list[str]) -> str:
+    digest = hashlib.sha256()
+    for text in texts:
+        digest.update(text.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: str) -> Tokenizer:
+    """Load `tokenizers/<name>.model` if it was trained with these settings on this text; else
+    train it (on at most `input_sentence_size` sampled lines) and save it atomically.
+
+    texts: the source and target training sentences together. data_description: a human
+    readable note of the data, kept in the metadata file.
+    """
+    model_path, vocab_path, meta_path = tokenizer_paths(cfg)
+    texts = [t for t in texts if t.strip()]
+    if len(texts) > cfg.input_sentence_size:
+        texts = random.Random(cfg.seed).sample(texts, cfg.input_sentence_size)
+    meta = {"settings": asdict(cfg), "data": data_description, "data_sha256": texts_fingerprint(texts)}
+    meta["settings"].pop("dir")
+    meta["settings"].pop("num_threads")
+    if model_path.exists() and meta_path.exists():
+        if json.loads(meta_path.read_text()) == meta:
+            log.info("Reusing tokenizer %s", model_path)
+            return Tokenizer.from_file(model_path)
+        log.warning("Tokenizer %s was trained with other settings or data: retraining it", model_path)
+    log.info("Training %s tokenizer (%d pieces) on %d sentences", cfg.model_type, cfg.vocab_size, len(texts))
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        vocab_size=cfg.vocab_size,
+        model_type=cfg.model_type,
+        character_coverage=cfg.character_coverage,
+        normalization_rule_name=cfg.normalization_rule_name,
+        remove_extra_whitespaces=False,
+        byte_fallback=cfg.byte_fallback,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        num_threads=cfg.num_threads,
+        minloglevel=2,
+    )
+    tokenizer = Tokenizer(model.getvalue())
+    vocab = "".join(
+        f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i)}\n" for i in range(tokenizer.vocab_size)
+    )
+    _atomic_write(model_path, tokenizer.model_bytes)
+    _atomic_write(vocab_path, vocab.encode("utf-8"))
+    _atomic_write(meta_path, json.dumps(meta, indent=2).encode("utf-8"))
+    return tokenizer
