@@ -1,0 +1,65 @@
+# nmt: `make help` lists the targets. Hydra overrides pass through ARGS, e.g.
+#   make train ARGS="experiment=multi30k_cpu trainer.max_steps=50"
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch
+ARGS ?=
+# A local Multi30k copy beside the project (as in CI) is used when NMT_DATA_DIR is unset.
+ifneq ($(wildcard ../shared/data/multi30k),)
+export NMT_DATA_DIR ?= $(abspath ../shared/data/multi30k)
+endif
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-slow lint format tokenizer train translate evaluate sweep report bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed ## Create .venv: torch from TORCH_SPEC first, then nmt with [dev]
+
+test: install ## The fast test suite
+	$(PY) -m pytest -q $(ARGS)
+
+test-slow: install ## The slow tests (multi-process DDP, longer training)
+	$(PY) -m pytest -q -m slow $(ARGS)
+
+lint: install ## ruff check and format check
+	$(VENV)/bin/ruff check nmt tests bench
+	$(VENV)/bin/ruff format --check nmt tests bench
+
+format: install ## Apply ruff's fixes and formatting
+	$(VENV)/bin/ruff check --fix nmt tests bench
+	$(VENV)/bin/ruff format nmt tests bench
+
+tokenizer: install ## Train (or reuse) the experiment's sentencepiece model in tokenizers/
+	$(PY) -m nmt.build_tokenizer $(ARGS)
+
+train: install ## Train: default experiment multi30k_base
+	$(PY) -m nmt.train $(ARGS)
+
+translate: install ## Translate stdin (or input=FILE): ARGS="ckpt=outputs/.../model.pt"
+	$(PY) -m nmt.translate $(ARGS)
+
+evaluate: install ## BLEU/chrF report: ARGS="ckpt=... splits=[valid]"
+	$(PY) -m nmt.evaluate $(ARGS)
+
+sweep: install ## Training sweep (Hydra multirun): ARGS="experiment=multi30k_cpu model.d_model=128,256"
+	$(PY) -m nmt.train -m $(ARGS)
+
+report: install ## Table + plots of a folder of runs: ARGS="multirun/..."
+	$(PY) -m nmt.report $(ARGS)
+
+bench: install ## Benchmarks against Hugging Face; writes bench/results.json
+	$(PY) -m pip install --quiet -e ".[dev,bench]"
+	$(PY) bench/run_all.py $(ARGS)
+
+clean: ## Remove caches and run outputs (keeps .venv and tokenizers/)
+	rm -rf .pytest_cache .ruff_cache outputs multirun reports bench/results.json
+	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +

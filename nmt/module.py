@@ -1,0 +1,121 @@
+"""The LightningModule: teacher-forced training of `Transformer`, validation loss and BLEU.
+
+The model, the loss, the schedule and the decoder live elsewhere; this class only wires them
+into Lightning's loop and logs what users watch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+
+import lightning as L
+import torch
+
+from nmt.checkpoint import FORMAT
+from nmt.config import DecodeConfig, OptimConfig
+from nmt.evaluation import translate_and_score
+from nmt.model import ModelConfig, Transformer, count_parameters
+from nmt.optim import build_optimizer, label_smoothed_loss
+from nmt.tokenizer import Tokenizer
+
+
+class TranslationModule(L.LightningModule):
+    def __init__(
+        self,
+        model_cfg: ModelConfig,
+        optim_cfg: OptimConfig,
+        decode_cfg: DecodeConfig,
+        tokenizer: Tokenizer,
+        src_lang: str,
+        tgt_lang: str,
+        val_bleu: bool,
+        compile_model: bool,
+    ):
+        super().__init__()
+        self.model = Transformer(model_cfg)
+        self.optim_cfg = optim_cfg
+        self.decode_cfg = decode_cfg
+        self.tokenizer = tokenizer
+        self.src_lang = src_lang
+        self.tgt_lang = tgt_lang
+        self.val_bleu = val_bleu
+        self.compile_model = compile_model
+        self.num_parameters = count_parameters(self.model)
+        self._step_start = time.perf_counter()
+        self.last_val_hypotheses: list[str] = []
+
+    def configure_model(self) -> None:
+        if self.compile_model:
+            self.model.compile()  # in place: parameter names (and checkpoints) stay the same
+
+    def shared_step(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Teacher forcing: logits for `tgt_in`, loss against `tgt_out`, per target token.
+
+        Returns (smoothed loss per token, NLL per token, number of target tokens).
+        """
+        logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
+        loss_sum, nll_sum = label_smoothed_loss(
+            logits, batch.tgt_out, self.optim_cfg.label_smoothing, self.model.cfg.pad_id
+        )
+        ntokens = batch.num_tgt_tokens
+        return loss_sum / ntokens, nll_sum / ntokens, ntokens
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        loss, nll, ntokens = self.shared_step(batch)
+        now = time.perf_counter()
+        tokens_per_second = ntokens / max(now - self._step_start, 1e-9)
+        self._step_start = now
+        size = batch.src.size(0)
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        self.log("train/ppl", math.exp(min(nll.item(), 50.0)), batch_size=size)
+        self.log("train/tok_per_s", tokens_per_second, prog_bar=True, batch_size=size)
+        return loss
+
+    def on_train_batch_start(self, batch, batch_idx: int) -> None:
+        # Time from here to training_step end covers data-to-update; reset at each batch.
+        if batch_idx == 0:
+            self._step_start = time.perf_counter()
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        loss, nll, ntokens = self.shared_step(batch)
+        # Weighting by tokens makes the epoch mean a per-token mean.
+        self.log("val/loss", loss, batch_size=ntokens, sync_dist=True)
+        self.log("val/nll", nll, batch_size=ntokens, sync_dist=True)
+
+    def on_validation_epoch_end(self) -> None:
+        nll = self.trainer.callback_metrics.get("val/nll")
+        if nll is not None:
+            self.log("val/ppl", math.exp(min(float(nll), 50.0)), sync_dist=True)
+        if not self.val_bleu or self.trainer.sanity_checking:
+            return
+        datamodule = self.trainer.datamodule
+        references = datamodule.splits["valid"]["tgt"]
+        # Every rank decodes the whole validation split, so all ranks log the same BLEU.
+        hypotheses, scores = translate_and_score(
+            self.model, self.tokenizer, datamodule.val_dataloader(), references, self.decode_cfg
+        )
+        self.last_val_hypotheses = hypotheses
+        self.log("val/bleu", scores.bleu, prog_bar=True)
+        self.log("val/chrf", scores.chrf)
+
+    def configure_optimizers(self):
+        optimizer, schedule = build_optimizer(self.model.parameters(), self.optim_cfg, self.model.cfg.d_model)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+
+    def inference_payload(self) -> dict:
+        """Everything but the weights that an inference checkpoint holds."""
+        model_bytes = self.tokenizer.model_bytes
+        return {
+            "format": FORMAT,
+            "model_config": asdict(self.model.cfg),
+            "src_lang": self.src_lang,
+            "tgt_lang": self.tgt_lang,
+            "sentencepiece": torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8),
+            "info": {"global_step": int(self.global_step), "epoch": int(self.current_epoch)},
+        }
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # Makes a Lightning checkpoint usable by `translate`/`evaluate` and `nmt.average`.
+        checkpoint["nmt"] = self.inference_payload()

@@ -1,0 +1,137 @@
+"""`python -m nmt.train [experiment=NAME] [overrides...]`: train a model, Hydra-configured.
+
+Each run writes to its own folder (Hydra's output dir): the composed config (.hydra/),
+checkpoints/ (best-k by the monitored metric, last, optional periodic), logs/ (CSV and
+TensorBoard), model.pt (an inference checkpoint of the best weights) and metrics.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import hydra
+import lightning as L
+import torch
+from hydra.core.hydra_config import HydraConfig
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint
+from nmt.config import TrainConfig, register_configs
+from nmt.data import TranslationDataModule
+from nmt.module import TranslationModule
+
+log = logging.getLogger(__name__)
+register_configs()
+
+
+def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
+    ckpt = cfg.checkpoint
+    safe_metric = ckpt.monitor.replace("/", "_")
+    callbacks: list[L.Callback] = [
+        ModelCheckpoint(
+            dirpath=checkpoint_dir,
+            filename=f"step{{step:06d}}-{safe_metric}{{{ckpt.monitor}:.3f}}",
+            auto_insert_metric_name=False,
+            monitor=ckpt.monitor,
+            mode=ckpt.mode,
+            save_top_k=ckpt.save_top_k,
+            save_last=ckpt.save_last,
+        ),
+        LearningRateMonitor(logging_interval="step"),
+    ]
+    if ckpt.every_n_train_steps:
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=checkpoint_dir / "periodic",
+                filename="step{step:06d}",
+                auto_insert_metric_name=False,
+                every_n_train_steps=ckpt.every_n_train_steps,
+                save_top_k=-1,
+            )
+        )
+    if ckpt.early_stopping_patience is not None:
+        callbacks.append(EarlyStopping(monitor=ckpt.monitor, mode=ckpt.mode, patience=ckpt.early_stopping_patience))
+    return callbacks
+
+
+def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
+    """`last` means this run folder's checkpoints/last.ckpt; anything else is a path."""
+    if ckpt_path is None:
+        return None
+    path = checkpoint_dir / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"ckpt_path={ckpt_path}: no checkpoint at {path}")
+    return str(path)
+
+
+def train(cfg: TrainConfig, run_dir: Path) -> dict:
+    """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed)
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    tokenizer = datamodule.tokenizer
+    if cfg.model.vocab_size != tokenizer.vocab_size:
+        raise ValueError(
+            f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {tokenizer.vocab_size} pieces"
+        )
+    module = TranslationModule(
+        cfg.model, cfg.optim, cfg.decode, tokenizer, cfg.data.src_lang, cfg.data.tgt_lang,
+        val_bleu=cfg.val_bleu, compile_model=cfg.compile,
+    )
+    log.info("Model: %s parameters", f"{module.num_parameters:,}")
+    checkpoint_dir = run_dir / "checkpoints"
+    trainer = L.Trainer(
+        **asdict(cfg.trainer),
+        default_root_dir=run_dir,
+        callbacks=build_callbacks(cfg, checkpoint_dir),
+        logger=[CSVLogger(run_dir, name="logs", version=""), TensorBoardLogger(run_dir, name="logs", version="")],
+        use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
+    )
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir))
+    train_seconds = time.perf_counter() - start
+
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if best:
+        translator = load_translator(best)
+    else:
+        translator = Translator(module.model, tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {})
+    translator.info.update({"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"})
+    metrics = {
+        "experiment": cfg.experiment_name,
+        "parameters": module.num_parameters,
+        "global_step": trainer.global_step,
+        "epoch": trainer.current_epoch,
+        "train_seconds": train_seconds,
+        "best_checkpoint": best,
+        "best_score": _as_float(trainer.checkpoint_callback.best_model_score) if best else None,
+        "monitor": cfg.checkpoint.monitor,
+        "final_metrics": {k: _as_float(v) for k, v in trainer.callback_metrics.items()},
+    }
+    if trainer.is_global_zero:
+        save_inference_checkpoint(run_dir / "model.pt", translator)
+        (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        log.info("Inference checkpoint: %s", run_dir / "model.pt")
+    return metrics
+
+
+def _as_float(value) -> float | None:
+    return None if value is None else float(value.item() if isinstance(value, torch.Tensor) else value)
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="train")
+def main(dict_cfg: DictConfig) -> float | None:
+    cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
+    metrics = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    return metrics["best_score"]  # what a Hydra sweeper optimises
+
+
+if __name__ == "__main__":
+    main()
