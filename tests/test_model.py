@@ -1,0 +1,145 @@
+"""The Transformer: the paper's shapes, causality, padding invariance, the incremental cache."""
+
+import math
+
+import pytest
+import torch
+
+from nmt.model import ModelConfig, Transformer, count_parameters
+
+TINY = ModelConfig(
+    vocab_size=50, d_model=32, n_heads=4, d_ff=64, encoder_layers=2, decoder_layers=2, dropout=0.0
+)
+
+
+def closed_form_parameters(cfg: ModelConfig) -> int:
+    d, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    attention = 4 * d * d + 4 * d  # Q, K, V and output projections with biases
+    ffn = 2 * d * f + f + d
+    layer_norm = 2 * d
+    encoder = cfg.encoder_layers * (attention + ffn + 2 * layer_norm)
+    decoder = cfg.decoder_layers * (2 * attention + ffn + 3 * layer_norm)
+    embeddings = v * d if cfg.tie_embeddings else 3 * v * d
+    final_norms = 2 * layer_norm if cfg.norm == "pre" else 0
+    return embeddings + encoder + decoder + final_norms
+
+
+def test_base_model_has_the_papers_shapes_and_parameter_count():
+    cfg = ModelConfig(vocab_size=37000)
+    model = Transformer(cfg)
+    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers) == (512, 8, 2048, 6, 6)
+    assert cfg.dropout == 0.1 and cfg.norm == "post" and cfg.tie_embeddings
+    assert len(model.encoder_layers) == 6 and len(model.decoder_layers) == 6
+    assert model.decoder_layers[0].ffn.fc1.weight.shape == (2048, 512)
+    assert count_parameters(model) == closed_form_parameters(cfg)
+    # The paper reports 65M parameters for base with its 37k vocabulary.
+    assert 60e6 < count_parameters(model) < 66e6
+
+
+@pytest.mark.parametrize("norm,tie", [("pre", True), ("post", False)])
+def test_parameter_count_of_variants(norm, tie):
+    cfg = ModelConfig(**{**TINY.__dict__, "norm": norm, "tie_embeddings": tie})
+    assert count_parameters(Transformer(cfg)) == closed_form_parameters(cfg)
+
+
+def test_embeddings_are_tied_three_ways():
+    model = Transformer(TINY)
+    assert model.src_embed.weight is model.tgt_embed.weight
+    x = torch.randn(1, 3, TINY.d_model)
+    torch.testing.assert_close(model.project_vocab(x), x @ model.src_embed.weight.T)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_no_look_ahead(norm):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**{**TINY.__dict__, "norm": norm})).eval()
+    src = torch.randint(4, 50, (2, 7))
+    tgt = torch.randint(4, 50, (2, 9))
+    logits = model(src, tgt)
+    for t in range(9):
+        changed = tgt.clone()
+        changed[:, t + 1 :] = torch.randint(4, 50, changed[:, t + 1 :].shape)
+        torch.testing.assert_close(model(src, changed)[:, : t + 1], logits[:, : t + 1])
+        if t + 1 < 9:  # and the future does matter, so the test can fail
+            assert not torch.allclose(model(src, changed)[:, t + 1 :], logits[:, t + 1 :])
+
+
+def test_a_sentence_alone_equals_it_inside_a_padded_batch():
+    torch.manual_seed(0)
+    model = Transformer(TINY).eval()
+    short_src, short_tgt = torch.randint(4, 50, (1, 4)), torch.randint(4, 50, (1, 3))
+    long_src, long_tgt = torch.randint(4, 50, (1, 9)), torch.randint(4, 50, (1, 8))
+    src = torch.zeros(2, 9, dtype=torch.long)
+    tgt = torch.zeros(2, 8, dtype=torch.long)
+    src[0, :4], tgt[0, :3] = short_src, short_tgt
+    src[1], tgt[1] = long_src, long_tgt
+    batch_logits = model(src, tgt)
+    torch.testing.assert_close(batch_logits[0, :3], model(short_src, short_tgt)[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(batch_logits[1], model(long_src, long_tgt)[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("chunks", [[1] * 6, [2, 3, 1], [6]])
+def test_incremental_decoding_equals_full_recomputation(chunks):
+    torch.manual_seed(0)
+    model = Transformer(TINY).eval()
+    src = torch.randint(4, 50, (3, 5))
+    src[0, 3:] = 0
+    tgt = torch.randint(4, 50, (3, sum(chunks)))
+    pad = model.source_padding_mask(src)
+    memory = model.encode(src, pad)
+    full, _ = model.decode(tgt, memory, pad)
+    cache, pieces, start = model.start_cache(memory), [], 0
+    for size in chunks:
+        logits, cache = model.decode(tgt[:, start : start + size], memory, pad, cache)
+        pieces.append(logits)
+        start += size
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.length == tgt.size(1)
+
+
+def test_reorder_cache_selects_rows():
+    torch.manual_seed(0)
+    model = Transformer(TINY).eval()
+    src = torch.randint(4, 50, (3, 5))
+    tgt = torch.randint(4, 50, (3, 4))
+    pad = model.source_padding_mask(src)
+    memory = model.encode(src, pad)
+    _, cache = model.decode(tgt[:, :3], memory, pad)
+    index = torch.tensor([2, 2, 0])
+    cache = model.reorder_cache(cache, index)
+    step, _ = model.decode(tgt[index, 3:], memory[index], pad[index], cache)
+    full, _ = model.decode(tgt[index], memory[index], pad[index])
+    torch.testing.assert_close(step[:, 0], full[:, 3], atol=1e-5, rtol=1e-5)
+
+
+def test_recorded_cross_attention_is_a_distribution_over_real_source_tokens():
+    model = Transformer(TINY).eval()
+    src = torch.randint(4, 50, (2, 6))
+    src[1, 4:] = 0
+    pad = model.source_padding_mask(src)
+    memory = model.encode(src, pad)
+    cache = model.start_cache(memory, record_attention=True)
+    _, cache = model.decode(torch.full((2, 1), 2), memory, pad, cache)
+    weights = cache.cross_attention
+    assert weights.shape == (2, 1, 6)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 1))
+    assert torch.all(weights[1, :, 4:] == 0)
+
+
+def test_embedding_scale_and_positions():
+    model = Transformer(TINY).eval()
+    assert model.embed_scale == math.sqrt(TINY.d_model)
+    pos = model.positions
+    assert torch.allclose(pos[0, 0::2], torch.zeros(TINY.d_model // 2))
+    assert torch.allclose(pos[0, 1::2], torch.ones(TINY.d_model // 2))
+    assert torch.isclose(pos[3, 2], torch.tensor(math.sin(3 / 10000 ** (2 / TINY.d_model))))
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="norm"):
+        ModelConfig(norm="middle")
+    with pytest.raises(ValueError, match="divisible"):
+        ModelConfig(d_model=30, n_heads=4)
+    model = Transformer(ModelConfig(**{**TINY.__dict__, "max_positions": 8}))
+    with pytest.raises(ValueError, match="max_positions"):
+        model(torch.ones(1, 9, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))

@@ -1,0 +1,46 @@
+"""Label-smoothed loss and the inverse-square-root schedule against hand computations."""
+
+import math
+
+import pytest
+import torch
+
+from nmt.config import OptimConfig
+from nmt.optim import build_optimizer, inverse_sqrt_lr, label_smoothed_loss
+
+
+def test_label_smoothed_loss_matches_a_hand_computation():
+    # One sentence, vocab of 4, two real tokens and one pad (id 0).
+    logits = torch.tensor([[[1.0, 2.0, 0.5, -1.0], [0.0, 0.0, 3.0, 1.0], [5.0, 1.0, 1.0, 1.0]]])
+    target = torch.tensor([[1, 2, 0]])
+    eps = 0.1
+    expected, expected_nll = 0.0, 0.0
+    for position, gold in [(0, 1), (1, 2)]:
+        row = logits[0, position].tolist()
+        log_z = math.log(sum(math.exp(x) for x in row))
+        log_p = [x - log_z for x in row]
+        expected += (1 - eps) * -log_p[gold] + eps * sum(-lp for lp in log_p) / 4
+        expected_nll += -log_p[gold]
+    loss, nll = label_smoothed_loss(logits, target, eps, pad_id=0)
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
+
+
+def test_schedule_values_at_one_warmup_and_four_times_warmup():
+    d, w, s = 512, 4000, 1.0
+    assert inverse_sqrt_lr(1, d, w, s) == pytest.approx(d**-0.5 * w**-1.5)
+    assert inverse_sqrt_lr(w, d, w, s) == pytest.approx(d**-0.5 * w**-0.5)  # the peak
+    assert inverse_sqrt_lr(4 * w, d, w, s) == pytest.approx(d**-0.5 * (4 * w) ** -0.5)
+    assert inverse_sqrt_lr(4 * w, d, w, s) == pytest.approx(inverse_sqrt_lr(w, d, w, s) / 2)
+    assert inverse_sqrt_lr(10, d, w, 2.0) == pytest.approx(2 * inverse_sqrt_lr(10, d, w, 1.0))
+
+
+def test_optimizer_follows_the_schedule_step_by_step():
+    param = torch.nn.Parameter(torch.zeros(3))
+    cfg = OptimConfig(warmup_steps=10)
+    optimizer, schedule = build_optimizer([param], cfg, d_model=64)
+    assert optimizer.defaults["betas"] == (0.9, 0.98) and optimizer.defaults["eps"] == 1e-9
+    for step in range(1, 25):
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(inverse_sqrt_lr(step, 64, 10, 1.0))
+        optimizer.step()
+        schedule.step()
