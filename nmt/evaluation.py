@@ -1,16 +1,15 @@
-"""Decode a dataset and score it with sacreBLEU: the one path that validation BLEU during
-training and `nmt.evaluate` share, so the two never disagree."""
+"""Decode raw source lines and score them with sacreBLEU: the one path that validation BLEU
+during training and `nmt.evaluate` share, so the two never disagree."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sacrebleu
-import torch
 
 from nmt.config import DecodeConfig
-from nmt.decode import Hypothesis, translate_batch
+from nmt.decoding import Hypothesis
+from nmt.inference import best_text, translate_lines
 from nmt.model import Transformer
 from nmt.tokenizer import Tokenizer
 
@@ -29,42 +28,12 @@ class Scores:
     bleu_lowercase_signature: str
 
 
-def translate_batches(
-    model: Transformer, tokenizer: Tokenizer, batches: Iterable, num_sentences: int, cfg: DecodeConfig,
-) -> list[list[Hypothesis]]:
-    """Decode every batch (objects with `src` (B, S) and `indices` (B,)) and return the n-best
-    lists in dataset order, whatever order the batches came in."""
-    results: list[list[Hypothesis] | None] = [None] * num_sentences
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    try:
-        for batch in batches:
-            nbest = translate_batch(model, batch.src.to(device), cfg)
-            for index, hyps in zip(batch.indices.tolist(), nbest, strict=True):
-                results[index] = hyps
-    finally:
-        model.train(was_training)
-    missing = [i for i, r in enumerate(results) if r is None]
-    if missing:
-        raise RuntimeError(f"{len(missing)} sentences were not decoded (first: {missing[:5]})")
-    return results
-
-
-def detokenize(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[str]:
-    """The best hypothesis of each sentence as raw text."""
-    return tokenizer.decode([nbest[0].tokens for nbest in hypotheses])
-
-
 def score(hypotheses: list[str], references: list[str]) -> Scores:
     """BLEU (cased, 13a), chrF2 and lowercased BLEU of detokenized text against raw references."""
-    bleu = sacrebleu.metrics.BLEU()
-    chrf = sacrebleu.metrics.CHRF()
-    bleu_lc = sacrebleu.metrics.BLEU(lowercase=True)
-    refs = [references]
-    b = bleu.corpus_score(hypotheses, refs)
-    c = chrf.corpus_score(hypotheses, refs)
-    lc = bleu_lc.corpus_score(hypotheses, refs)
+    bleu, chrf, bleu_lc = sacrebleu.BLEU(), sacrebleu.CHRF(), sacrebleu.BLEU(lowercase=True)
+    b = bleu.corpus_score(hypotheses, [references])
+    c = chrf.corpus_score(hypotheses, [references])
+    lc = bleu_lc.corpus_score(hypotheses, [references])
     return Scores(
         bleu=b.score,
         chrf=c.score,
@@ -77,11 +46,18 @@ def score(hypotheses: list[str], references: list[str]) -> Scores:
     )
 
 
-@torch.inference_mode()
 def translate_and_score(
-    model: Transformer, tokenizer: Tokenizer, batches: Iterable, references: list[str], cfg: DecodeConfig,
-) -> tuple[list[str], Scores]:
-    """Decode the batches of a split and score the output against its raw references."""
-    hypotheses = translate_batches(model, tokenizer, batches, len(references), cfg)
-    text = detokenize(tokenizer, hypotheses)
-    return text, score(text, references)
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sources: list[str],
+    references: list[str],
+    cfg: DecodeConfig,
+    max_tokens: int,
+) -> tuple[list[str], list[list[Hypothesis]], Scores]:
+    """Translate raw source lines; return the best hypotheses as text, the n-best lists and
+    the scores against the raw references."""
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} source lines but {len(references)} references")
+    nbest = translate_lines(model, tokenizer, sources, cfg, max_tokens)
+    text = best_text(tokenizer, nbest)
+    return text, nbest, score(text, references)

@@ -90,11 +90,11 @@ class TranslationModule(L.LightningModule):
             self.log("val/ppl", math.exp(min(float(nll), 50.0)), sync_dist=True)
         if not self.val_bleu or self.trainer.sanity_checking:
             return
-        datamodule = self.trainer.datamodule
-        references = datamodule.splits["valid"]["tgt"]
+        valid = self.trainer.datamodule.splits["valid"]
         # Every rank decodes the whole validation split, so all ranks log the same BLEU.
-        hypotheses, scores = translate_and_score(
-            self.model, self.tokenizer, datamodule.val_dataloader(), references, self.decode_cfg
+        hypotheses, _, scores = translate_and_score(
+            self.model, self.tokenizer, list(valid["src"]), list(valid["tgt"]), self.decode_cfg,
+            self.trainer.datamodule.data_cfg.eval_max_tokens,
         )
         self.last_val_hypotheses = hypotheses
         self.log("val/bleu", scores.bleu, prog_bar=True)

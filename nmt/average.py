@@ -1,0 +1,76 @@
+"""`python -m nmt.average dir=RUN/checkpoints/periodic last=5 [output=FILE]`: average weights.
+
+Averages the parameters of the last N checkpoints (by training step) of a folder, or of an
+explicit list (`checkpoints=[a.ckpt,b.ckpt]`), into one inference checkpoint, as the paper
+does for its base (last 5) and big (last 20) models.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AverageConfig:
+    dir: str | None = None  # a folder of .ckpt/.pt checkpoints
+    checkpoints: list[str] = field(default_factory=list)  # or an explicit list
+    last: int = 5
+    output: str | None = None  # default: <dir>/averaged_last<N>.pt
+
+
+def select_checkpoints(folder: Path, last: int) -> list[Path]:
+    """The `last` checkpoints of a folder by the training step they were saved at."""
+    found = []
+    for path in sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt")):
+        if path.name == "last.ckpt":
+            continue  # a copy of one of the others
+        found.append((load_translator(path).info.get("global_step", -1), path))
+    if len(found) < last:
+        raise ValueError(f"asked to average the last {last} checkpoints but {folder} has {len(found)}")
+    return [path for _, path in sorted(found)[-last:]]
+
+
+def average_checkpoints(paths: list[Path]) -> Translator:
+    """Mean of the weights (in float32); config, tokenizer and direction from the last one."""
+    translators = [load_translator(p) for p in paths]
+    reference = translators[-1]
+    names = reference.model.state_dict().keys()
+    averaged = {}
+    for name in names:
+        tensors = [t.model.state_dict()[name] for t in translators]
+        averaged[name] = torch.stack([x.float() for x in tensors]).mean(0).to(tensors[-1].dtype)
+    reference.model.load_state_dict(averaged)
+    reference.info = {**reference.info, "averaged": [str(p) for p in paths]}
+    return reference
+
+
+ConfigStore.instance().store(name="average", node=AverageConfig)
+
+
+@hydra.main(version_base=None, config_path=None, config_name="average")
+def main(dict_cfg) -> None:
+    cfg: AverageConfig = OmegaConf.to_object(dict_cfg)
+    if cfg.checkpoints:
+        paths = [Path(p) for p in cfg.checkpoints]
+    elif cfg.dir:
+        paths = select_checkpoints(Path(cfg.dir), cfg.last)
+    else:
+        raise SystemExit("nmt.average: give dir=FOLDER (with last=N) or checkpoints=[...]")
+    output = Path(cfg.output) if cfg.output else paths[-1].parent / f"averaged_last{len(paths)}.pt"
+    save_inference_checkpoint(output, average_checkpoints(paths))
+    log.info("Averaged %d checkpoints into %s", len(paths), output)
+
+
+if __name__ == "__main__":
+    main()

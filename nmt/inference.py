@@ -1,0 +1,89 @@
+"""Raw text in, hypotheses out: the decoding path shared by translate, evaluate and
+validation BLEU.
+
+Lines are encoded with the model's own sentencepiece model, sorted by length into batches of
+at most `max_tokens` padded source tokens, decoded, and returned in the input order. Empty or
+whitespace-only lines are not decoded: their result is an empty n-best list.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.decoding import Hypothesis, translate_batch
+from nmt.model import Transformer
+from nmt.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+# Characters that would split one output line into several.
+LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str) -> str:
+    """Text safe to write as a single line of a line-aligned (or tab-separated) file."""
+    return text.translate(LINE_BREAKS)
+
+
+def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped into batches sorted by length, each with at most `max_tokens` padded
+    tokens (a longer single item gets a batch of its own)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        if current and lengths[index] * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -> list[list[int]]:
+    """Source ids with EOS appended, cut to what the model can take (with a warning)."""
+    encoded = []
+    for number, ids in enumerate(tokenizer.encode(lines), start=1):
+        if len(ids) + 1 > max_positions:
+            log.warning("line %d: %d tokens, cut to the model's %d", number, len(ids), max_positions - 1)
+            ids = ids[: max_positions - 1]
+        encoded.append(ids + [tokenizer.eos_id])
+    return encoded
+
+
+@torch.inference_mode()
+def translate_lines(
+    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, max_tokens: int
+) -> list[list[Hypothesis]]:
+    """One n-best list per line, in input order; [] for an empty or whitespace-only line."""
+    results: list[list[Hypothesis]] = [[] for _ in lines]
+    todo = [i for i, line in enumerate(lines) if line.strip()]
+    if not todo:
+        return results
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    sources = encode_sources(tokenizer, [lines[i] for i in todo], model.cfg.max_positions)
+    # Beam search keeps beam_size rows per sentence: budget the batch for all of them.
+    rows_per_sentence = cfg.beam_size if cfg.strategy == "beam" else 1
+    try:
+        for batch in length_batches([len(s) for s in sources], max(1, max_tokens // rows_per_sentence)):
+            width = max(len(sources[i]) for i in batch)
+            src = torch.full((len(batch), width), tokenizer.pad_id, dtype=torch.long)
+            for row, i in enumerate(batch):
+                src[row, : len(sources[i])] = torch.tensor(sources[i])
+            for i, nbest in zip(batch, translate_batch(model, src.to(device), cfg), strict=True):
+                results[todo[i]] = nbest
+    finally:
+        model.train(was_training)
+    return results
+
+
+def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[str]:
+    """The best hypothesis of each sentence as one line of raw text ("" for none)."""
+    texts = tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in hypotheses])
+    return [one_line(t) for t in texts]
