@@ -1,0 +1,207 @@
+"""Token-budget batches, and their collation into padded tensors.
+
+Teacher forcing convention (collate): for a source x1..xm and a target y1..yn,
+    src     = x1 .. xm EOS
+    tgt_in  = BOS y1 .. yn     (what the decoder reads)
+    tgt_out = y1 .. yn EOS     (what it is trained to predict, position for position)
+each padded on the right with PAD (0). So a pair costs m+1 source and n+1 target positions: the
+lengths TokenBatchSampler takes are len(ids) + 1.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import datasets
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
+
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+log = logging.getLogger(__name__)
+
+
+class TokenBatchSampler:
+    """Batches of dataset indices whose padded size fits a token budget, for one DDP rank.
+
+    src_lens, tgt_lens (N,): positions per pair, EOS/BOS included (len(ids) + 1). A batch of b
+    pairs pads to b * max(src) source and b * max(tgt) target positions; both stay <= max_tokens,
+    except that a pair over the budget on its own gets a batch of its own (with a warning).
+
+    Pairs are sorted by (source, target) length and packed greedily, which keeps padding low.
+    Training (shuffle=True): ties in length are broken at random and the batch order is
+    shuffled, both from (seed, epoch): the same for the same seed and epoch on every rank, new
+    each epoch. Evaluation (shuffle=False): sorted by length, ties in index order; each batch is
+    a list of dataset indices, so the caller can put outputs back in the original order.
+
+    Since only equal-length pairs trade places, the batch sizes are the same every epoch and are
+    computed once. For num_replicas > 1 the largest batches are halved until the count divides
+    evenly, and rank r takes every num_replicas-th batch: ranks get equally many, disjoint batches
+    covering every pair once, with nothing dropped or repeated.
+
+    Lightning calls `set_epoch` through `batch_sampler.sampler` (not on the batch sampler
+    itself), so `sampler` is this object.
+    """
+
+    def __init__(
+        self,
+        src_lens: npt.ArrayLike,
+        tgt_lens: npt.ArrayLike,
+        max_tokens: int,
+        shuffle: bool,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
+        self.src_lens = np.asarray(src_lens, dtype=np.int64)
+        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+        if self.src_lens.shape != self.tgt_lens.shape:
+            raise ValueError(
+                f"lengths differ in shape: {self.src_lens.shape}, {self.tgt_lens.shape}"
+            )
+        self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
+        self.num_replicas, self.rank = num_replicas, rank
+        self.epoch = 0
+        self.sampler = self  # where Lightning looks for set_epoch
+        self._skip = 0
+        order = np.lexsort((self.tgt_lens, self.src_lens))
+        sizes = _pack(self.src_lens[order].tolist(), self.tgt_lens[order].tolist(), max_tokens)
+        self._sizes = _split_until_divisible(sizes, num_replicas)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def skip(self, num_batches: int) -> None:
+        """Make the next iteration start at this rank's batch `num_batches` of the current epoch.
+
+        For resuming mid-epoch: after set_epoch(e) and skip(k), iteration yields exactly the
+        batches of epoch e that a full iteration would have yielded after its first k. Applies to
+        the next iteration only. len() stays the full epoch's count, as a loop that resumes its
+        batch counter at k expects.
+        """
+        if not 0 <= num_batches <= len(self):
+            raise ValueError(f"cannot skip {num_batches} of {len(self)} batches")
+        self._skip = num_batches
+
+    def __len__(self) -> int:
+        """Batches per epoch for this rank."""
+        return len(self._sizes) // self.num_replicas
+
+    def __iter__(self) -> Iterator[list[int]]:
+        start, self._skip = self._skip, 0
+        for batch in self.epoch_batches()[self.rank :: self.num_replicas][start:]:
+            yield batch.tolist()
+
+    def epoch_batches(self) -> list[np.ndarray]:
+        """All ranks' batches of the current epoch, in order: arrays of dataset indices."""
+        bounds = np.cumsum(self._sizes)[:-1]
+        if not self.shuffle:
+            order = np.lexsort((self.tgt_lens, self.src_lens))  # stable: ties in index order
+            return np.split(order, bounds) if self._sizes else []
+        rng = np.random.default_rng([self.seed, self.epoch])
+        ties = rng.random(len(self.src_lens))
+        batches = np.split(np.lexsort((ties, self.tgt_lens, self.src_lens)), bounds)
+        return [batches[i] for i in rng.permutation(len(self._sizes))]
+
+
+def _pack(src_lens: list[int], tgt_lens: list[int], max_tokens: int) -> list[int]:
+    """Greedy packing of length-sorted pairs: the sizes of consecutive batches.
+
+    A pair joins the current batch unless that would lift batch size * longest source or target
+    above max_tokens. Plain Python over lists: about 0.5 s per million pairs.
+    """
+    sizes: list[int] = []
+    size = longest = oversized = 0
+    for s, t in zip(src_lens, tgt_lens, strict=True):
+        pair = s if s > t else t
+        oversized += pair > max_tokens
+        grown = pair if pair > longest else longest
+        if size and (size + 1) * grown > max_tokens:
+            sizes.append(size)
+            size, grown = 0, pair
+        size, longest = size + 1, grown
+    if size:
+        sizes.append(size)
+    if oversized:
+        log.warning(
+            "%d pairs are longer than max_tokens=%d on their own: each gets a batch of its own",
+            oversized,
+            max_tokens,
+        )
+    return sizes
+
+
+def _split_until_divisible(sizes: list[int], num_replicas: int) -> list[int]:
+    """Halve the largest batch until the count divides by num_replicas (fewer than
+    num_replicas halvings; halves of a batch within budget are within budget)."""
+    sizes = list(sizes)
+    while len(sizes) % num_replicas:
+        i = int(np.argmax(sizes))
+        if sizes[i] == 1:
+            raise ValueError(
+                f"{sum(sizes)} pairs cannot give {num_replicas} ranks equally many batches"
+            )
+        sizes[i : i + 1] = [sizes[i] // 2, sizes[i] - sizes[i] // 2]
+    return sizes
+
+
+class IndexedPairs(torch.utils.data.Dataset):
+    """An encoded split as collate's examples {index, src_ids, tgt_ids}.
+
+    `__getitems__` reads a whole batch with one Arrow take; the DataLoader calls it when given a
+    batch sampler. `index` is the row in the split, which for validation and test is the line.
+    """
+
+    def __init__(self, ds: datasets.Dataset):
+        self.ds = ds.select_columns(["src_ids", "tgt_ids"])
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        rows = self.ds[indices]
+        return [
+            {"index": i, "src_ids": s, "tgt_ids": t}
+            for i, s, t in zip(indices, rows["src_ids"], rows["tgt_ids"], strict=True)
+        ]
+
+
+@dataclass
+class Batch:
+    """Padded tensors for one step; see the module docstring for the teacher forcing layout."""
+
+    src: Tensor  # (B, S) long: x1..xm EOS, PAD
+    tgt_in: Tensor  # (B, T) long: BOS y1..yn, PAD
+    tgt_out: Tensor  # (B, T) long: y1..yn EOS, PAD
+    indices: Tensor  # (B,) long: dataset rows, to restore the original order
+    num_tgt_tokens: int  # non-PAD positions of tgt_out, the loss normaliser
+
+
+def collate(examples: list[dict]) -> Batch:
+    """[{index, src_ids, tgt_ids}] -> Batch."""
+    src = [list(e["src_ids"]) + [EOS_ID] for e in examples]
+    tgt_in = [[BOS_ID] + list(e["tgt_ids"]) for e in examples]
+    tgt_out = [list(e["tgt_ids"]) + [EOS_ID] for e in examples]
+    return Batch(
+        src=_pad(src),
+        tgt_in=_pad(tgt_in),
+        tgt_out=_pad(tgt_out),
+        indices=torch.tensor([e["index"] for e in examples], dtype=torch.long),
+        num_tgt_tokens=sum(len(t) for t in tgt_out),
+    )
+
+
+def _pad(seqs: list[list[int]]) -> Tensor:
+    """Lists of ids -> (B, max length) long, right-padded with PAD_ID."""
+    tensors = [torch.tensor(s, dtype=torch.long) for s in seqs]
+    return pad_sequence(tensors, batch_first=True, padding_value=PAD_ID)

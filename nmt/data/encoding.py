@@ -1,0 +1,84 @@
+"""Token ids for every split, and the cleaning of the training split.
+
+Encoding runs through `Dataset.map`, so its output is cached under the datasets fingerprint of
+(input data, function, tokenizer): the Tokenizer pickles as its model bytes, so a retrained
+tokenizer means new ids, and the same one means a cache hit.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import datasets
+import numpy as np
+import pyarrow.compute as pc
+
+from nmt.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> datasets.Dataset:
+    """Add `src_ids` and `tgt_ids`: piece ids without BOS/EOS (collate adds those).
+
+    Ids are stored as uint16 when the vocabulary fits (a quarter of int64's memory), else int32.
+    """
+    id_type = "uint16" if tokenizer.vocab_size <= 1 << 16 else "int32"
+    features = ds.features.copy()
+    features["src_ids"] = datasets.List(datasets.Value(id_type))
+    features["tgt_ids"] = datasets.List(datasets.Value(id_type))
+    return ds.map(
+        _encode_batch,
+        batched=True,
+        fn_kwargs={"tokenizer": tokenizer},
+        features=features,
+        num_proc=num_proc,
+        desc="Tokenizing",
+    )
+
+
+def _encode_batch(batch: dict[str, list[str]], tokenizer: Tokenizer) -> dict[str, list[list[int]]]:
+    return {"src_ids": tokenizer.encode(batch["src"]), "tgt_ids": tokenizer.encode(batch["tgt"])}
+
+
+def token_lengths(ds: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """(N,) and (N,) int: the number of pieces in each row's src_ids and tgt_ids, read from the
+    Arrow list offsets without converting any row to Python."""
+    table = ds.with_format("arrow")
+    return tuple(
+        pc.list_value_length(table[column]).to_numpy(zero_copy_only=False).astype(np.int64)
+        for column in ("src_ids", "tgt_ids")
+    )
+
+
+def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> datasets.Dataset:
+    """Drop training pairs that teach nothing or cost too much, and log how many and why.
+
+    Dropped, each pair counted under the first reason that applies: (1) either side empty after
+    strip(); (2) more than max_len pieces on either side; (3) longer/shorter piece count above
+    max_len_ratio (misaligned pairs). Validation and test data are never cleaned: a reference
+    line must stay aligned with its source line.
+    """
+    src_len, tgt_len = token_lengths(ds)
+    empty = np.array(
+        [not s.strip() or not t.strip() for s, t in zip(ds["src"][:], ds["tgt"][:], strict=True)],
+        dtype=bool,
+    )
+    longest, shortest = np.maximum(src_len, tgt_len), np.minimum(src_len, tgt_len)
+    too_long = ~empty & (longest > max_len)
+    bad_ratio = ~empty & ~too_long & (longest > max_len_ratio * np.maximum(shortest, 1))
+    keep = ~(empty | too_long | bad_ratio)
+    log.info(
+        "Training data: kept %d of %d pairs; dropped %d with an empty side, %d longer than %d "
+        "tokens, %d with a length ratio above %g",
+        keep.sum(),
+        len(keep),
+        empty.sum(),
+        too_long.sum(),
+        max_len,
+        bad_ratio.sum(),
+        max_len_ratio,
+    )
+    if keep.all():
+        return ds
+    return ds.select(np.flatnonzero(keep), keep_in_memory=True)  # an index mapping, no copy

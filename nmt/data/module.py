@@ -1,0 +1,93 @@
+"""The LightningDataModule that ties loading, tokenizer, encoding, cleaning and batching."""
+
+from __future__ import annotations
+
+import datasets
+import lightning as L
+from torch.utils.data import DataLoader
+
+from nmt.config import DataConfig, TokenizerConfig
+from nmt.data.batching import IndexedPairs, TokenBatchSampler, collate
+from nmt.data.encoding import clean_train, encode_split, token_lengths
+from nmt.data.sources import load_split, load_splits
+from nmt.tokenizer import Tokenizer, train_or_load
+
+
+def build_tokenizer(data_cfg: DataConfig, tok_cfg: TokenizerConfig) -> Tokenizer:
+    """Train the joint tokenizer on the training split's source and target text, or load it if
+    it was already trained with these settings on this text."""
+    return _tokenizer_for(data_cfg, tok_cfg, load_split(data_cfg, "train"))
+
+
+def _tokenizer_for(
+    data_cfg: DataConfig, tok_cfg: TokenizerConfig, train: datasets.Dataset
+) -> Tokenizer:
+    description = (
+        f"{data_cfg.name}: {data_cfg.source} split {data_cfg.splits['train']!r}, "
+        f"{data_cfg.src_lang}+{data_cfg.tgt_lang}, {len(train)} pairs"
+    )
+    return train_or_load(tok_cfg, train["src"][:] + train["tgt"][:], description)
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Splits as raw text (`splits`, for references), a tokenizer, and token-batched loaders.
+
+    prepare_data (which the Trainer runs in one process per node while the others wait)
+    downloads, trains the tokenizer and fills the Arrow caches; setup (every process) repeats the
+    same calls, which then only read those caches and load the tokenizer: within a node no two
+    processes train or write the same files.
+
+    Training batches are shuffled and sharded across the trainer's ranks; the Trainer must run
+    with use_distributed_sampler=False to keep this sampler. Validation and test batches are
+    sorted by length and every rank sees every line, so BLEU needs no gathering; batch.indices
+    give each output's line.
+    """
+
+    def __init__(self, data_cfg: DataConfig, tok_cfg: TokenizerConfig, seed: int):
+        super().__init__()
+        self.data_cfg, self.tok_cfg, self.seed = data_cfg, tok_cfg, seed
+        self.tokenizer: Tokenizer | None = None
+        self.splits: dict[str, datasets.Dataset] = {}  # role -> raw src, tgt text
+        self.encoded: dict[str, datasets.Dataset] = {}  # role -> + src_ids, tgt_ids; train cleaned
+
+    def prepare_data(self) -> None:
+        self._build()
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokenizer is None:
+            self.splits, self.tokenizer, self.encoded = self._build()
+
+    def _build(self) -> tuple[dict[str, datasets.Dataset], Tokenizer, dict[str, datasets.Dataset]]:
+        cfg = self.data_cfg
+        splits = load_splits(cfg)
+        tokenizer = _tokenizer_for(cfg, self.tok_cfg, splits["train"])
+        encoded = {role: encode_split(ds, tokenizer, cfg.num_proc) for role, ds in splits.items()}
+        encoded["train"] = clean_train(encoded["train"], cfg.max_len, cfg.max_len_ratio)
+        return splits, tokenizer, encoded
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world_size = (
+            (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
+        )
+        return self._loader("train", self.data_cfg.max_tokens, True, world_size, rank)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("valid", self.data_cfg.eval_max_tokens, False, 1, 0)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", self.data_cfg.eval_max_tokens, False, 1, 0)
+
+    def _loader(
+        self, role: str, max_tokens: int, shuffle: bool, num_replicas: int, rank: int
+    ) -> DataLoader:
+        ds = self.encoded[role]
+        src_lens, tgt_lens = token_lengths(ds)
+        sampler = TokenBatchSampler(
+            src_lens + 1, tgt_lens + 1, max_tokens, shuffle, self.seed, num_replicas, rank
+        )
+        return DataLoader(
+            IndexedPairs(ds),
+            batch_sampler=sampler,
+            collate_fn=collate,
+            num_workers=self.data_cfg.num_workers,
+        )

@@ -1,0 +1,193 @@
+"""Parallel text as `datasets.Dataset`s with two string columns, `src` and `tgt`.
+
+Three sources (DataConfig.source):
+  multi30k: `{split}.{lang}` files in cfg.dir, else $NMT_DATA_DIR, else downloaded once from
+            `{cfg.url}/{split}.{lang}.gz` into `<cfg.cache_dir or ~/.cache/nmt>/downloads/`.
+  files:    cfg.data_files = {split: {lang: path}}, a pair of parallel text files per split.
+  hub:      `datasets.load_dataset(cfg.path, cfg.config_name, data_files=cfg.data_files)`, rows
+            {"translation": {lang: text}}: wmt/wmt14 (de-en), IWSLT/iwslt2017, or json/parquet.
+Text files are read with "\\n" as the only line break and are otherwise kept byte for byte:
+`str.splitlines` would also break at "\\r", "\\x1c" or "\\u2028", which occur inside real
+sentences, and shift every later line against its translation.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import datasets
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from nmt.config import DataConfig
+
+log = logging.getLogger(__name__)
+
+PAIR_FEATURES = datasets.Features(
+    {"src": datasets.Value("string"), "tgt": datasets.Value("string")}
+)
+_READER_VERSION = "1"  # part of the text-file cache key: bump when read_lines changes
+
+
+def load_splits(cfg: DataConfig) -> dict[str, datasets.Dataset]:
+    """role (train, valid, test, as keyed in cfg.splits) -> Dataset with columns src, tgt."""
+    return {role: load_split(cfg, role) for role in cfg.splits}
+
+
+def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
+    """The split that cfg.splits[role] names; training keeps its first cfg.max_train_pairs."""
+    split = cfg.splits[role]
+    if cfg.source == "hub":
+        ds = _load_hub(cfg, split)
+    elif cfg.source in ("multi30k", "files"):
+        ds = _load_text_pair(*_text_pair_paths(cfg, split), cache_dir=cfg.cache_dir)
+    else:
+        raise ValueError(f"data.source must be multi30k, files or hub, not {cfg.source!r}")
+    if role == "train" and cfg.max_train_pairs is not None:
+        ds = ds.select(range(min(cfg.max_train_pairs, len(ds))))
+    return ds
+
+
+# --- text files (multi30k, files) ---
+
+
+def read_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a UTF-8 file without their "\\n" ("\\n" is the only line break)."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        for line in f:
+            yield line.removesuffix("\n")
+
+
+def count_lines(path: Path) -> int:
+    """How many lines `read_lines` yields, counted without decoding."""
+    count, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 24):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _text_pair_paths(cfg: DataConfig, split: str) -> tuple[Path, Path]:
+    """The source- and target-language files of a split."""
+    if cfg.source == "files":
+        files = _plain(cfg.data_files)[split]
+        return Path(files[cfg.src_lang]), Path(files[cfg.tgt_lang])
+    if cfg.dir is not None:
+        folder = Path(cfg.dir)
+    elif "NMT_DATA_DIR" in os.environ:
+        folder = Path(os.environ["NMT_DATA_DIR"])
+    else:
+        folder = _download_multi30k(cfg, split)
+    return folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
+
+
+def _download_multi30k(cfg: DataConfig, split: str) -> Path:
+    """Fetch and gunzip `{cfg.url}/{split}.{lang}.gz` once per URL; returns the folder.
+
+    urllib, so a file:// URL works too. Files are written atomically: a concurrent reader (another
+    rank) never sees half a file.
+    """
+    root = Path(cfg.cache_dir) if cfg.cache_dir else Path.home() / ".cache" / "nmt"
+    folder = root / "downloads" / hashlib.sha256(cfg.url.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang in (cfg.src_lang, cfg.tgt_lang):
+        target = folder / f"{split}.{lang}"
+        if target.exists():
+            continue
+        url = f"{cfg.url.rstrip('/')}/{split}.{lang}.gz"
+        log.info("Downloading %s to %s", url, target)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.")
+        with urllib.request.urlopen(url) as response, gzip.GzipFile(fileobj=response) as gz:
+            with os.fdopen(fd, "wb") as out:
+                shutil.copyfileobj(gz, out)
+        os.replace(tmp, target)
+    return folder
+
+
+def _load_text_pair(src_path: Path, tgt_path: Path, cache_dir: str | None) -> datasets.Dataset:
+    """Two line-aligned files -> Dataset(src, tgt), cached as Arrow.
+
+    The cache key holds the files' paths, sizes and modification times: an edited file is read
+    again (`from_generator` would otherwise key on the generator's arguments, the paths alone).
+    """
+    n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
+    if n_src != n_tgt:
+        raise ValueError(
+            f"parallel files differ in length: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}"
+        )
+    stats = [
+        (str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in (src_path, tgt_path)
+    ]
+    key = json.dumps([_READER_VERSION, *stats])
+    return datasets.Dataset.from_generator(
+        _generate_pairs,
+        features=PAIR_FEATURES,
+        cache_dir=cache_dir,
+        gen_kwargs={"src_path": str(src_path), "tgt_path": str(tgt_path)},
+        fingerprint=hashlib.sha256(key.encode()).hexdigest()[:32],
+    )
+
+
+def _generate_pairs(src_path: str, tgt_path: str) -> Iterator[dict[str, str]]:
+    for src, tgt in zip(read_lines(src_path), read_lines(tgt_path), strict=True):
+        yield {"src": src, "tgt": tgt}
+
+
+# --- datasets with a translation column (hub) ---
+
+
+def _load_hub(cfg: DataConfig, split: str) -> datasets.Dataset:
+    """`load_dataset(...)[split]`, its `translation` column mapped to src, tgt."""
+    ds = datasets.load_dataset(
+        cfg.path,
+        cfg.config_name,
+        data_files=_plain(cfg.data_files),
+        split=split,
+        cache_dir=cfg.cache_dir,
+    )
+    languages = _translation_languages(ds.features)
+    missing = {cfg.src_lang, cfg.tgt_lang} - languages
+    if missing:
+        raise ValueError(f"{cfg.path} has no {sorted(missing)} in its translation column")
+    return ds.map(
+        _translation_to_pair,
+        batched=True,
+        fn_kwargs={"src_lang": cfg.src_lang, "tgt_lang": cfg.tgt_lang},
+        remove_columns=ds.column_names,
+        features=PAIR_FEATURES,
+        desc="src/tgt columns",
+    )
+
+
+def _translation_languages(features: datasets.Features) -> set[str]:
+    """The languages of a `translation` column: a Translation feature or a struct of strings."""
+    if "translation" not in features:
+        raise ValueError(f"a hub dataset needs a 'translation' column, found {list(features)}")
+    column = features["translation"]
+    if isinstance(column, datasets.Translation):
+        return set(column.languages)
+    return set(column)
+
+
+def _translation_to_pair(
+    batch: dict[str, list], src_lang: str, tgt_lang: str
+) -> dict[str, list[str]]:
+    pairs = batch["translation"]
+    return {"src": [p[src_lang] for p in pairs], "tgt": [p[tgt_lang] for p in pairs]}
+
+
+def _plain(data_files: Any) -> Any:
+    """data_files as plain dicts and lists: Hydra hands over DictConfig/ListConfig."""
+    if isinstance(data_files, DictConfig | ListConfig):
+        return OmegaConf.to_container(data_files, resolve=True)
+    return data_files

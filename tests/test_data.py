@@ -1,0 +1,408 @@
+"""Data pipeline on real Multi30k text: sources, encoding, cleaning, batching, collation."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from itertools import islice
+from pathlib import Path
+from types import SimpleNamespace
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from lightning.fabric.utilities.data import _set_sampler_epoch
+from torch.utils.data import DataLoader
+
+from nmt.config import DataConfig, TokenizerConfig
+from nmt.data import (
+    TokenBatchSampler,
+    TranslationDataModule,
+    clean_train,
+    collate,
+    encode_split,
+    load_splits,
+    read_lines,
+    token_lengths,
+)
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+SUBSET = {"train": 300, "val": 100, "test_2016_flickr": 100}  # lines per split in small copies
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8", newline="\n")
+    return path
+
+
+def pairs(ds: datasets.Dataset) -> list[tuple[str, str]]:
+    return list(zip(ds["src"][:], ds["tgt"][:], strict=True))
+
+
+def data_config(cache: Path, **fields) -> DataConfig:
+    return DataConfig(**{"name": "test", "cache_dir": str(cache), **fields})
+
+
+@pytest.fixture(scope="module")
+def subset(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """The first lines of each Multi30k split: split -> {lang: lines}, also written as
+    `{split}.{lang}` text files in subset["dir"]."""
+    folder = tmp_path_factory.mktemp("multi30k_subset")
+    lines = {}
+    for split, n in SUBSET.items():
+        lines[split] = {
+            lang: list(islice(read_lines(multi30k_dir / f"{split}.{lang}"), n))
+            for lang in ("en", "de")
+        }
+        for lang, text in lines[split].items():
+            write_lines(folder / f"{split}.{lang}", text)
+    return {"dir": folder, **lines}
+
+
+# --- sources ---
+
+
+def test_read_lines_breaks_only_at_newline(tmp_path: Path) -> None:
+    lines = ["a\rb", "c\x1cd\u2028e\x85f", "", "  g  "]
+    path = tmp_path / "x.txt"
+    path.write_text("\n".join(lines), encoding="utf-8", newline="\n")  # no final newline
+    assert list(read_lines(path)) == lines
+    write_lines(path, lines)
+    assert list(read_lines(path)) == lines
+
+
+def test_multi30k_local_dir(multi30k_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    splits = load_splits(data_config(tmp_path, source="multi30k", dir=str(multi30k_dir)))
+    assert {role: len(ds) for role, ds in splits.items()} == {
+        "train": 29000,
+        "valid": 1014,
+        "test": 1000,
+    }
+    en, de = read_lines(multi30k_dir / "val.en"), read_lines(multi30k_dir / "val.de")
+    assert pairs(splits["valid"]) == list(zip(en, de, strict=True))
+    monkeypatch.setenv("NMT_DATA_DIR", str(multi30k_dir))
+    from_env = load_splits(data_config(tmp_path, source="multi30k"))
+    assert pairs(from_env["test"]) == pairs(splits["test"])
+
+
+def write_translation_rows(subset: dict, folder: Path) -> tuple[dict, dict]:
+    """The subset as json lines and as parquet, rows {"translation": {"de": .., "en": ..}}."""
+    json_files, parquet_files = {}, {}
+    for split in SUBSET:
+        rows = [
+            {"translation": {"de": de, "en": en}}
+            for en, de in zip(subset[split]["en"], subset[split]["de"], strict=True)
+        ]
+        json_files[split] = str(
+            write_lines(folder / f"{split}.jsonl", [json.dumps(r) for r in rows])
+        )
+        parquet_files[split] = str(folder / f"{split}.parquet")
+        pq.write_table(pa.Table.from_pylist(rows), parquet_files[split])
+    return json_files, parquet_files
+
+
+def write_gz(subset: dict, folder: Path) -> str:
+    """The subset as {split}.{lang}.gz files; returns their folder as a file:// URL."""
+    folder.mkdir()
+    for split in SUBSET:
+        for lang in ("en", "de"):
+            text = "".join(f"{line}\n" for line in subset[split][lang])
+            (folder / f"{split}.{lang}.gz").write_bytes(gzip.compress(text.encode("utf-8")))
+    return folder.as_uri()
+
+
+@pytest.mark.parametrize("src_lang, tgt_lang", [("en", "de"), ("de", "en")])
+def test_every_source_gives_the_same_pairs(
+    subset: dict, tmp_path: Path, monkeypatch, src_lang: str, tgt_lang: str
+) -> None:
+    monkeypatch.delenv("NMT_DATA_DIR", raising=False)
+    json_files, parquet_files = write_translation_rows(subset, tmp_path)
+    text_files = {
+        split: {lang: str(subset["dir"] / f"{split}.{lang}") for lang in ("en", "de")}
+        for split in SUBSET
+    }
+    common = {"splits": SPLITS, "src_lang": src_lang, "tgt_lang": tgt_lang}
+    configs = {
+        "local": data_config(tmp_path / "c1", source="multi30k", dir=str(subset["dir"]), **common),
+        "url": data_config(
+            tmp_path / "c2", source="multi30k", url=write_gz(subset, tmp_path / "gz"), **common
+        ),
+        "files": data_config(tmp_path / "c3", source="files", data_files=text_files, **common),
+        "json": data_config(
+            tmp_path / "c4", source="hub", path="json", data_files=json_files, **common
+        ),
+        "parquet": data_config(
+            tmp_path / "c5", source="hub", path="parquet", data_files=parquet_files, **common
+        ),
+    }
+    expected = {
+        role: list(zip(subset[split][src_lang], subset[split][tgt_lang], strict=True))
+        for role, split in SPLITS.items()
+    }
+    for name, cfg in configs.items():
+        splits = load_splits(cfg)
+        assert {role: pairs(ds) for role, ds in splits.items()} == expected, name
+        assert splits["train"].features == datasets.Features(
+            {"src": datasets.Value("string"), "tgt": datasets.Value("string")}
+        ), name
+
+
+def test_url_is_downloaded_once(subset: dict, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("NMT_DATA_DIR", raising=False)
+    url = write_gz(subset, tmp_path / "gz")
+    cfg = data_config(tmp_path / "cache", source="multi30k", url=url, splits={"valid": "val"})
+    first = pairs(load_splits(cfg)["valid"])
+    for gz in (tmp_path / "gz").iterdir():
+        gz.unlink()  # a second download would now fail
+    assert pairs(load_splits(cfg)["valid"]) == first
+    assert list((tmp_path / "cache" / "downloads").glob("*/val.en"))
+
+
+def test_unequal_line_counts_name_both_files(subset: dict, tmp_path: Path) -> None:
+    en = write_lines(tmp_path / "train.en", subset["train"]["en"][:10])
+    de = write_lines(tmp_path / "train.de", subset["train"]["de"][:9])
+    cfg = data_config(
+        tmp_path / "cache", source="multi30k", dir=str(tmp_path), splits={"train": "train"}
+    )
+    with pytest.raises(ValueError) as error:
+        load_splits(cfg)
+    message = str(error.value)
+    assert str(en) in message and str(de) in message
+    assert "10" in message and "9" in message
+
+
+def test_edited_file_is_read_again(subset: dict, tmp_path: Path) -> None:
+    """The Arrow cache is keyed on the files' size and mtime, not only their paths."""
+    write_lines(tmp_path / "val.en", subset["val"]["en"][:5])
+    write_lines(tmp_path / "val.de", subset["val"]["de"][:5])
+    cfg = data_config(
+        tmp_path / "cache", source="multi30k", dir=str(tmp_path), splits={"valid": "val"}
+    )
+    assert len(load_splits(cfg)["valid"]) == 5
+    write_lines(tmp_path / "val.en", subset["val"]["en"][:6])
+    write_lines(tmp_path / "val.de", subset["val"]["de"][:6])
+    assert pairs(load_splits(cfg)["valid"])[-1] == (subset["val"]["en"][5], subset["val"]["de"][5])
+
+
+def test_max_train_pairs_keeps_the_first(subset: dict, tmp_path: Path) -> None:
+    cfg = data_config(tmp_path, source="multi30k", dir=str(subset["dir"]), max_train_pairs=7)
+    splits = load_splits(cfg)
+    assert pairs(splits["train"]) == list(
+        zip(subset["train"]["en"][:7], subset["train"]["de"][:7], strict=True)
+    )
+    assert len(splits["valid"]) == SUBSET["val"]
+
+
+# --- encoding and cleaning ---
+
+
+def test_encode_adds_compact_ids_without_specials(
+    subset: dict, tiny_tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    raw = load_splits(data_config(tmp_path, source="multi30k", dir=str(subset["dir"])))["valid"]
+    ds = encode_split(raw, tiny_tokenizer, num_proc=1)
+    assert ds.features["src_ids"] == datasets.List(datasets.Value("uint16"))
+    assert ds["src_ids"][:] == tiny_tokenizer.encode(subset["val"]["en"])
+    assert ds["tgt_ids"][:] == tiny_tokenizer.encode(subset["val"]["de"])
+    src_lens, tgt_lens = token_lengths(ds)
+    assert src_lens.tolist() == [len(ids) for ids in ds["src_ids"][:]]
+    assert tgt_lens.tolist() == [len(ids) for ids in ds["tgt_ids"][:]]
+
+
+def test_cleaning_drops_the_right_pairs_and_logs_why(
+    subset: dict, tiny_tokenizer: Tokenizer, caplog
+) -> None:
+    good = list(zip(subset["train"]["en"][:5], subset["train"]["de"][:5], strict=True))
+    long = ("A dog runs. " * 14, "Ein Hund rennt. " * 10)  # too long on the source side only
+    skewed = ("Dog.", "Ein großer brauner Hund rennt schnell über die grüne Wiese im Park.")
+    bad = [("", "Ein Hund."), ("A dog.", " \t "), long, skewed]
+    n_long_src, n_long_tgt, n_short, n_wide = (
+        len(ids) for ids in tiny_tokenizer.encode([*long, *skewed])
+    )
+    assert n_long_src > 50 >= n_long_tgt and n_long_src <= 3 * n_long_tgt
+    assert n_wide <= 50 and n_wide > 3 * n_short
+    rows = good[:2] + bad + good[2:]
+    raw = datasets.Dataset.from_dict({"src": [s for s, _ in rows], "tgt": [t for _, t in rows]})
+    encoded = encode_split(raw, tiny_tokenizer, num_proc=1)
+    with caplog.at_level(logging.INFO, logger="nmt.data.encoding"):
+        cleaned = clean_train(encoded, max_len=50, max_len_ratio=3.0)
+    assert pairs(cleaned) == good
+    assert cleaned["src_ids"][:] == tiny_tokenizer.encode([s for s, _ in good])
+    assert (
+        "kept 5 of 9 pairs; dropped 2 with an empty side, 1 longer than 50 tokens, "
+        "1 with a length ratio above 3"
+    ) in caplog.text
+
+
+# --- batching ---
+
+
+@pytest.fixture(scope="module")
+def train_lengths(multi30k_dir: Path, tiny_tokenizer: Tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """(29000,) source and target positions of every Multi30k training pair (+1 for EOS/BOS)."""
+    return tuple(
+        np.array(
+            [len(ids) + 1 for ids in tiny_tokenizer.encode(list(read_lines(multi30k_dir / f)))]
+        )
+        for f in ("train.en", "train.de")
+    )
+
+
+def test_no_batch_exceeds_the_budget_and_each_pair_comes_once(train_lengths) -> None:
+    src, tgt = train_lengths
+    sampler = TokenBatchSampler(src, tgt, max_tokens=500, shuffle=True, seed=1)
+    batches = list(sampler)
+    assert len(batches) == len(sampler)
+    for batch in batches:
+        assert len(batch) * src[batch].max() <= 500 and len(batch) * tgt[batch].max() <= 500
+    assert sorted(i for batch in batches for i in batch) == list(range(len(src)))
+    assert np.mean([len(b) * max(src[b].max(), tgt[b].max()) for b in batches]) > 400  # packed
+
+
+@pytest.mark.parametrize("num_replicas", [2, 3, 7])
+def test_ranks_get_disjoint_equal_shares_of_every_pair(train_lengths, num_replicas: int) -> None:
+    src, tgt = train_lengths
+    shares = []
+    for rank in range(num_replicas):
+        sampler = TokenBatchSampler(
+            src, tgt, 700, True, seed=5, num_replicas=num_replicas, rank=rank
+        )
+        sampler.set_epoch(2)
+        shares.append(list(sampler))
+        assert len(shares[-1]) == len(sampler)
+    assert len({len(share) for share in shares}) == 1
+    indices = [i for share in shares for batch in share for i in batch]
+    assert sorted(indices) == list(range(len(src)))
+
+
+def test_too_few_batches_are_split_for_the_ranks() -> None:
+    lens = np.full(5, 4)
+    shares = [
+        list(TokenBatchSampler(lens, lens, 1000, True, num_replicas=4, rank=r)) for r in range(4)
+    ]
+    assert [len(share) for share in shares] == [1, 1, 1, 1]
+    assert sorted(i for share in shares for i in share[0]) == list(range(5))
+
+
+def test_order_depends_on_seed_and_epoch_only(train_lengths) -> None:
+    src, tgt = train_lengths
+
+    def epoch(seed: int, number: int) -> list[list[int]]:
+        sampler = TokenBatchSampler(src, tgt, 600, True, seed=seed)
+        sampler.set_epoch(number)
+        return list(sampler)
+
+    assert epoch(1, 0) == epoch(1, 0)
+    assert epoch(1, 1) != epoch(1, 0)
+    assert epoch(2, 0) != epoch(1, 0)
+    # a different epoch also regroups pairs of equal length, not only the batch order
+    assert {tuple(sorted(b)) for b in epoch(1, 1)} != {tuple(sorted(b)) for b in epoch(1, 0)}
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_skip_resumes_exactly_once(train_lengths, rank: int) -> None:
+    src, tgt = train_lengths
+    sampler = TokenBatchSampler(src, tgt, 600, True, seed=3, num_replicas=2, rank=rank)
+    sampler.set_epoch(4)
+    full = list(sampler)
+    sampler.set_epoch(4)
+    sampler.skip(17)
+    assert len(sampler) == len(full)
+    assert list(sampler) == full[17:]
+    assert list(sampler) == full  # the skip applied to one iteration only
+
+
+def test_lightning_reaches_set_epoch(train_lengths) -> None:
+    """Lightning calls set_epoch on `dataloader.batch_sampler.sampler`."""
+    src, tgt = train_lengths
+    sampler = TokenBatchSampler(src, tgt, 600, True)
+    loader = DataLoader(range(len(src)), batch_sampler=sampler)
+    _set_sampler_epoch(loader, 6)
+    assert sampler.epoch == 6
+
+
+def test_evaluation_batches_are_sorted_and_complete(train_lengths) -> None:
+    src, tgt = train_lengths
+    sampler = TokenBatchSampler(src, tgt, 2000, shuffle=False)
+    order = [i for batch in sampler for i in batch]
+    assert sorted(order) == list(range(len(src)))
+    assert np.all(np.diff(src[order]) >= 0)
+    sampler.set_epoch(3)
+    assert [i for batch in sampler for i in batch] == order
+
+
+def test_a_pair_over_budget_gets_its_own_batch(caplog) -> None:
+    src, tgt = np.array([5, 50, 5, 5, 6]), np.array([5, 8, 5, 300, 6])
+    with caplog.at_level(logging.WARNING):
+        batches = list(TokenBatchSampler(src, tgt, 40, shuffle=False))
+    assert [1] in batches and [3] in batches
+    assert sorted(i for batch in batches for i in batch) == [0, 1, 2, 3, 4]
+    assert "2 pairs are longer than max_tokens=40" in caplog.text
+
+
+# --- collation ---
+
+
+def test_collate_places_bos_eos_and_padding() -> None:
+    batch = collate(
+        [
+            {"index": 7, "src_ids": [10, 11], "tgt_ids": [20]},
+            {"index": 2, "src_ids": [12], "tgt_ids": [21, 22, 23]},
+        ]
+    )
+    eos, bos, pad = EOS_ID, BOS_ID, PAD_ID
+    assert batch.src.tolist() == [[10, 11, eos], [12, eos, pad]]
+    assert batch.tgt_in.tolist() == [[bos, 20, pad, pad], [bos, 21, 22, 23]]
+    assert batch.tgt_out.tolist() == [[20, eos, pad, pad], [21, 22, 23, eos]]
+    assert batch.indices.tolist() == [7, 2]
+    assert batch.num_tgt_tokens == 6
+    assert batch.src.dtype == batch.tgt_in.dtype == batch.indices.dtype == torch.long
+
+
+# --- the data module ---
+
+
+def test_data_module_end_to_end(subset: dict, tmp_path: Path, caplog) -> None:
+    """Train pairs are cleaned and token-batched; validation keeps every line, even an empty one,
+    and batch.indices put outputs back in line order."""
+    train_en, train_de = subset["train"]["en"] + [""], subset["train"]["de"] + ["Leer."]
+    val_en = subset["val"]["en"][:20] + [""] + subset["val"]["en"][20:40]
+    val_de = subset["val"]["de"][:20] + [""] + subset["val"]["de"][20:40]
+    files = {}
+    for split, (en, de) in {"train": (train_en, train_de), "val": (val_en, val_de)}.items():
+        files[split] = {
+            "en": str(write_lines(tmp_path / f"{split}.en", en)),
+            "de": str(write_lines(tmp_path / f"{split}.de", de)),
+        }
+    data_cfg = data_config(
+        tmp_path / "cache",
+        source="files",
+        data_files=files,
+        splits={"train": "train", "valid": "val"},
+        max_tokens=300,
+    )
+    tok_cfg = TokenizerConfig(name="dm", dir=str(tmp_path / "tok"), vocab_size=400)
+    dm = TranslationDataModule(data_cfg, tok_cfg, seed=0)
+    with caplog.at_level(logging.INFO):
+        dm.prepare_data()
+        dm.setup("fit")
+    assert "dropped 1 with an empty side" in caplog.text
+
+    train = list(dm.train_dataloader())
+    assert sum(len(b.indices) for b in train) == len(train_en) - 1
+    assert all(b.src.numel() <= 300 and b.tgt_in.numel() <= 300 for b in train)
+    dm.trainer = SimpleNamespace(global_rank=1, world_size=2)  # what a 2-process Trainer tells
+    sampler = dm.train_dataloader().batch_sampler
+    assert (sampler.rank, sampler.num_replicas, sampler.shuffle) == (1, 2, True)
+
+    assert pairs(dm.splits["valid"]) == list(zip(val_en, val_de, strict=True))
+    restored = [""] * len(val_en)
+    for batch in dm.val_dataloader():
+        for row, index in zip(batch.src.tolist(), batch.indices.tolist(), strict=True):
+            restored[index] = dm.tokenizer.decode([row])[0]
+    assert restored == val_en

@@ -1,0 +1,76 @@
+"""The sentencepiece tokenizer: lossless round trip, fixed special ids, reuse and retraining."""
+
+from __future__ import annotations
+
+import pickle
+from itertools import islice
+from pathlib import Path
+
+import pytest
+
+from nmt.config import TokenizerConfig
+from nmt.data import read_lines
+from nmt.tokenizer import Tokenizer, tokenizer_paths, train_or_load
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_round_trip_on_every_validation_sentence(
+    tiny_tokenizer: Tokenizer, multi30k_dir: Path, lang: str
+) -> None:
+    sentences = list(read_lines(multi30k_dir / f"val.{lang}"))
+    assert len(sentences) == 1014
+    assert tiny_tokenizer.decode(tiny_tokenizer.encode(sentences)) == sentences
+
+
+def test_round_trip_of_unseen_characters_and_spaces(tiny_tokenizer: Tokenizer) -> None:
+    texts = ["  two  spaces ", "Ökonomie ≠ 経済 🙂", "tab\there", ""]
+    assert tiny_tokenizer.decode(tiny_tokenizer.encode(texts)) == texts
+
+
+def test_special_ids(tiny_tokenizer: Tokenizer) -> None:
+    tok = tiny_tokenizer
+    assert (tok.pad_id, tok.unk_id, tok.bos_id, tok.eos_id) == (0, 1, 2, 3)
+    assert tok.pieces([0, 1, 2, 3]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    ids = tok.encode(["A dog runs."])[0]
+    assert min(ids) > tok.eos_id  # no BOS/EOS added, no padding
+    assert tok.decode([[tok.bos_id, *ids, tok.eos_id, tok.pad_id]]) == ["A dog runs."]
+
+
+def test_pickles_as_model_bytes(tiny_tokenizer: Tokenizer) -> None:
+    """Dataset.map hashes and ships the tokenizer by pickling it."""
+    clone = pickle.loads(pickle.dumps(tiny_tokenizer))
+    assert clone.encode(["Ein Hund."]) == tiny_tokenizer.encode(["Ein Hund."])
+
+
+@pytest.fixture
+def small_corpus(multi30k_dir: Path) -> list[str]:
+    return [*islice(read_lines(multi30k_dir / "train.en"), 1000)] + [
+        *islice(read_lines(multi30k_dir / "train.de"), 1000)
+    ]
+
+
+def test_reused_when_settings_and_data_match(small_corpus: list[str], tmp_path: Path) -> None:
+    cfg = TokenizerConfig(name="small", dir=str(tmp_path), vocab_size=400)
+    first = train_or_load(cfg, small_corpus, "multi30k train[:1000]")
+    model_path = tokenizer_paths(cfg)[0]
+    mtime = model_path.stat().st_mtime_ns
+    again = train_or_load(cfg, small_corpus, "multi30k train[:1000]")
+    assert model_path.stat().st_mtime_ns == mtime
+    assert again.model_bytes == first.model_bytes
+
+
+@pytest.mark.parametrize("change", ["settings", "data"])
+def test_retrained_when_settings_or_data_change(
+    small_corpus: list[str], tmp_path: Path, change: str
+) -> None:
+    cfg = TokenizerConfig(name="small", dir=str(tmp_path), vocab_size=400)
+    train_or_load(cfg, small_corpus, "multi30k train[:1000]")
+    model_path = tokenizer_paths(cfg)[0]
+    mtime = model_path.stat().st_mtime_ns
+    if change == "settings":
+        cfg = TokenizerConfig(name="small", dir=str(tmp_path), vocab_size=450)
+    else:
+        small_corpus = small_corpus[:-100]
+    retrained = train_or_load(cfg, small_corpus, "multi30k train[:1000]")
+    assert model_path.stat().st_mtime_ns != mtime
+    assert retrained.vocab_size == cfg.vocab_size
