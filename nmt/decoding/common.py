@@ -1,0 +1,142 @@
+"""What greedy and beam search share: the result type, the step-by-step decoder, the list of
+finished hypotheses, and the batch set-up.
+
+Shapes: B sentences, N rows being decoded (live sentences, or live sentences x beams),
+S source length, t tokens generated so far, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from nmt.decoding.penalties import max_output_lengths
+from nmt.model import Transformer
+from nmt.tokenizer import BOS_ID
+
+
+@dataclass
+class Hypothesis:
+    """One translation: ids without BOS and EOS, and how the search rated it.
+
+    score: the search's ranking value (beam: log_prob / length penalty; greedy: log_prob).
+    log_prob: sum of the token log-probs, EOS included.
+    attention: (len(tokens) + 1, S_real) last decoder layer's cross-attention averaged over
+    heads, one row per output token and EOS, on the CPU; None unless asked for.
+    """
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    attention: Tensor | None = None
+
+
+@dataclass
+class Batch:
+    """A source batch ready for search. src_pad_mask (B, S) True at padding; src_lengths (B,)
+    real source tokens (EOS included); max_lengths (B,) most output tokens (EOS excluded)."""
+
+    src_pad_mask: Tensor
+    src_lengths: Tensor
+    max_lengths: Tensor
+
+
+def prepare(model: Transformer, src: Tensor, max_len_a: float, max_len_b: int) -> Batch:
+    """src (B, S) right-padded ids -> masks and length limits."""
+    src_pad_mask = model.source_padding_mask(src)
+    src_lengths = (~src_pad_mask).sum(dim=1)
+    max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, model.cfg.max_positions)
+    return Batch(src_pad_mask, src_lengths, max_lengths)
+
+
+class StepDecoder:
+    """Runs the decoder one output position at a time for N rows.
+
+    Keeps memory (N, S, D), src_pad_mask (N, S) and, with `use_cache`, the `DecoderCache` of
+    every row's prefix, whose cross-attention K/V are projected once. Without the cache each
+    step recomputes the whole prefix (slow; for the equality tests only).
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        src: Tensor,
+        src_pad_mask: Tensor,
+        record_attention: bool,
+        use_cache: bool,
+    ):
+        self.model = model
+        self.src_pad_mask = src_pad_mask
+        self.memory = model.encode(src, src_pad_mask)
+        self.record_attention = record_attention
+        self.cache = model.start_cache(self.memory, record_attention) if use_cache else None
+
+    def step(self, prefix: Tensor) -> tuple[Tensor, Tensor | None]:
+        """prefix (N, t + 1) = BOS y_1..y_t -> log-probs of y_{t+1} (N, V) float32, and the
+        cross-attention of this position (N, S) if recorded."""
+        if self.cache is not None:
+            inputs, cache = prefix[:, -1:], self.cache
+        else:  # The whole prefix; a fresh cache is cache=None that can record attention.
+            inputs = prefix
+            cache = self.model.start_cache(self.memory, True) if self.record_attention else None
+        logits, cache = self.model.decode(inputs, self.memory, self.src_pad_mask, cache)
+        log_probs = logits[:, -1].float().log_softmax(dim=-1)  # (N, V)
+        attention = cache.cross_attention[:, -1] if self.record_attention else None
+        return log_probs, attention
+
+    def empty_attention(self) -> Tensor | None:
+        """(N, 0, S) attention history to grow one row per step, or None when not recorded."""
+        if not self.record_attention:
+            return None
+        N, S, _ = self.memory.shape
+        return self.memory.new_zeros(N, 0, S)
+
+    def select(self, index: Tensor) -> None:
+        """Keep (and repeat) rows `index` (N',): beams re-ranked, finished sentences dropped."""
+        self.memory = self.memory.index_select(0, index)
+        self.src_pad_mask = self.src_pad_mask.index_select(0, index)
+        if self.cache is not None:
+            self.cache = Transformer.reorder_cache(self.cache, index)
+
+
+class Finished:
+    """Hypotheses that ended (EOS), collected in one chunk per step and sorted at the end."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+        self.chunks: list[tuple[Tensor, ...]] = []
+
+    def add(
+        self,
+        sentence: Tensor,
+        tokens: Tensor,
+        log_prob: Tensor,
+        score: Tensor,
+        attention: Tensor | None,
+    ) -> None:
+        """M hypotheses of one step: sentence (M,) index in the batch, tokens (M, t) without
+        BOS/EOS, log_prob and score (M,), attention (M, t + 1, S) or None."""
+        self.chunks.append((sentence, tokens, log_prob, score, attention))
+
+    def results(self, src_lengths: Tensor, nbest: int) -> list[list[Hypothesis]]:
+        """Each sentence's `nbest` best hypotheses by score; impossible ones (-inf) left out."""
+        out: list[list[Hypothesis]] = [[] for _ in range(self.batch_size)]
+        lengths = src_lengths.tolist()
+        for sentence, tokens, log_prob, score, attention in self.chunks:
+            attention = attention.float().cpu() if attention is not None else None
+            rows = zip(
+                sentence.tolist(), tokens.tolist(), log_prob.tolist(), score.tolist(), strict=True
+            )
+            for i, (b, ids, lp, sc) in enumerate(rows):
+                if sc == float("-inf"):
+                    continue
+                attn = attention[i, :, : lengths[b]] if attention is not None else None
+                out[b].append(Hypothesis(ids, sc, lp, attn))
+        return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in out]
+
+
+def start_prefix(batch_size: int, device: torch.device) -> Tensor:
+    """(B, 1) decoder input: BOS for every row."""
+    return torch.full((batch_size, 1), BOS_ID, dtype=torch.long, device=device)

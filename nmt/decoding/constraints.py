@@ -1,0 +1,52 @@
+"""Tokens the search may not choose at the next step, applied to the step's log-probs.
+
+Constraints only forbid (set -inf); they never renormalise, so scores stay the model's own
+log-probs and every step's log-prob stays <= 0 (the early-stop bound relies on it).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+def repeated_ngram_mask(tokens: Tensor, n: int, vocab_size: int) -> Tensor:
+    """tokens (N, t) generated so far -> (N, V) bool, True for tokens that would repeat an n-gram.
+
+    A token w is banned when (last n-1 tokens, w) already occurs as an n-gram of `tokens`.
+    """
+    N, t = tokens.shape
+    hits = torch.zeros(N, vocab_size, device=tokens.device)  # (N, V)
+    if t >= n:
+        ngrams = tokens.unfold(1, n, 1)  # (N, t - n + 1, n)
+        context = tokens[:, t - n + 1 :]  # (N, n - 1)
+        matches = (ngrams[:, :, :-1] == context[:, None, :]).all(dim=-1)  # (N, t - n + 1)
+        hits.scatter_add_(1, ngrams[:, :, -1], matches.to(hits.dtype))
+    return hits > 0
+
+
+def constrain(
+    log_probs: Tensor, tokens: Tensor, max_lengths: Tensor, min_len: int, no_repeat_ngram_size: int
+) -> Tensor:
+    """Forbid, in place, what the next token may not be; returns log_probs (N, V) float32.
+
+    tokens (N, t): each row's output so far (BOS excluded); max_lengths (N,): each row's
+    maximum output length. PAD and BOS are never allowed; EOS not while t < min_len; no token
+    that repeats an n-gram; and at t == max length only EOS, with its own log-prob (forced end,
+    which wins over min_len).
+    """
+    t = tokens.size(1)
+    eos_log_prob = log_probs[:, EOS_ID].clone()  # (N,), before min_len forbids it
+    log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
+    if t < min_len:
+        log_probs[:, EOS_ID] = float("-inf")
+    if no_repeat_ngram_size > 0:
+        banned = repeated_ngram_mask(tokens, no_repeat_ngram_size, log_probs.size(1))
+        log_probs.masked_fill_(banned, float("-inf"))
+    at_end = t >= max_lengths  # (N,)
+    if at_end.any():
+        log_probs.masked_fill_(at_end[:, None], float("-inf"))
+        log_probs[:, EOS_ID] = torch.where(at_end, eos_log_prob, log_probs[:, EOS_ID])
+    return log_probs

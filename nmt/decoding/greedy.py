@@ -1,0 +1,68 @@
+"""Greedy search: the most probable token at every step, one row per sentence.
+
+State between steps (N = sentences still decoding): prefix (N, t + 1) BOS and tokens so far;
+sentence (N,) each row's index in the batch; log_prob (N,) float32 sum of token log-probs;
+attention (N, t, S) or None. A row leaves the batch as soon as it emits EOS.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from nmt.decoding.common import Finished, Hypothesis, StepDecoder, prepare, start_prefix
+from nmt.decoding.constraints import constrain
+from nmt.model import Transformer
+from nmt.tokenizer import EOS_ID
+
+
+@torch.inference_mode()
+def greedy_search(
+    model: Transformer,
+    src: Tensor,
+    max_len_a: float,
+    max_len_b: int,
+    min_len: int = 0,
+    no_repeat_ngram_size: int = 0,
+    record_attention: bool = False,
+    use_cache: bool = True,
+) -> list[list[Hypothesis]]:
+    """src (B, S) right-padded ids, each row ending in EOS -> one hypothesis per sentence.
+
+    Its score is its log_prob (no length penalty). Call `model.eval()` first.
+    """
+    batch = prepare(model, src, max_len_a, max_len_b)
+    decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
+    finished = Finished(src.size(0))
+    sentence = torch.arange(src.size(0), device=src.device)
+    prefix = start_prefix(src.size(0), src.device)
+    log_prob = torch.zeros(src.size(0), device=src.device)
+    attention = decoder.empty_attention()
+    for _ in range(int(batch.max_lengths.max()) + 1):
+        step_log_probs, step_attention = decoder.step(prefix)
+        max_lengths = batch.max_lengths[sentence]  # (N,)
+        step_log_probs = constrain(
+            step_log_probs, prefix[:, 1:], max_lengths, min_len, no_repeat_ngram_size
+        )
+        best, token = step_log_probs.max(dim=-1)  # (N,), (N,)
+        log_prob += best
+        if attention is not None:
+            attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
+        ended = token.eq(EOS_ID)  # (N,)
+        if ended.any():
+            finished.add(
+                sentence[ended],
+                prefix[ended, 1:],
+                log_prob[ended],
+                log_prob[ended],
+                attention[ended] if attention is not None else None,
+            )
+            keep = (~ended).nonzero().squeeze(1)  # (N',)
+            if keep.numel() == 0:
+                break
+            decoder.select(keep)
+            sentence, prefix, token = sentence[keep], prefix[keep], token[keep]
+            log_prob = log_prob[keep]
+            attention = attention[keep] if attention is not None else None
+        prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 2)
+    return finished.results(batch.src_lengths, nbest=1)

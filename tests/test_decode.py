@@ -1,0 +1,376 @@
+"""Greedy and beam search on a tiny Transformer that this file trains to reverse id sequences.
+
+The `trained` fixture is the only part that knows the task: it returns (model, sources), the
+model in eval mode and sources as lists of ids without EOS. Every test builds its own batches
+from those, so a model trained on real data can replace the fixture.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from nmt.config import DecodeConfig
+from nmt.decode import Hypothesis, beam_search, greedy_search, translate_batch
+from nmt.decoding import beam as beam_module
+from nmt.decoding.common import StepDecoder
+from nmt.decoding.constraints import repeated_ngram_mask
+from nmt.decoding.penalties import (
+    best_reachable_score,
+    length_penalty,
+    max_output_lengths,
+    normalized_score,
+    sentence_done,
+)
+from nmt.model import ModelConfig, Transformer
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+VOCAB = 64
+FIRST_WORD = 4  # ids below are PAD, UNK, BOS, EOS
+BEAM = dict(beam_size=4, len_penalty=0.6, max_len_a=1.0, max_len_b=5)
+GREEDY = dict(max_len_a=1.0, max_len_b=5)
+
+
+def pad(rows: list[list[int]]) -> Tensor:
+    """Id lists -> (B, L) long, right-padded with PAD."""
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
+
+
+def source_batch(sources: list[list[int]]) -> Tensor:
+    """Sources without EOS -> (B, S) as training sees them: EOS appended, right-padded."""
+    return pad([s + [EOS_ID] for s in sources])
+
+
+def random_sequences(rng: random.Random, n: int) -> list[list[int]]:
+    return [[rng.randrange(FIRST_WORD, VOCAB) for _ in range(rng.randint(2, 10))] for _ in range(n)]
+
+
+def train_reverser(steps: int = 300, batch_size: int = 48) -> Transformer:
+    """A tiny Transformer trained with teacher forcing to output its source reversed."""
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    cfg = ModelConfig(
+        vocab_size=VOCAB, d_model=64, n_heads=4, d_ff=128, encoder_layers=2, decoder_layers=2,
+        dropout=0.0, max_positions=48,
+    )  # fmt: skip
+    model = Transformer(cfg)
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    warmup_then_decay = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 30) * (1 - s / steps)
+    )
+    for _ in range(steps):
+        sources = random_sequences(rng, batch_size)
+        targets = [s[::-1] for s in sources]
+        logits = model(source_batch(sources), pad([[BOS_ID] + y for y in targets]))
+        gold = pad([y + [EOS_ID] for y in targets])  # (B, T)
+        loss = F.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=PAD_ID)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        warmup_then_decay.step()
+    return model.eval()
+
+
+def teacher_forced_accuracy(model: Transformer, sources: list[list[int]]) -> float:
+    """Share of sources whose reversal (and EOS) the model predicts exactly, given the prefix."""
+    targets = [s[::-1] for s in sources]
+    with torch.inference_mode():
+        logits = model(source_batch(sources), pad([[BOS_ID] + y for y in targets]))
+    gold = pad([y + [EOS_ID] for y in targets])
+    correct = (logits.argmax(dim=-1) == gold) | (gold == PAD_ID)  # (B, T)
+    return correct.all(dim=1).float().mean().item()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny tensors gain nothing from intra-op threads, which thrash when the cores are busy."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def trained() -> tuple[Transformer, list[list[int]]]:
+    """(model in eval mode, sources without EOS). Sources vary in length, and some repeat a
+    bigram (so their translations do too, for the no-repeat test)."""
+    sources = random_sequences(random.Random(1), 8)
+    sources += [[5, 6, 7, 5, 6, 8], [9, 9, 10, 11, 9, 9], [12, 13], [20, 21, 22, 23, 24, 25, 26]]
+    model = train_reverser()
+    assert teacher_forced_accuracy(model, random_sequences(random.Random(2), 200)) > 0.75
+    return model, sources
+
+
+def tokens_of(results: list[list[Hypothesis]]) -> list[list[list[int]]]:
+    return [[h.tokens for h in nbest] for nbest in results]
+
+
+def assert_same(a: list[list[Hypothesis]], b: list[list[Hypothesis]]) -> None:
+    """Identical tokens, close scores and log-probs, n-best list by n-best list."""
+    assert tokens_of(a) == tokens_of(b)
+    for x, y in zip(sum(a, []), sum(b, []), strict=True):
+        assert x.score == pytest.approx(y.score, abs=1e-4)
+        assert x.log_prob == pytest.approx(y.log_prob, abs=1e-4)
+
+
+def teacher_forced(
+    model: Transformer, source: list[int], tokens: list[int]
+) -> tuple[float, Tensor]:
+    """Score a given output: (sum of log-probs of tokens + EOS, cross-attention (T + 1, S))."""
+    src = source_batch([source])
+    src_pad_mask = model.source_padding_mask(src)
+    with torch.inference_mode():
+        memory = model.encode(src, src_pad_mask)
+        cache = model.start_cache(memory, record_attention=True)
+        logits, cache = model.decode(torch.tensor([[BOS_ID] + tokens]), memory, src_pad_mask, cache)
+    log_probs = logits[0].float().log_softmax(dim=-1)  # (T + 1, V)
+    gold = torch.tensor(tokens + [EOS_ID])
+    return log_probs.gather(1, gold[:, None]).sum().item(), cache.cross_attention[0]
+
+
+def has_repeated_ngram(tokens: list[int], n: int) -> bool:
+    ngrams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(set(ngrams)) < len(ngrams)
+
+
+# Pure functions, by hand.
+
+
+def test_length_penalty_values() -> None:
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)  # |Y| = 1: just EOS
+    assert length_penalty(7, 1.0) == pytest.approx(2.0)  # (5 + 7) / 6
+    assert length_penalty(13, 0.5) == pytest.approx(3**0.5)  # (5 + 13) / 6 = 3
+    assert length_penalty(40, 0.0) == pytest.approx(1.0)
+    assert normalized_score(-4.0, 7, 1.0) == pytest.approx(-2.0)
+    lengths = torch.tensor([1.0, 7.0, 13.0])
+    assert torch.allclose(length_penalty(lengths, 1.0), torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_max_output_lengths() -> None:
+    src_lengths = torch.tensor([3, 10, 0])
+    # floor(1.5 * |x| + 2), capped at max_positions - 1 = 19
+    assert max_output_lengths(src_lengths, 1.5, 2, 20).tolist() == [6, 17, 2]
+    assert max_output_lengths(src_lengths, 1.5, 2, 10).tolist() == [6, 9, 2]
+    assert max_output_lengths(src_lengths, 0.0, 0, 10).tolist() == [0, 0, 0]
+
+
+def test_stopping_rule_by_hand() -> None:
+    # alpha = 1, max |Y| = 10: lp = (5 + 10) / 6 = 2.5, so a live log-prob s can reach s / 2.5.
+    max_length, alpha = torch.tensor([10.0]), 1.0
+    assert best_reachable_score(torch.tensor([-3.0]), max_length, alpha).item() == pytest.approx(
+        -1.2
+    )
+    worst = torch.tensor([-1.0])  # k-th best finished score
+    assert not sentence_done(worst, torch.tensor([-1.5]), max_length, alpha)  # -0.6 > -1
+    assert sentence_done(worst, torch.tensor([-3.0]), max_length, alpha)  # -1.2 <= -1
+    assert sentence_done(worst, torch.tensor([-2.5]), max_length, alpha)  # a tie cannot beat it
+    # Fewer than k finished: the k-th best is -inf and the rule cannot fire.
+    assert not sentence_done(
+        torch.tensor([float("-inf")]), torch.tensor([-50.0]), max_length, alpha
+    )
+    # alpha = 0: the bound is the log-prob itself. Vectorised over sentences.
+    done = sentence_done(torch.tensor([-1.0, -1.0]), torch.tensor([-0.9, -1.1]), max_length, 0.0)
+    assert done.tolist() == [False, True]
+
+
+def test_repeated_ngram_mask_by_hand() -> None:
+    tokens = torch.tensor([[5, 6, 7, 5], [5, 6, 7, 8]])
+    bigram = repeated_ngram_mask(tokens, 2, 10)  # after "5": "5 6" was seen -> 6 banned
+    assert bigram[0].nonzero().flatten().tolist() == [6]
+    assert bigram[1].nonzero().flatten().tolist() == []
+    unigram = repeated_ngram_mask(tokens, 1, 10)
+    assert unigram[1].nonzero().flatten().tolist() == [5, 6, 7, 8]
+    assert not repeated_ngram_mask(tokens[:, :1], 2, 10).any()
+
+
+# Search properties on the trained model.
+
+
+def test_beam_size_one_equals_greedy(trained) -> None:
+    # With alpha = 0 the beam's score is the log-prob, which greedy maximises token by token.
+    # With alpha > 0, one beam may keep going past a finished EOS hypothesis, since a longer one
+    # can still win once divided by its larger penalty, so it may legitimately differ.
+    model, sources = trained
+    src = source_batch(sources)
+    greedy = greedy_search(model, src, **GREEDY)
+    beam = beam_search(model, src, **{**BEAM, "beam_size": 1, "len_penalty": 0.0})
+    assert_same(greedy, beam)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_cached_equals_recomputed(trained, search: str) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    if search == "greedy":
+        run = lambda use_cache: greedy_search(  # noqa: E731
+            model, src, **GREEDY, record_attention=True, use_cache=use_cache
+        )
+    else:
+        run = lambda use_cache: beam_search(  # noqa: E731
+            model, src, **BEAM, nbest=4, record_attention=True, use_cache=use_cache
+        )
+    cached, recomputed = run(True), run(False)
+    assert_same(cached, recomputed)
+    for x, y in zip(sum(cached, []), sum(recomputed, []), strict=True):
+        assert torch.allclose(x.attention, y.attention, atol=1e-5)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_batch_equals_alone(trained, search: str) -> None:
+    model, sources = trained
+    if search == "greedy":
+        run = lambda src: greedy_search(model, src, **GREEDY)  # noqa: E731
+    else:
+        run = lambda src: beam_search(model, src, **BEAM, nbest=2)  # noqa: E731
+    batched = run(source_batch(sources))
+    alone = [run(source_batch([s]))[0] for s in sources]
+    assert_same(batched, alone)
+
+
+def test_beam_outputs_are_well_formed(trained) -> None:
+    model, sources = trained
+    results = beam_search(model, source_batch(sources), **BEAM, nbest=3)
+    assert len(results) == len(sources)
+    for nbest, source in zip(results, sources, strict=True):
+        assert len(nbest) == 3
+        scores = [h.score for h in nbest]
+        assert scores == sorted(scores, reverse=True)
+        max_len = len(source) + 1 + BEAM["max_len_b"]  # a * |x| + b, |x| counts EOS
+        for h in nbest:
+            assert not {PAD_ID, BOS_ID, EOS_ID} & set(h.tokens)
+            assert len(h.tokens) <= max_len
+            # The score is the log-prob over the penalty of |Y| = tokens + EOS.
+            expected = normalized_score(h.log_prob, len(h.tokens) + 1, BEAM["len_penalty"])
+            assert h.score == pytest.approx(expected, rel=1e-5)
+
+
+def test_greedy_outputs_are_well_formed(trained) -> None:
+    model, sources = trained
+    results = greedy_search(model, source_batch(sources), **GREEDY)
+    for nbest, source in zip(results, sources, strict=True):
+        assert len(nbest) == 1
+        (h,) = nbest
+        assert not {PAD_ID, BOS_ID, EOS_ID} & set(h.tokens)
+        # The model's own EOS ended it, before the forced end at a * |x| + b.
+        assert len(h.tokens) < len(source) + 1 + GREEDY["max_len_b"]
+        assert h.score == h.log_prob < 0
+
+
+@pytest.mark.parametrize("max_len_b", [0, 2])
+def test_tiny_max_length_forces_the_end(trained, max_len_b: int) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    greedy = greedy_search(model, src, max_len_a=0.0, max_len_b=max_len_b)
+    beam = beam_search(model, src, **{**BEAM, "max_len_a": 0.0, "max_len_b": max_len_b}, nbest=4)
+    # Live hypotheses are finished at the maximum length, so the n-best list is full (with
+    # max length 0 the empty output is the only one).
+    assert all(len(nbest) == (4 if max_len_b else 1) for nbest in beam)
+    for nbest, source in zip(greedy + beam, sources + sources, strict=True):
+        for h in nbest:
+            assert len(h.tokens) <= max_len_b
+            # A forced EOS is scored with the model's own log-prob of EOS there.
+            assert h.log_prob == pytest.approx(teacher_forced(model, source, h.tokens)[0], abs=1e-4)
+
+
+def test_length_capped_by_max_positions(trained) -> None:
+    model, sources = trained
+    huge = dict(max_len_a=0.0, max_len_b=10_000, min_len=10_000)  # EOS forbidden until the cap
+    (nbest,) = greedy_search(model, source_batch(sources[:1]), **huge)
+    assert len(nbest[0].tokens) == model.cfg.max_positions - 1
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_min_len(trained, search: str) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    limits = dict(max_len_a=1.0, max_len_b=20)
+    if search == "greedy":
+        run = lambda min_len: greedy_search(model, src, **limits, min_len=min_len)  # noqa: E731
+    else:
+        run = lambda min_len: beam_search(  # noqa: E731
+            model, src, beam_size=3, len_penalty=0.6, **limits, min_len=min_len, nbest=3
+        )
+    min_len = max(map(len, sources)) + 3
+    assert any(len(h.tokens) < min_len for h in sum(run(0), []))
+    assert all(len(h.tokens) >= min_len for h in sum(run(min_len), []))
+
+
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_no_repeat_ngram(trained, search: str, n: int) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    if search == "greedy":
+        run = lambda size: greedy_search(model, src, **GREEDY, no_repeat_ngram_size=size)  # noqa: E731
+    else:
+        run = lambda size: beam_search(  # noqa: E731
+            model, src, **BEAM, no_repeat_ngram_size=size, nbest=2
+        )
+    free, blocked = sum(run(0), []), sum(run(n), [])
+    assert any(has_repeated_ngram(h.tokens, n) for h in free)
+    assert not any(has_repeated_ngram(h.tokens, n) for h in blocked)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_scores_and_attention_match_teacher_forcing(trained, search: str) -> None:
+    """Each hypothesis carries its own log-prob and attention, whatever reordering happened."""
+    model, sources = trained
+    src = source_batch(sources)
+    if search == "greedy":
+        results = greedy_search(model, src, **GREEDY, record_attention=True)
+    else:
+        results = beam_search(model, src, **BEAM, nbest=3, record_attention=True)
+    for nbest, source in zip(results, sources, strict=True):
+        for h in nbest:
+            log_prob, attention = teacher_forced(model, source, h.tokens)
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-4)
+            assert h.attention.shape == (len(h.tokens) + 1, len(source) + 1)
+            assert torch.allclose(h.attention.sum(dim=1), torch.ones(len(h.tokens) + 1), atol=1e-5)
+            assert torch.allclose(h.attention, attention, atol=1e-5)
+    assert greedy_search(model, src, **GREEDY)[0][0].attention is None
+
+
+@pytest.mark.parametrize("len_penalty", [0.6, 3.0])
+def test_early_stop_loses_nothing(trained, monkeypatch, len_penalty: float) -> None:
+    """The stopping rule is exact: searching on to the maximum length finds the same n-best
+    lists, and stopping early (and dropping done sentences) decodes fewer rows."""
+    model, sources = trained
+    src = source_batch(sources)
+    rows = {"early": 0, "full": 0}
+    run = "early"
+    step = StepDecoder.step
+
+    def counting_step(self, prefix):
+        rows[run] += prefix.size(0)
+        return step(self, prefix)
+
+    monkeypatch.setattr(StepDecoder, "step", counting_step)
+    args = {**BEAM, "len_penalty": len_penalty, "max_len_b": 15, "nbest": 4}
+    early = beam_search(model, src, **args)
+    run = "full"
+    never = lambda worst, *_: torch.zeros_like(worst, dtype=torch.bool)  # noqa: E731
+    monkeypatch.setattr(beam_module, "sentence_done", never)
+    full = beam_search(model, src, **args)
+    assert_same(early, full)
+    assert rows["early"] < rows["full"]
+
+
+def test_translate_batch_dispatches_and_warns(trained) -> None:
+    model, sources = trained
+    src = source_batch(sources[:3])
+    greedy_cfg = DecodeConfig(strategy="greedy", max_len_b=5)
+    assert_same(translate_batch(model, src, greedy_cfg), greedy_search(model, src, **GREEDY))
+    beam_cfg = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6, max_len_b=5, nbest=2)
+    assert_same(translate_batch(model, src, beam_cfg), beam_search(model, src, **BEAM, nbest=2))
+    with pytest.warns(UserWarning, match="len_penalty=0.6 does nothing with greedy"):
+        translate_batch(model, src, DecodeConfig(strategy="greedy", len_penalty=0.6))
+    with pytest.raises(ValueError, match="len_penalty must be set"):
+        translate_batch(model, src, DecodeConfig(strategy="beam", beam_size=4))
