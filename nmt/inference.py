@@ -87,3 +87,23 @@ def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[
     """The best hypothesis of each sentence as one line of raw text ("" for none)."""
     texts = tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in hypotheses])
     return [one_line(t) for t in texts]
+
+
+@torch.inference_mode()
+def translate_with_attention(
+    model: Transformer, tokenizer: Tokenizer, line: str, cfg: DecodeConfig
+) -> tuple[list[int], Hypothesis | None]:
+    """One line's source ids (EOS included) and best hypothesis with `attention` recorded:
+    (len(tokens) + 1, len(ids)), the last decoder layer's cross-attention averaged over heads;
+    ([], None) for an empty line. For attention plots: batched decoding does not record it."""
+    if not line.strip():
+        return [], None
+    ids = encode_sources(tokenizer, [line], model.cfg.max_positions)[0]
+    src = torch.tensor([ids], device=next(model.parameters()).device)
+    was_training = model.training
+    model.eval()
+    try:
+        nbest = translate_batch(model, src, cfg, record_attention=True)[0]
+    finally:
+        model.train(was_training)
+    return ids, nbest[0] if nbest else None

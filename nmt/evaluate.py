@@ -1,0 +1,45 @@
+"""`python -m nmt.evaluate ckpt=PATH [splits=[valid,test]] [decode=greedy] [attention=[0,5]]`.
+
+Scores a checkpoint with sacreBLEU (BLEU, chrF2, lowercased BLEU) and writes a report folder:
+Hydra's run dir (reports/<date_time>/), or one numbered folder per job of a multirun sweep
+(multirun/evaluate/<date_time>/<job>/), e.g. over decoding settings of one checkpoint:
+
+    python -m nmt.evaluate -m ckpt=PATH decode.beam_size=1,4,8 decode.len_penalty=0.6,1.0
+
+Scores go to stdout; logs and sacreBLEU signatures to stderr and evaluate.log. The logic lives
+in `nmt.reporting`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from nmt.config import register_configs
+from nmt.reporting import EvaluateConfig, evaluate, summary
+
+register_configs()
+ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
+def main(dict_cfg: DictConfig) -> float:
+    """Returns the first split's BLEU: what a Hydra sweeper would optimise."""
+    cfg: EvaluateConfig = OmegaConf.to_object(dict_cfg)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    try:
+        report = evaluate(cfg, run_dir, list(hydra_cfg.overrides.task))
+    except (FileNotFoundError, ValueError, OSError) as error:
+        sys.exit(f"nmt.evaluate: error: {error}")
+    print(summary(report, run_dir), flush=True)
+    return report["splits"][cfg.splits[0]]["bleu"]
+
+
+if __name__ == "__main__":
+    main()

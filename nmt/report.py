@@ -1,0 +1,45 @@
+"""`python -m nmt.report DIR [--split test] [--bootstrap 1000]`: one table of the runs in DIR.
+
+Finds every evaluate report folder and training run folder under DIR (e.g. a Hydra multirun
+folder), and writes DIR/report.md, DIR/report.csv and DIR/bleu_by_parameter.png: the overrides
+that differ between runs, BLEU and chrF per split, paired-bootstrap significance against the
+best run, parameters, training time, decoding speed. The table is printed too. Logic: `nmt.runs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from nmt.runs import report_runs
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m nmt.report", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("dir", type=Path, help="folder holding evaluate and/or training runs")
+    parser.add_argument(
+        "--split", default=None, help="split role to rank and test by (default: test, else valid)"
+    )
+    parser.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamples")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # one line per system otherwise
+    try:
+        text = report_runs(args.dir, args.split, args.bootstrap)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"nmt.report: error: {error}")
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()
