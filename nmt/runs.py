@@ -135,10 +135,12 @@ def rank(runs: list[Run], split: str) -> list[Run]:
 
 
 def differing_overrides(runs: list[Run]) -> list[str]:
-    """Override keys whose value is not the same in every run (absent counts as a value), in
-    the order they first appear."""
+    """Override keys whose value is not the same in every run of a kind (absent counts as a
+    value), in the order they first appear. Per kind: training and evaluate runs have different
+    overrides anyway, and a column for every training override of a mixed folder says nothing."""
     keys = list(dict.fromkeys(key for run in runs for key in run.overrides))
-    return [k for k in keys if len({run.overrides.get(k) for run in runs}) > 1]
+    kinds = [[r for r in runs if r.kind == kind] for kind in ("evaluate", "train")]
+    return [k for k in keys if any(len({r.overrides.get(k) for r in group}) > 1 for group in kinds)]
 
 
 def comparable_runs(ranked: list[Run], split: str) -> list[Run]:
@@ -169,18 +171,21 @@ def paired_bootstrap(
     if len(systems) < 2:
         return {}, None
     references = read_lines(systems[0].ref_files[split])
-    outputs = [read_lines(r.hyp_files[split]) for r in systems]
-    results = {systems[0].folder: Result(systems[0].bleu[split])}
-    # sacreBLEU counts resampled differences strictly above the real one, so an output equal
-    # to the best's (real difference 0, every resample 0) would get p = 1/(n+1), "significant".
-    # Its true p-value is 1: given directly, and the run left out of the test.
-    for run, output in zip(systems[1:], outputs[1:], strict=True):
-        if output == outputs[0]:
-            results[run.folder] = Result(run.bleu[split], p_value=1.0)
-    tested = [0] + [i for i in range(1, len(systems)) if outputs[i] != outputs[0]]
+    best = systems[0].bleu[split]
+    results = {systems[0].folder: Result(best)}
+    # sacreBLEU counts resampled differences strictly above the observed one. With an observed
+    # difference of 0 and every resampled one 0 too (identical outputs, or both at BLEU 0) the
+    # count is 0 and p = 1/(n+1): "significant". A difference of 0 is no evidence of one, so
+    # runs with the best's BLEU get p = 1 without resampling.
+    tested = [0]
+    for i, run in enumerate(systems[1:], start=1):
+        if run.bleu[split] == best:
+            results[run.folder] = Result(best, p_value=1.0)
+        else:
+            tested.append(i)
     if len(tested) < 2:
         return results, None
-    named = [(str(systems[i].folder), outputs[i]) for i in tested]
+    named = [(str(systems[i].folder), read_lines(systems[i].hyp_files[split])) for i in tested]
     test = PairedTest(named, {"BLEU": BLEU()}, [references], test_type="bs", n_samples=samples)
     signatures, scores = test()
     (metric,) = signatures
@@ -297,8 +302,10 @@ def markdown(
     signature: str | None,
     plotted: bool,
 ) -> str:
-    """DIR/report.md: the table, how to read its significance column, the plot."""
+    """DIR/report.md: the table (without the columns no run fills; the CSV keeps them all),
+    how to read its significance column, the plot."""
     kinds = {kind: sum(r.kind == kind for r in runs) for kind in ("evaluate", "train")}
+    shown = [c for c in cols if any(c.texts)]
     lines = [
         f"# Runs under {root}",
         "",
@@ -306,8 +313,8 @@ def markdown(
         f"ranked by {split} BLEU.",
         "",
         table(
-            [c.name for c in cols],
-            [list(row) for row in zip(*[c.texts for c in cols], strict=True)],
+            [c.name for c in shown],
+            [list(row) for row in zip(*[c.texts for c in shown], strict=True)],
         ),
         "",
     ]
@@ -319,8 +326,8 @@ def markdown(
     else:
         lines.append(
             f"significant: paired bootstrap resampling of each evaluate run's {split} output "
-            f"against the best run's (sacreBLEU {signature or 'not needed'}); yes = p < "
-            f"{SIGNIFICANCE_LEVEL}. An output identical to the best run's has p = 1."
+            f"against the best run's; yes = p < {SIGNIFICANCE_LEVEL}. A run with the best run's "
+            "BLEU has p = 1 (not resampled)." + (f" sacreBLEU: `{signature}`." if signature else "")
         )
     if plotted:
         lines += ["", f"![{split} BLEU by parameter]({PLOT_NAME})"]

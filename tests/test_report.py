@@ -114,7 +114,23 @@ def test_training_runs_show_the_overrides_that_differ(tmp_path):
     assert rows[0]["significant"] == ""  # no hypothesis files: nothing to test
     markdown = (tmp_path / "multirun" / "report.md").read_text()
     assert "1h00m" in markdown and "No significance test" in markdown
+    assert "| significant |" not in markdown  # no run fills it: only the CSV keeps it
     assert (tmp_path / "multirun" / "bleu_by_parameter.png").stat().st_size > 0
+
+
+def test_a_mixed_folder_shows_what_differs_within_each_kind_of_run(tmp_path):
+    for job, d_model in enumerate([128, 256]):
+        overrides = ["experiment=multi30k_cpu", f"model.d_model={d_model}", "optim.lr_scale=2"]
+        write_train_run(tmp_path / "train" / str(job), overrides, 20.0 + job, seconds=60.0)
+    for job, beam in enumerate([1, 4]):
+        overrides = ["ckpt=train/1/model.pt", f"decode.beam_size={beam}"]
+        write_eval_run(tmp_path / "eval" / str(job), overrides, damage(REFERENCES, 2 + job))
+
+    report_main([str(tmp_path)])
+
+    rows = read_csv(tmp_path / "report.csv")
+    assert list(rows[0])[:3] == ["run", "decode.beam_size", "model.d_model"]
+    assert [r["run"] for r in rows] == ["eval/1", "eval/0", "train/0", "train/1"]  # test first
 
 
 def test_report_explains_what_it_cannot_use(tmp_path):
