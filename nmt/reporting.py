@@ -289,7 +289,6 @@ def write_report(
     run_dir: Path, report: dict[str, Any], results: list[SplitResult], examples: int
 ) -> None:
     """Every file of the report folder but the attention heatmaps."""
-    run_dir.mkdir(parents=True, exist_ok=True)
     for result in results:
         write_lines(run_dir / f"hyp.{result.role}.txt", result.hypotheses)
         write_lines(run_dir / f"ref.{result.role}.txt", result.references)
