@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import sacrebleu
 
 from nmt.config import DecodeConfig
-from nmt.decoding import Hypothesis
+from nmt.decode import Hypothesis
 from nmt.inference import best_text, translate_lines
 from nmt.model import Transformer
 from nmt.tokenizer import Tokenizer

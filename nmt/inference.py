@@ -13,7 +13,7 @@ import logging
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.decoding import Hypothesis, translate_batch
+from nmt.decode import Hypothesis, translate_batch
 from nmt.model import Transformer
 from nmt.tokenizer import Tokenizer
 

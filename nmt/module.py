@@ -27,7 +27,7 @@ class TranslationModule(L.LightningModule):
         model_cfg: ModelConfig,
         optim_cfg: OptimConfig,
         decode_cfg: DecodeConfig,
-        tokenizer: Tokenizer,
+        seed: int,
         src_lang: str,
         tgt_lang: str,
         val_bleu: bool,
@@ -37,7 +37,8 @@ class TranslationModule(L.LightningModule):
         self.model = Transformer(model_cfg)
         self.optim_cfg = optim_cfg
         self.decode_cfg = decode_cfg
-        self.tokenizer = tokenizer
+        self.seed = seed
+        self.tokenizer: Tokenizer | None = None  # the datamodule's, set in setup()
         self.src_lang = src_lang
         self.tgt_lang = tgt_lang
         self.val_bleu = val_bleu
@@ -45,6 +46,15 @@ class TranslationModule(L.LightningModule):
         self.num_parameters = count_parameters(self.model)
         self._step_start = time.perf_counter()
         self.last_val_hypotheses: list[str] = []
+        self.first_batch_indices: list[int] | None = None  # what this rank trained on first
+
+    def setup(self, stage: str) -> None:
+        self.tokenizer = self.trainer.datamodule.tokenizer
+        if self.tokenizer.vocab_size != self.model.cfg.vocab_size:
+            raise ValueError(
+                f"model.vocab_size={self.model.cfg.vocab_size} but the tokenizer has "
+                f"{self.tokenizer.vocab_size} pieces"
+            )
 
     def configure_model(self) -> None:
         if self.compile_model:
@@ -63,6 +73,8 @@ class TranslationModule(L.LightningModule):
         return loss_sum / ntokens, nll_sum / ntokens, ntokens
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        if self.first_batch_indices is None:
+            self.first_batch_indices = batch.indices.tolist()
         loss, nll, ntokens = self.shared_step(batch)
         now = time.perf_counter()
         tokens_per_second = ntokens / max(now - self._step_start, 1e-9)
@@ -74,7 +86,9 @@ class TranslationModule(L.LightningModule):
         return loss
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        # Time from here to training_step end covers data-to-update; reset at each batch.
+        # Dropout draws from a generator seeded by (seed, step, rank): different on every rank,
+        # and a resumed run draws exactly what the uninterrupted run would have.
+        torch.manual_seed(hash((self.seed, self.global_step, self.global_rank)) % 2**63)
         if batch_idx == 0:
             self._step_start = time.perf_counter()
 

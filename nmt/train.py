@@ -7,6 +7,7 @@ TensorBoard), model.pt (an inference checkpoint of the best weights) and metrics
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -73,16 +74,11 @@ def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
 def train(cfg: TrainConfig, run_dir: Path) -> dict:
     """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
     L.seed_everything(cfg.seed, workers=True)
+    # Lightning runs the datamodule's prepare_data (tokenizer training, caches) once per node
+    # before setup on every rank; the module takes the tokenizer from it in its own setup.
     datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed)
-    datamodule.prepare_data()
-    datamodule.setup("fit")
-    tokenizer = datamodule.tokenizer
-    if cfg.model.vocab_size != tokenizer.vocab_size:
-        raise ValueError(
-            f"model.vocab_size={cfg.model.vocab_size} but the tokenizer has {tokenizer.vocab_size} pieces"
-        )
     module = TranslationModule(
-        cfg.model, cfg.optim, cfg.decode, tokenizer, cfg.data.src_lang, cfg.data.tgt_lang,
+        cfg.model, cfg.optim, cfg.decode, cfg.seed, cfg.data.src_lang, cfg.data.tgt_lang,
         val_bleu=cfg.val_bleu, compile_model=cfg.compile,
     )
     log.info("Model: %s parameters", f"{module.num_parameters:,}")
@@ -102,7 +98,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     if best:
         translator = load_translator(best)
     else:
-        translator = Translator(module.model, tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {})
+        translator = Translator(module.model, datamodule.tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {})
     translator.info.update({"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"})
     metrics = {
         "experiment": cfg.experiment_name,
@@ -115,11 +111,27 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         "monitor": cfg.checkpoint.monitor,
         "final_metrics": {k: _as_float(v) for k, v in trainer.callback_metrics.items()},
     }
+    write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
     if trainer.is_global_zero:
         save_inference_checkpoint(run_dir / "model.pt", translator)
         (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
         log.info("Inference checkpoint: %s", run_dir / "model.pt")
     return metrics
+
+
+def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule) -> None:
+    """What this rank ended with: DDP ranks must agree on the step and the weights, and
+    must have trained on different batches."""
+    digest = hashlib.sha256()
+    for tensor in module.model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    summary = {
+        "global_step": trainer.global_step,
+        "parameter_checksum": digest.hexdigest(),
+        "first_batch": module.first_batch_indices,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary))
 
 
 def _as_float(value) -> float | None:

@@ -27,14 +27,24 @@ def _multi30k_candidates() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
-    """The folder of Multi30k's {train,val,test_2016_flickr}.{en,de} raw text files."""
+    """The folder of Multi30k's {train,val,test_2016_flickr}.{en,de} raw text files: local if
+    found, else downloaded once from the canonical URLs into ~/.cache/nmt (a user's machine)."""
     for folder in _multi30k_candidates():
         if all((folder / name).is_file() for name in MULTI30K_FILES):
             return folder
-    pytest.skip(
-        "Multi30k not found: set NMT_DATA_DIR or place the raw files in ../shared/data/multi30k "
-        f"(looked in {', '.join(map(str, _multi30k_candidates()))})"
-    )
+    from nmt.config import DataConfig
+    from nmt.data.sources import download_multi30k
+
+    cfg = DataConfig(source="multi30k", name="multi30k")
+    try:
+        for split in ("train", "val", "test_2016_flickr"):
+            folder = download_multi30k(cfg, split)
+    except OSError as error:
+        pytest.skip(
+            f"Multi30k not found in {', '.join(map(str, _multi30k_candidates()))} "
+            f"and not downloadable ({error}): set NMT_DATA_DIR"
+        )
+    return folder
 
 
 def _head(path: Path, n: int) -> list[str]:
@@ -51,3 +61,92 @@ def tiny_tokenizer(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory)
         name="tiny", dir=str(tmp_path_factory.mktemp("tokenizer")), vocab_size=1000
     )
     return train_or_load(cfg, texts, "multi30k train[:3000] en+de")
+
+
+# --- training: the real config, shrunk, and a tiny model trained once per session ---
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+OVERFIT_PAIRS = 64
+
+# multi30k_cpu shrunk to seconds on 2 cores: what the decoding, translate and evaluate tests
+# share. The model memorises OVERFIT_PAIRS training pairs, which are also its val/test split.
+TINY_TRAINING = [
+    "experiment=multi30k_cpu",
+    "model.d_model=64",
+    "model.n_heads=4",
+    "model.d_ff=128",
+    "model.encoder_layers=2",
+    "model.decoder_layers=2",
+    "model.dropout=0.0",
+    "tokenizer.vocab_size=500",
+    "tokenizer.name=overfit",
+    "data.max_tokens=8192",  # all pairs in one batch: one step per epoch
+    "optim.warmup_steps=40",
+    "optim.lr_scale=0.15",
+    "trainer.max_steps=200",
+    "trainer.check_val_every_n_epoch=100",
+    "trainer.log_every_n_steps=10",
+    "trainer.enable_progress_bar=false",
+    "checkpoint.save_top_k=1",
+]
+
+
+def compose_train_config(overrides: list[str]):
+    """The real training config (conf/train.yaml) with overrides, as a typed TrainConfig."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from nmt.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return OmegaConf.to_object(compose("train", overrides=overrides))
+
+
+def write_split_files(folder: Path, pairs: dict[str, tuple[list[str], list[str]]]) -> Path:
+    """{split: (en lines, de lines)} -> folder/{split}.{en,de}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, (en, de) in pairs.items():
+        (folder / f"{split}.en").write_text("".join(line + "\n" for line in en), encoding="utf-8")
+        (folder / f"{split}.de").write_text("".join(line + "\n" for line in de), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def overfit_pairs(multi30k_dir: Path) -> tuple[list[str], list[str]]:
+    """The first OVERFIT_PAIRS real Multi30k training pairs (en, de)."""
+    return _head(multi30k_dir / "train.en", OVERFIT_PAIRS), _head(multi30k_dir / "train.de", OVERFIT_PAIRS)
+
+
+@pytest.fixture(scope="session")
+def overfit_data(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Multi30k-layout folder whose train, val and test splits are all the overfit pairs."""
+    splits = {split: overfit_pairs for split in ("train", "val", "test_2016_flickr")}
+    return write_split_files(tmp_path_factory.mktemp("overfit_data"), splits)
+
+
+@pytest.fixture(scope="session")
+def overfit_run(overfit_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
+    overfit pairs: model.pt, checkpoints/, logs/, metrics.json."""
+    from nmt.train import train
+
+    run_dir = tmp_path_factory.mktemp("overfit_run")
+    cfg = compose_train_config(
+        TINY_TRAINING
+        + [
+            f"data.dir={overfit_data}",
+            f"data.cache_dir={run_dir / 'cache'}",
+            f"tokenizer.dir={run_dir / 'tokenizers'}",
+        ]
+    )
+    train(cfg, run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def overfit_translator(overfit_run: Path):
+    """The overfit run's inference checkpoint, loaded."""
+    from nmt.checkpoint import load_translator
+
+    return load_translator(overfit_run / "model.pt")

@@ -27,7 +27,13 @@ def closed_form_parameters(cfg: ModelConfig) -> int:
 def test_base_model_has_the_papers_shapes_and_parameter_count():
     cfg = ModelConfig(vocab_size=37000)
     model = Transformer(cfg)
-    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers) == (512, 8, 2048, 6, 6)
+    assert (cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers) == (
+        512,
+        8,
+        2048,
+        6,
+        6,
+    )
     assert cfg.dropout == 0.1 and cfg.norm == "post" and cfg.tie_embeddings
     assert len(model.encoder_layers) == 6 and len(model.decoder_layers) == 6
     assert model.decoder_layers[0].ffn.fc1.weight.shape == (2048, 512)
@@ -74,7 +80,9 @@ def test_a_sentence_alone_equals_it_inside_a_padded_batch():
     src[0, :4], tgt[0, :3] = short_src, short_tgt
     src[1], tgt[1] = long_src, long_tgt
     batch_logits = model(src, tgt)
-    torch.testing.assert_close(batch_logits[0, :3], model(short_src, short_tgt)[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        batch_logits[0, :3], model(short_src, short_tgt)[0], atol=1e-5, rtol=1e-5
+    )
     torch.testing.assert_close(batch_logits[1], model(long_src, long_tgt)[0], atol=1e-5, rtol=1e-5)
 
 

@@ -49,6 +49,7 @@ class TranslationDataModule(L.LightningDataModule):
         self.tokenizer: Tokenizer | None = None
         self.splits: dict[str, datasets.Dataset] = {}  # role -> raw src, tgt text
         self.encoded: dict[str, datasets.Dataset] = {}  # role -> + src_ids, tgt_ids; train cleaned
+        self._resume: dict[str, int] = {}  # from a checkpoint: epoch and batches already trained
 
     def prepare_data(self) -> None:
         self._build()
@@ -69,7 +70,24 @@ class TranslationDataModule(L.LightningDataModule):
         rank, world_size = (
             (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
         )
-        return self._loader("train", self.data_cfg.max_tokens, True, world_size, rank)
+        loader = self._loader("train", self.data_cfg.max_tokens, True, world_size, rank)
+        if self._resume and 0 < self._resume["batches_done"] < len(loader.batch_sampler):
+            # Resuming mid-epoch: Lightning goes on counting from batches_done, the sampler
+            # yields the rest of that epoch's batches in the same order.
+            loader.batch_sampler.set_epoch(self._resume["epoch"])
+            loader.batch_sampler.skip(self._resume["batches_done"])
+        self._resume = {}
+        return loader
+
+    def state_dict(self) -> dict[str, int]:
+        """Saved in every checkpoint: the epoch and how many of its batches were trained on."""
+        if self.trainer is None:
+            return {}
+        progress = self.trainer.fit_loop.epoch_loop.batch_progress.current
+        return {"epoch": self.trainer.current_epoch, "batches_done": progress.processed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self._resume = dict(state)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader("valid", self.data_cfg.eval_max_tokens, False, 1, 0)

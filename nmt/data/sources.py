@@ -87,11 +87,11 @@ def _text_pair_paths(cfg: DataConfig, split: str) -> tuple[Path, Path]:
     elif "NMT_DATA_DIR" in os.environ:
         folder = Path(os.environ["NMT_DATA_DIR"])
     else:
-        folder = _download_multi30k(cfg, split)
+        folder = download_multi30k(cfg, split)
     return folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
 
 
-def _download_multi30k(cfg: DataConfig, split: str) -> Path:
+def download_multi30k(cfg: DataConfig, split: str) -> Path:
     """Fetch and gunzip `{cfg.url}/{split}.{lang}.gz` once per URL; returns the folder.
 
     urllib, so a file:// URL works too. Files are written atomically: a concurrent reader (another

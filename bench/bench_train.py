@@ -1,0 +1,133 @@
+"""Training step throughput: our Transformer vs Hugging Face MarianMTModel of the same shape.
+
+Same real Multi30k batches (~4,096 target tokens, bucketed by length), same label-smoothed
+loss and Adam; one step = forward, loss, backward, optimizer step. Each (system, shape,
+precision) runs in its own subprocess so peak memory is its own.
+
+    python bench/bench_train.py [--steps 4] [--warmup 2] [--shapes base tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+import torch
+
+from common import Record, multi30k_tokenizer, peak_rss_mib, save_records
+
+SHAPES = {
+    "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6),
+    "tiny": dict(d_model=128, n_heads=4, d_ff=256, layers=4),  # the multi30k_cpu recipe
+}
+
+
+def real_batches(tokenizer, count: int, max_tokens: int = 4096):
+    """`count` Multi30k training batches from our token-bucketed sampler (seed 0)."""
+    from common import read_lines
+
+    from nmt.data import TokenBatchSampler, collate
+
+    src = tokenizer.encode(read_lines("train.en"))
+    tgt = tokenizer.encode(read_lines("train.de"))
+    sampler = TokenBatchSampler(
+        [len(s) + 1 for s in src], [len(t) + 1 for t in tgt], max_tokens, shuffle=True, seed=0
+    )
+    batches = []
+    for indices in list(sampler)[:count]:
+        batches.append(collate([{"index": i, "src_ids": src[i], "tgt_ids": tgt[i]} for i in indices]))
+    return batches
+
+
+def build_ours(shape: dict, vocab: int):
+    from nmt.model import ModelConfig, Transformer
+
+    cfg = ModelConfig(
+        vocab_size=vocab, d_model=shape["d_model"], n_heads=shape["n_heads"], d_ff=shape["d_ff"],
+        encoder_layers=shape["layers"], decoder_layers=shape["layers"],
+    )
+    model = Transformer(cfg)
+    return model, lambda b: model(b.src, b.tgt_in)
+
+
+def build_hf(shape: dict, vocab: int):
+    from transformers import MarianConfig, MarianMTModel
+
+    cfg = MarianConfig(
+        vocab_size=vocab, decoder_vocab_size=vocab, d_model=shape["d_model"],
+        encoder_layers=shape["layers"], decoder_layers=shape["layers"],
+        encoder_attention_heads=shape["n_heads"], decoder_attention_heads=shape["n_heads"],
+        encoder_ffn_dim=shape["d_ff"], decoder_ffn_dim=shape["d_ff"], activation_function="relu",
+        dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=1024,
+        pad_token_id=0, eos_token_id=3, decoder_start_token_id=2, scale_embedding=True,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )
+    model = MarianMTModel(cfg)
+    return model, lambda b: model(
+        input_ids=b.src, attention_mask=b.src.ne(0), decoder_input_ids=b.tgt_in
+    ).logits
+
+
+def worker(system: str, shape_name: str, precision: str, steps: int, warmup: int) -> dict:
+    from nmt.optim import label_smoothed_loss
+
+    torch.manual_seed(0)
+    tokenizer = multi30k_tokenizer()
+    batches = real_batches(tokenizer, warmup + steps)
+    build = build_ours if system == "ours" else build_hf
+    model, logits_of = build(SHAPES[shape_name], tokenizer.vocab_size)
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    tokens, elapsed = 0, 0.0
+    for i, batch in enumerate(batches):
+        start = time.perf_counter()
+        with autocast:
+            logits = logits_of(batch)
+        loss, _ = label_smoothed_loss(logits, batch.tgt_out, 0.1, pad_id=0)
+        (loss / batch.num_tgt_tokens).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if i >= warmup:
+            elapsed += time.perf_counter() - start
+            tokens += batch.num_tgt_tokens
+    return {"tok_per_s": tokens / elapsed, "peak_mib": peak_rss_mib()}
+
+
+def run(system: str, shape: str, precision: str, steps: int, warmup: int) -> dict:
+    cmd = [sys.executable, __file__, "--worker", system, shape, precision, "--steps", str(steps), "--warmup", str(warmup)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker", nargs=3, metavar=("SYSTEM", "SHAPE", "PRECISION"))
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--shapes", nargs="+", default=["tiny", "base"])
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(worker(*args.worker, args.steps, args.warmup)))
+        return
+    multi30k_tokenizer()  # train it once, outside the timed workers
+    records = []
+    for shape in args.shapes:
+        for precision in args.precisions:
+            ours = run("ours", shape, precision, args.steps, args.warmup)
+            peer = run("hf", shape, precision, args.steps, args.warmup)
+            for record in (
+                Record(f"train/{shape}/{precision}/tokens_per_s", ours["tok_per_s"], peer["tok_per_s"], "tgt tok/s"),
+                Record(f"train/{shape}/{precision}/peak_memory", ours["peak_mib"], peer["peak_mib"], "MiB", False),
+            ):
+                print(record.line(), flush=True)
+                records.append(record)
+    save_records(records, "train")
+
+
+if __name__ == "__main__":
+    main()

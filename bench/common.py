@@ -1,0 +1,88 @@
+"""Shared pieces of the benchmarks: the machine, real Multi30k batches, result records."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results.json"
+sys.path.insert(0, str(ROOT))
+
+
+@dataclass
+class Record:
+    """One figure measured for our code and the peer on the same input."""
+
+    name: str
+    ours: float
+    peer: float
+    unit: str
+    higher_is_better: bool = True
+
+    @property
+    def ratio(self) -> float:
+        """How many times better ours is (>1 means we win)."""
+        if self.higher_is_better:
+            return self.ours / self.peer
+        return self.peer / self.ours
+
+    def line(self) -> str:
+        return f"{self.name:<44} ours {self.ours:>10.1f}  peer {self.peer:>10.1f} {self.unit:<12} ratio {self.ratio:5.2f}x"
+
+
+def machine() -> dict:
+    """What the figures were measured on."""
+    model = platform.processor()
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def peak_rss_mib() -> float:
+    """Peak resident memory of this process so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def data_dir() -> Path:
+    env = os.environ.get("NMT_DATA_DIR")
+    path = Path(env) if env else ROOT.parent / "shared" / "data" / "multi30k"
+    if not (path / "train.en").is_file():
+        raise SystemExit(f"Multi30k not found at {path}: set NMT_DATA_DIR")
+    return path
+
+
+def multi30k_tokenizer():
+    """The Multi30k 8k joint BPE of the default experiment (trained once, then reused)."""
+    from nmt.config import DataConfig, TokenizerConfig
+    from nmt.data import build_tokenizer
+
+    data = DataConfig(source="multi30k", name="multi30k", dir=str(data_dir()))
+    tok = TokenizerConfig(name="multi30k_ende_bpe8000", dir=str(ROOT / "tokenizers"))
+    return build_tokenizer(data, tok)
+
+
+def read_lines(name: str) -> list[str]:
+    return (data_dir() / name).read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def save_records(records: list[Record], section: str) -> None:
+    """Merge this script's records into bench/results.json (one record per figure)."""
+    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"machine": machine(), "records": []}
+    kept = [r for r in existing["records"] if not r["name"].startswith(section + "/")]
+    new = [{**asdict(r), "ratio": r.ratio} for r in records]
+    existing["records"] = kept + new
+    existing["machine"] = machine()
+    RESULTS.write_text(json.dumps(existing, indent=2))

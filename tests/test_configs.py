@@ -1,0 +1,76 @@
+"""Every config file composes, typed, and every experiment composes with its overrides."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from nmt.config import TrainConfig, register_configs
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+GROUPS = ["data", "tokenizer", "model", "optim", "trainer", "decode"]
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+register_configs()
+
+
+def compose_train(overrides: list[str]) -> TrainConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("train", overrides=overrides)
+    return OmegaConf.to_object(cfg)
+
+
+@pytest.mark.parametrize(
+    "group,option",
+    [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))],
+)
+def test_every_group_option_composes(group, option):
+    overrides = [f"{group}={option}"]
+    if (group, option) == ("data", "files"):
+        overrides.append("data.data_files={train: {en: a.en, de: a.de}}")
+    cfg = compose_train(overrides)
+    assert isinstance(cfg, TrainConfig)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes_with_overrides(experiment):
+    cfg = compose_train([f"experiment={experiment}", "trainer.max_steps=7", "model.dropout=0.2"])
+    assert cfg.experiment_name == experiment
+    assert cfg.trainer.max_steps == 7 and cfg.model.dropout == 0.2
+    assert cfg.model.vocab_size == cfg.tokenizer.vocab_size
+
+
+def test_experiments_state_the_papers_recipes():
+    base = compose_train(["experiment=wmt14_base"])
+    assert (base.model.d_model, base.model.n_heads, base.model.d_ff) == (512, 8, 2048)
+    assert base.tokenizer.vocab_size == 37000 and base.trainer.max_steps == 100_000
+    assert base.data.max_tokens * base.trainer.accumulate_grad_batches == 25_000
+    assert (base.decode.strategy, base.decode.beam_size, base.decode.len_penalty) == (
+        "beam",
+        4,
+        0.6,
+    )
+    big = compose_train(["experiment=wmt14_big"])
+    assert (big.model.d_model, big.model.n_heads, big.model.d_ff) == (1024, 16, 4096)
+    assert big.trainer.max_steps == 300_000
+    assert compose_train([]).experiment_name == "multi30k_base"
+
+
+@pytest.mark.parametrize(
+    "override", ["model.d_modle=3", "model.d_model=abc", "trainer.max_steps=many", "data.nope=1"]
+)
+def test_typos_and_wrong_types_fail_at_start_up(override):
+    with pytest.raises(ConfigCompositionException):
+        compose_train([override])
+
+
+def test_translate_config_composes():
+    from nmt.translate import TranslateConfig  # registers translate_schema
+
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        cfg = compose("translate", overrides=["ckpt=x.pt", "decode=beam", "nbest=3"])
+    cfg = OmegaConf.to_object(cfg)
+    assert isinstance(cfg, TranslateConfig)
+    assert cfg.decode.beam_size == 4 and cfg.decode.nbest == 3

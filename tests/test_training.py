@@ -1,0 +1,130 @@
+"""Training end to end: overfitting real pairs, the entry point, resume, checkpoints."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config import DecodeConfig
+from nmt.inference import best_text, translate_lines
+
+GREEDY = DecodeConfig()
+
+
+def test_tiny_model_overfits_real_pairs_until_greedy_reproduces_them(overfit_run, overfit_translator, overfit_pairs):
+    sources, references = overfit_pairs
+    model, tokenizer = overfit_translator.model, overfit_translator.tokenizer
+    hypotheses = best_text(tokenizer, translate_lines(model, tokenizer, sources, GREEDY, max_tokens=4096))
+    exact = sum(h == r for h, r in zip(hypotheses, references, strict=True))
+    assert exact == len(references), [(h, r) for h, r in zip(hypotheses, references) if h != r][:3]
+    metrics = json.loads((overfit_run / "metrics.json").read_text())
+    assert metrics["best_score"] > 95 and metrics["global_step"] == 200
+
+
+def read_metrics_csv(run_dir: Path) -> dict[int, dict[str, str]]:
+    """step -> the non-empty columns logged at that step."""
+    import csv
+
+    rows: dict[int, dict[str, str]] = {}
+    with open(run_dir / "logs" / "metrics.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            rows.setdefault(int(row["step"]), {}).update({k: v for k, v in row.items() if v})
+    return rows
+
+
+RESUME_OVERRIDES = [
+    "model.dropout=0.1",  # dropout on: the resumed run must draw the same masks
+    "data.max_tokens=600",  # several batches per epoch, so step 3 is mid-epoch
+    "trainer.max_steps=8",
+    "trainer.log_every_n_steps=1",
+    "trainer.check_val_every_n_epoch=1000",
+    "checkpoint.every_n_train_steps=3",
+    "val_bleu=false",
+    "checkpoint.monitor=train/loss",
+    "checkpoint.mode=min",
+]
+
+
+def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_path):
+    from conftest import TINY_TRAINING, compose_train_config
+
+    from nmt.train import train
+
+    def config(run_dir, extra):
+        return compose_train_config(
+            TINY_TRAINING
+            + RESUME_OVERRIDES
+            + [f"data.dir={overfit_data}", f"data.cache_dir={tmp_path / 'cache'}", f"tokenizer.dir={tmp_path / 'tok'}"]
+            + extra
+        )
+
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    train(config(whole, []), whole)
+    checkpoint = whole / "checkpoints" / "periodic" / "step000003.ckpt"
+    assert checkpoint.is_file()
+    train(config(resumed, [f"ckpt_path={checkpoint}"]), resumed)
+    a, b = read_metrics_csv(whole), read_metrics_csv(resumed)
+    assert a[2]["epoch"] == a[3]["epoch"] and int(a[7]["epoch"]) > int(a[2]["epoch"])  # mid-epoch, then across
+    assert min(b) >= 3 and 7 in b  # the resumed run starts after step 3
+    for step in range(3, 8):
+        assert float(b[step]["train/loss"]) == pytest.approx(float(a[step]["train/loss"]), rel=1e-5), step
+        assert float(b[step]["lr-Adam"]) == pytest.approx(float(a[step]["lr-Adam"]), rel=1e-9)
+
+
+def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
+    env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    cmd = [
+        sys.executable, "-m", "nmt.train", "experiment=multi30k_cpu", "trainer.max_steps=20",
+        "trainer.enable_progress_bar=false", f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = tmp_path / "run"
+    assert (tmp_path / "tokenizers" / "multi30k_ende_bpe8000.model").is_file()
+    assert (run / ".hydra" / "config.yaml").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["global_step"] == 20
+    from nmt.checkpoint import load_translator
+
+    payload = torch.load(run / "model.pt", weights_only=True)  # plain tensors and values only
+    assert payload["src_lang"] == "en" and payload["tgt_lang"] == "de"
+    translator = load_translator(run / "model.pt")
+    assert translator.model.cfg.d_model == 128 and translator.tokenizer.vocab_size == 8000
+    assert load_translator(run / "checkpoints" / "last.ckpt").info["global_step"] == 20
+
+
+def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
+    from nmt.average import average_checkpoints
+    from nmt.checkpoint import load_translator, save_inference_checkpoint
+
+    paths = sorted((overfit_run / "checkpoints").glob("step*.ckpt")) + [overfit_run / "checkpoints" / "last.ckpt"]
+    paths = paths[:2]
+    averaged = average_checkpoints(paths)
+    models = [load_translator(p).model.state_dict() for p in paths]
+    name = "encoder_layers.0.ffn.fc1.weight"
+    torch.testing.assert_close(averaged.model.state_dict()[name], (models[0][name] + models[1][name]) / 2)
+    save_inference_checkpoint(tmp_path / "avg.pt", averaged)
+    assert load_translator(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    cmd = [
+        sys.executable, "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
+        "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.encoder_layers=1",
+        "model.decoder_layers=1", "tokenizer.vocab_size=500", "data.max_tokens=600",
+        "trainer.max_steps=6", "trainer.check_val_every_n_epoch=1000", "val_bleu=false",
+        "checkpoint.monitor=train/loss", "checkpoint.mode=min", "trainer.strategy=ddp",
+        "trainer.devices=2", "trainer.enable_progress_bar=false", f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "run" / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["global_step"] == ranks[1]["global_step"] == 6
+    assert ranks[0]["parameter_checksum"] == ranks[1]["parameter_checksum"]
+    assert ranks[0]["first_batch"] != ranks[1]["first_batch"]  # each rank trained on its own data
