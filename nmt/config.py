@@ -51,8 +51,9 @@ class DataConfig:
     url: str = MULTI30K_URL  # multi30k: base URL of {split}.{lang}.gz
     path: str | None = None  # hub: dataset id or builder name (json, parquet)
     config_name: str | None = None  # hub: dataset config, e.g. de-en
-    # hub (json/parquet): {source split: file or files}; files: {source split: {lang: file}}
-    data_files: dict[str, Any] | None = None
+    # hub (json/parquet): {source split: file or files}; files: {source split: {lang: file}};
+    # empty = none (a hub id needs none)
+    data_files: dict[str, Any] = field(default_factory=dict)
     splits: dict[str, str] = field(
         default_factory=lambda: {"train": "train", "valid": "val", "test": "test_2016_flickr"}
     )  # role (train, valid, test) -> the source's split name

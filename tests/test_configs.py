@@ -29,7 +29,7 @@ def compose_train(overrides: list[str]) -> TrainConfig:
 def test_every_group_option_composes(group, option):
     overrides = [f"{group}={option}"]
     if (group, option) == ("data", "files"):
-        overrides.append("data.data_files={train: {en: a.en, de: a.de}}")
+        overrides += ["data.data_files.train.en=a.en", "data.data_files.train.de=a.de"]
     cfg = compose_train(overrides)
     assert isinstance(cfg, TrainConfig)
 

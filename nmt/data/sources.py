@@ -80,7 +80,12 @@ def count_lines(path: Path) -> int:
 def _text_pair_paths(cfg: DataConfig, split: str) -> tuple[Path, Path]:
     """The source- and target-language files of a split."""
     if cfg.source == "files":
-        files = _plain(cfg.data_files)[split]
+        files = _given(cfg.data_files).get(split, {})
+        if files.get(cfg.src_lang) is None or files.get(cfg.tgt_lang) is None:
+            raise ValueError(
+                f"data.source=files needs data.data_files.{split}.{cfg.src_lang} and "
+                f".{cfg.tgt_lang}: the paths of the split's two text files"
+            )
         return Path(files[cfg.src_lang]), Path(files[cfg.tgt_lang])
     if cfg.dir is not None:
         folder = Path(cfg.dir)
@@ -151,7 +156,7 @@ def _load_hub(cfg: DataConfig, split: str) -> datasets.Dataset:
     ds = datasets.load_dataset(
         cfg.path,
         cfg.config_name,
-        data_files=_plain(cfg.data_files),
+        data_files=_given(cfg.data_files) or None,
         split=split,
         cache_dir=cfg.cache_dir,
     )
@@ -184,6 +189,12 @@ def _translation_to_pair(
 ) -> dict[str, list[str]]:
     pairs = batch["translation"]
     return {"src": [p[src_lang] for p in pairs], "tgt": [p[tgt_lang] for p in pairs]}
+
+
+def _given(data_files: Any) -> dict:
+    """data_files without the splits left unset (null) in the YAML, which lists every split so
+    that command-line overrides can fill them in."""
+    return {split: files for split, files in _plain(data_files).items() if files is not None}
 
 
 def _plain(data_files: Any) -> Any:
