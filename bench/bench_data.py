@@ -36,13 +36,28 @@ def ours(folder: Path) -> dict:
     from nmt.data import TokenBatchSampler, clean_train, encode_split, load_split, token_lengths
 
     tokenizer = multi30k_tokenizer()
-    cfg = DataConfig(source="multi30k", name="bench", dir=str(folder), cache_dir=str(folder / "cache"), num_proc=2)
+    cfg = DataConfig(
+        source="multi30k",
+        name="bench",
+        dir=str(folder),
+        cache_dir=str(folder / "cache"),
+        num_proc=2,
+    )
     start = time.perf_counter()
-    train = clean_train(encode_split(load_split(cfg, "train"), tokenizer, cfg.num_proc), cfg.max_len, cfg.max_len_ratio)
+    train = clean_train(
+        encode_split(load_split(cfg, "train"), tokenizer, cfg.num_proc),
+        cfg.max_len,
+        cfg.max_len_ratio,
+    )
     src_lens, tgt_lens = token_lengths(train)
     batches = list(TokenBatchSampler(src_lens + 1, tgt_lens + 1, 4096, shuffle=True, seed=0))
     seconds = time.perf_counter() - start
-    return {"pairs": len(train), "seconds": seconds, "batches": len(batches), "peak_mib": peak_rss_mib()}
+    return {
+        "pairs": len(train),
+        "seconds": seconds,
+        "batches": len(batches),
+        "peak_mib": peak_rss_mib(),
+    }
 
 
 def peer(folder: Path) -> dict:
@@ -60,11 +75,18 @@ def peer(folder: Path) -> dict:
         current.append(i)
     batches.append(current)
     seconds = time.perf_counter() - start
-    return {"pairs": len(src), "seconds": seconds, "batches": len(batches), "peak_mib": peak_rss_mib()}
+    return {
+        "pairs": len(src),
+        "seconds": seconds,
+        "batches": len(batches),
+        "peak_mib": peak_rss_mib(),
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--worker", choices=["ours", "peer"])
     parser.add_argument("--folder")

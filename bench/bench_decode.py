@@ -14,13 +14,15 @@ import argparse
 import time
 
 import torch
-
 from bench_train import SHAPES, build_hf, build_ours
 from common import Record, multi30k_tokenizer, read_lines, save_records
 
 
 def source_batches(tokenizer, sentences: int, batch_size: int) -> list[torch.Tensor]:
-    ids = [s + [tokenizer.eos_id] for s in tokenizer.encode(read_lines("test_2016_flickr.en")[:sentences])]
+    ids = [
+        s + [tokenizer.eos_id]
+        for s in tokenizer.encode(read_lines("test_2016_flickr.en")[:sentences])
+    ]
     ids.sort(key=len)
     batches = []
     for start in range(0, len(ids), batch_size):
@@ -38,8 +40,12 @@ def time_ours(model, batches, beam: int, length: int) -> float:
     from nmt.decode import translate_batch
 
     cfg = DecodeConfig(
-        strategy="beam" if beam > 1 else "greedy", beam_size=beam, len_penalty=0.6 if beam > 1 else None,
-        max_len_a=0.0, max_len_b=length - 1, min_len=length - 1,
+        strategy="beam" if beam > 1 else "greedy",
+        beam_size=beam,
+        len_penalty=0.6 if beam > 1 else None,
+        max_len_a=0.0,
+        max_len_b=length - 1,
+        min_len=length - 1,
     )
     start = time.perf_counter()
     for src in batches:
@@ -52,14 +58,21 @@ def time_hf(model, batches, beam: int, length: int) -> float:
     start = time.perf_counter()
     for src in batches:
         model.generate(
-            input_ids=src, attention_mask=src.ne(0), num_beams=beam, do_sample=False,
-            min_new_tokens=length, max_new_tokens=length, length_penalty=0.6 if beam > 1 else 1.0,
+            input_ids=src,
+            attention_mask=src.ne(0),
+            num_beams=beam,
+            do_sample=False,
+            min_new_tokens=length,
+            max_new_tokens=length,
+            length_penalty=0.6 if beam > 1 else 1.0,
         )
     return time.perf_counter() - start
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--length", type=int, default=24)
     parser.add_argument("--batch", type=int, default=64)
@@ -77,7 +90,12 @@ def main() -> None:
         name = "greedy" if beam == 1 else f"beam{beam}"
         ours_s = time_ours(ours, batches, beam, args.length)
         hf_s = time_hf(hf, batches, beam, args.length)
-        record = Record(f"decode/{name}/sentences_per_s", args.sentences / ours_s, args.sentences / hf_s, "sent/s")
+        record = Record(
+            f"decode/{name}/sentences_per_s",
+            args.sentences / ours_s,
+            args.sentences / hf_s,
+            "sent/s",
+        )
         print(record.line(), flush=True)
         records.append(record)
     save_records(records, "decode")

@@ -16,7 +16,6 @@ import sys
 import time
 
 import torch
-
 from common import Record, multi30k_tokenizer, peak_rss_mib, save_records
 
 SHAPES = {
@@ -38,7 +37,9 @@ def real_batches(tokenizer, count: int, max_tokens: int = 4096):
     )
     batches = []
     for indices in list(sampler)[:count]:
-        batches.append(collate([{"index": i, "src_ids": src[i], "tgt_ids": tgt[i]} for i in indices]))
+        batches.append(
+            collate([{"index": i, "src_ids": src[i], "tgt_ids": tgt[i]} for i in indices])
+        )
     return batches
 
 
@@ -46,8 +47,12 @@ def build_ours(shape: dict, vocab: int):
     from nmt.model import ModelConfig, Transformer
 
     cfg = ModelConfig(
-        vocab_size=vocab, d_model=shape["d_model"], n_heads=shape["n_heads"], d_ff=shape["d_ff"],
-        encoder_layers=shape["layers"], decoder_layers=shape["layers"],
+        vocab_size=vocab,
+        d_model=shape["d_model"],
+        n_heads=shape["n_heads"],
+        d_ff=shape["d_ff"],
+        encoder_layers=shape["layers"],
+        decoder_layers=shape["layers"],
     )
     model = Transformer(cfg)
     return model, lambda b: model(b.src, b.tgt_in)
@@ -57,18 +62,34 @@ def build_hf(shape: dict, vocab: int):
     from transformers import MarianConfig, MarianMTModel
 
     cfg = MarianConfig(
-        vocab_size=vocab, decoder_vocab_size=vocab, d_model=shape["d_model"],
-        encoder_layers=shape["layers"], decoder_layers=shape["layers"],
-        encoder_attention_heads=shape["n_heads"], decoder_attention_heads=shape["n_heads"],
-        encoder_ffn_dim=shape["d_ff"], decoder_ffn_dim=shape["d_ff"], activation_function="relu",
-        dropout=0.1, attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=1024,
-        pad_token_id=0, eos_token_id=3, decoder_start_token_id=2, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+        vocab_size=vocab,
+        decoder_vocab_size=vocab,
+        d_model=shape["d_model"],
+        encoder_layers=shape["layers"],
+        decoder_layers=shape["layers"],
+        encoder_attention_heads=shape["n_heads"],
+        decoder_attention_heads=shape["n_heads"],
+        encoder_ffn_dim=shape["d_ff"],
+        decoder_ffn_dim=shape["d_ff"],
+        activation_function="relu",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        max_position_embeddings=1024,
+        pad_token_id=0,
+        eos_token_id=3,
+        decoder_start_token_id=2,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
     )
     model = MarianMTModel(cfg)
-    return model, lambda b: model(
-        input_ids=b.src, attention_mask=b.src.ne(0), decoder_input_ids=b.tgt_in
-    ).logits
+    return (
+        model,
+        lambda b: (
+            model(input_ids=b.src, attention_mask=b.src.ne(0), decoder_input_ids=b.tgt_in).logits
+        ),
+    )
 
 
 def worker(system: str, shape_name: str, precision: str, steps: int, warmup: int) -> dict:
@@ -98,13 +119,26 @@ def worker(system: str, shape_name: str, precision: str, steps: int, warmup: int
 
 
 def run(system: str, shape: str, precision: str, steps: int, warmup: int) -> dict:
-    cmd = [sys.executable, __file__, "--worker", system, shape, precision, "--steps", str(steps), "--warmup", str(warmup)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        system,
+        shape,
+        precision,
+        "--steps",
+        str(steps),
+        "--warmup",
+        str(warmup),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--worker", nargs=3, metavar=("SYSTEM", "SHAPE", "PRECISION"))
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=2)
@@ -121,8 +155,19 @@ def main() -> None:
             ours = run("ours", shape, precision, args.steps, args.warmup)
             peer = run("hf", shape, precision, args.steps, args.warmup)
             for record in (
-                Record(f"train/{shape}/{precision}/tokens_per_s", ours["tok_per_s"], peer["tok_per_s"], "tgt tok/s"),
-                Record(f"train/{shape}/{precision}/peak_memory", ours["peak_mib"], peer["peak_mib"], "MiB", False),
+                Record(
+                    f"train/{shape}/{precision}/tokens_per_s",
+                    ours["tok_per_s"],
+                    peer["tok_per_s"],
+                    "tgt tok/s",
+                ),
+                Record(
+                    f"train/{shape}/{precision}/peak_memory",
+                    ours["peak_mib"],
+                    peer["peak_mib"],
+                    "MiB",
+                    False,
+                ),
             ):
                 print(record.line(), flush=True)
                 records.append(record)

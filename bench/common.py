@@ -36,19 +36,30 @@ class Record:
         return self.peer / self.ours
 
     def line(self) -> str:
-        return f"{self.name:<44} ours {self.ours:>10.1f}  peer {self.peer:>10.1f} {self.unit:<12} ratio {self.ratio:5.2f}x"
+        return format_line(self.name, self.ours, self.peer, self.unit, self.ratio)
+
+
+def format_line(name: str, ours: float, peer: float, unit: str, ratio: float) -> str:
+    return f"{name:<44} ours {ours:>10.1f}  peer {peer:>10.1f} {unit:<12} ratio {ratio:5.2f}x"
 
 
 def machine() -> dict:
     """What the figures were measured on."""
     model = platform.processor()
     try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines():
+        for line in subprocess.run(
+            ["lscpu"], capture_output=True, text=True, check=True
+        ).stdout.splitlines():
             if line.startswith("Model name:"):
                 model = line.split(":", 1)[1].strip()
     except (OSError, subprocess.CalledProcessError):
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def peak_rss_mib() -> float:
@@ -80,7 +91,11 @@ def read_lines(name: str) -> list[str]:
 
 def save_records(records: list[Record], section: str) -> None:
     """Merge this script's records into bench/results.json (one record per figure)."""
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"machine": machine(), "records": []}
+    existing = (
+        json.loads(RESULTS.read_text())
+        if RESULTS.exists()
+        else {"machine": machine(), "records": []}
+    )
     kept = [r for r in existing["records"] if not r["name"].startswith(section + "/")]
     new = [{**asdict(r), "ratio": r.ratio} for r in records]
     existing["records"] = kept + new

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import format_line  # noqa: E402
 
 for script in ("bench_data.py", "bench_train.py", "bench_decode.py"):
     print(f"== {script}", flush=True)
@@ -15,4 +17,4 @@ for script in ("bench_data.py", "bench_train.py", "bench_decode.py"):
 results = json.loads((HERE / "results.json").read_text())
 print("\nmachine:", results["machine"])
 for r in results["records"]:
-    print(f"{r['name']:<44} ours {r['ours']:>10.1f}  peer {r['peer']:>10.1f} {r['unit']:<12} ratio {r['ratio']:5.2f}x")
+    print(format_line(r["name"], r["ours"], r["peer"], r["unit"], r["ratio"]))

@@ -37,7 +37,9 @@ def select_checkpoints(folder: Path, last: int) -> list[Path]:
             continue  # a copy of one of the others
         found.append((load_translator(path).info.get("global_step", -1), path))
     if len(found) < last:
-        raise ValueError(f"asked to average the last {last} checkpoints but {folder} has {len(found)}")
+        raise ValueError(
+            f"asked to average the last {last} checkpoints but {folder} has {len(found)}"
+        )
     return [path for _, path in sorted(found)[-last:]]
 
 

@@ -62,15 +62,21 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Tra
     model.load_state_dict(payload["state_dict"])
     model.to(device).eval()
     tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
-    return Translator(model, tokenizer, payload["src_lang"], payload["tgt_lang"], dict(payload["info"]))
+    return Translator(
+        model, tokenizer, payload["src_lang"], payload["tgt_lang"], dict(payload["info"])
+    )
 
 
 def _from_lightning(ckpt: dict, path: Path) -> dict:
     """A Lightning checkpoint of TranslationModule carries the inference payload in its
     `nmt` entry (see TranslationModule.on_save_checkpoint) and the weights under `model.`."""
     if "nmt" not in ckpt or "state_dict" not in ckpt:
-        raise ValueError(f"{path} is neither an nmt inference checkpoint nor an nmt training checkpoint")
+        raise ValueError(
+            f"{path} is neither an nmt inference checkpoint nor an nmt training checkpoint"
+        )
     payload = dict(ckpt["nmt"])
     prefix = "model."
-    payload["state_dict"] = {k[len(prefix):]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
+    payload["state_dict"] = {
+        k[len(prefix) :]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)
+    }
     return payload

@@ -49,7 +49,9 @@ def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -
     encoded = []
     for number, ids in enumerate(tokenizer.encode(lines), start=1):
         if len(ids) + 1 > max_positions:
-            log.warning("line %d: %d tokens, cut to the model's %d", number, len(ids), max_positions - 1)
+            log.warning(
+                "line %d: %d tokens, cut to the model's %d", number, len(ids), max_positions - 1
+            )
             ids = ids[: max_positions - 1]
         encoded.append(ids + [tokenizer.eos_id])
     return encoded
@@ -71,7 +73,9 @@ def translate_lines(
     # Beam search keeps beam_size rows per sentence: budget the batch for all of them.
     rows_per_sentence = cfg.beam_size if cfg.strategy == "beam" else 1
     try:
-        for batch in length_batches([len(s) for s in sources], max(1, max_tokens // rows_per_sentence)):
+        for batch in length_batches(
+            [len(s) for s in sources], max(1, max_tokens // rows_per_sentence)
+        ):
             width = max(len(sources[i]) for i in batch)
             src = torch.full((len(batch), width), tokenizer.pad_id, dtype=torch.long)
             for row, i in enumerate(batch):

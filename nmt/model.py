@@ -42,7 +42,9 @@ class ModelConfig:
         if self.norm not in NORM_CHOICES:
             raise ValueError(f"model.norm must be one of {NORM_CHOICES}, got {self.norm!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}")
+            raise ValueError(
+                f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
+            )
 
 
 @dataclass
@@ -70,7 +72,9 @@ class DecoderCache:
 def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
     """(max_positions, D) table: sin on even features, cos on odd, wavelengths 2pi..10000*2pi."""
     position = torch.arange(max_positions, dtype=torch.float32).unsqueeze(1)
-    inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    inv_freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+    )
     table = torch.zeros(max_positions, d_model)
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq)
@@ -113,7 +117,12 @@ class MultiHeadAttention(nn.Module):
         return self.split_heads(k), self.split_heads(v)
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool = False,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        is_causal: bool = False,
         return_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """q (B, H, Lq, Dh), k/v (B, H, Lk, Dh), mask broadcastable to (B, H, Lq, Lk).
@@ -131,7 +140,9 @@ class MultiHeadAttention(nn.Module):
             weights = probs.mean(dim=1)
             out = F.dropout(probs, dropout, self.training) @ v
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal
+            )
         B, _, Lq, _ = out.shape
         out = out.transpose(1, 2).reshape(B, Lq, self.n_heads * self.head_dim)  # (B, Lq, D)
         return self.out_proj(out), weights
@@ -173,7 +184,9 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False)
+        self.self_attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False
+        )
         self.self_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
         self.ffn_res = Residual(cfg.d_model, cfg.dropout, pre)
@@ -190,16 +203,27 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False)
+        self.self_attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False
+        )
         self.self_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True)
+        self.cross_attn = MultiHeadAttention(
+            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True
+        )
         self.cross_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
         self.ffn_res = Residual(cfg.d_model, cfg.dropout, pre)
 
     def forward(
-        self, x: Tensor, self_k: Tensor | None, self_v: Tensor | None, causal_mask: Tensor | None,
-        cross_k: Tensor, cross_v: Tensor, memory_mask: Tensor, record_attention: bool,
+        self,
+        x: Tensor,
+        self_k: Tensor | None,
+        self_v: Tensor | None,
+        causal_mask: Tensor | None,
+        cross_k: Tensor,
+        cross_v: Tensor,
+        memory_mask: Tensor,
+        record_attention: bool,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """One decoder layer over T new positions.
 
@@ -212,10 +236,14 @@ class DecoderLayer(nn.Module):
         if self_k is not None:
             k = torch.cat([self_k, k], dim=2)
             v = torch.cat([self_v, v], dim=2)
-        attn, _ = self.self_attn.attend(q, k, v, causal_mask, is_causal=causal_mask is None and q.size(2) > 1)
+        attn, _ = self.self_attn.attend(
+            q, k, v, causal_mask, is_causal=causal_mask is None and q.size(2) > 1
+        )
         x = self.self_attn_res.after(x, attn)
         q = self.cross_attn.split_heads(self.cross_attn.q_proj(self.cross_attn_res.before(x)))
-        attn, weights = self.cross_attn.attend(q, cross_k, cross_v, memory_mask, return_weights=record_attention)
+        attn, weights = self.cross_attn.attend(
+            q, cross_k, cross_v, memory_mask, return_weights=record_attention
+        )
         x = self.cross_attn_res.after(x, attn)
         x = self.ffn_res.after(x, self.ffn(self.ffn_res.before(x)))
         return x, k, v, weights
@@ -234,7 +262,9 @@ class Transformer(nn.Module):
         else:
             self.tgt_embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
             self.output_proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.register_buffer("positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.register_buffer(
+            "positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False
+        )
         self.embed_dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -258,8 +288,13 @@ class Transformer(nn.Module):
         """tokens (B, L) -> (B, L, D): scaled embedding + sinusoidal position, then dropout."""
         L = tokens.size(1)
         if offset + L > self.cfg.max_positions:
-            raise ValueError(f"sequence of {offset + L} tokens exceeds model.max_positions={self.cfg.max_positions}")
-        x = embedding(tokens) * self.embed_scale + self.positions[offset : offset + L].to(embedding.weight.dtype)
+            raise ValueError(
+                f"sequence of {offset + L} tokens exceeds "
+                f"model.max_positions={self.cfg.max_positions}"
+            )
+        x = embedding(tokens) * self.embed_scale + self.positions[offset : offset + L].to(
+            embedding.weight.dtype
+        )
         return self.embed_dropout(x)
 
     def source_padding_mask(self, src: Tensor) -> Tensor:
@@ -284,7 +319,11 @@ class Transformer(nn.Module):
         return cache
 
     def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor, cache: DecoderCache | None = None
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_pad_mask: Tensor,
+        cache: DecoderCache | None = None,
     ) -> tuple[Tensor, DecoderCache]:
         """Run the decoder over new target positions.
 
@@ -301,7 +340,9 @@ class Transformer(nn.Module):
         # no mask at all (a single new position may see every key).
         causal_mask = None
         if past and T > 1:
-            causal_mask = torch.ones(T, past + T, dtype=torch.bool, device=tgt_in.device).tril(diagonal=past)
+            causal_mask = torch.ones(T, past + T, dtype=torch.bool, device=tgt_in.device).tril(
+                diagonal=past
+            )
         memory_mask = ~src_pad_mask[:, None, None, :]  # (B, 1, 1, S)
         x = self.embed(self.tgt_embed, tgt_in, offset=past)
         for i, layer in enumerate(self.decoder_layers):

@@ -107,7 +107,11 @@ class TranslationModule(L.LightningModule):
         valid = self.trainer.datamodule.splits["valid"]
         # Every rank decodes the whole validation split, so all ranks log the same BLEU.
         hypotheses, _, scores = translate_and_score(
-            self.model, self.tokenizer, list(valid["src"]), list(valid["tgt"]), self.decode_cfg,
+            self.model,
+            self.tokenizer,
+            list(valid["src"]),
+            list(valid["tgt"]),
+            self.decode_cfg,
             self.trainer.datamodule.data_cfg.eval_max_tokens,
         )
         self.last_val_hypotheses = hypotheses
@@ -115,7 +119,9 @@ class TranslationModule(L.LightningModule):
         self.log("val/chrf", scores.chrf)
 
     def configure_optimizers(self):
-        optimizer, schedule = build_optimizer(self.model.parameters(), self.optim_cfg, self.model.cfg.d_model)
+        optimizer, schedule = build_optimizer(
+            self.model.parameters(), self.optim_cfg, self.model.cfg.d_model
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
     def inference_payload(self) -> dict:

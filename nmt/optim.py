@@ -9,7 +9,9 @@ from torch import Tensor
 from nmt.config import OptimConfig
 
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, epsilon: float, pad_id: int) -> tuple[Tensor, Tensor]:
+def label_smoothed_loss(
+    logits: Tensor, target: Tensor, epsilon: float, pad_id: int
+) -> tuple[Tensor, Tensor]:
     """Label-smoothed cross-entropy summed over non-pad target tokens.
 
     logits (B, T, V), target (B, T). The smoothed target puts 1 - epsilon on the reference
@@ -19,7 +21,9 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, epsilon: float, pad_id: 
     """
     logits = logits.flatten(0, 1).float()
     target = target.flatten()
-    loss = F.cross_entropy(logits, target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum")
+    loss = F.cross_entropy(
+        logits, target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum"
+    )
     with torch.no_grad():
         nll = F.cross_entropy(logits, target, ignore_index=pad_id, reduction="sum")
     return loss, nll

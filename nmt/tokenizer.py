@@ -100,15 +100,26 @@ def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: 
     texts = [t for t in texts if t.strip()]
     if len(texts) > cfg.input_sentence_size:
         texts = random.Random(cfg.seed).sample(texts, cfg.input_sentence_size)
-    meta = {"settings": asdict(cfg), "data": data_description, "data_sha256": texts_fingerprint(texts)}
+    meta = {
+        "settings": asdict(cfg),
+        "data": data_description,
+        "data_sha256": texts_fingerprint(texts),
+    }
     meta["settings"].pop("dir")
     meta["settings"].pop("num_threads")
     if model_path.exists() and meta_path.exists():
         if json.loads(meta_path.read_text()) == meta:
             log.info("Reusing tokenizer %s", model_path)
             return Tokenizer.from_file(model_path)
-        log.warning("Tokenizer %s was trained with other settings or data: retraining it", model_path)
-    log.info("Training %s tokenizer (%d pieces) on %d sentences", cfg.model_type, cfg.vocab_size, len(texts))
+        log.warning(
+            "Tokenizer %s was trained with other settings or data: retraining it", model_path
+        )
+    log.info(
+        "Training %s tokenizer (%d pieces) on %d sentences",
+        cfg.model_type,
+        cfg.vocab_size,
+        len(texts),
+    )
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(texts),
@@ -128,7 +139,8 @@ def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: 
     )
     tokenizer = Tokenizer(model.getvalue())
     vocab = "".join(
-        f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i)}\n" for i in range(tokenizer.vocab_size)
+        f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i)}\n"
+        for i in range(tokenizer.vocab_size)
     )
     _atomic_write(model_path, tokenizer.model_bytes)
     _atomic_write(vocab_path, vocab.encode("utf-8"))

@@ -57,7 +57,11 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
             )
         )
     if ckpt.early_stopping_patience is not None:
-        callbacks.append(EarlyStopping(monitor=ckpt.monitor, mode=ckpt.mode, patience=ckpt.early_stopping_patience))
+        callbacks.append(
+            EarlyStopping(
+                monitor=ckpt.monitor, mode=ckpt.mode, patience=ckpt.early_stopping_patience
+            )
+        )
     return callbacks
 
 
@@ -78,8 +82,14 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     # before setup on every rank; the module takes the tokenizer from it in its own setup.
     datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed)
     module = TranslationModule(
-        cfg.model, cfg.optim, cfg.decode, cfg.seed, cfg.data.src_lang, cfg.data.tgt_lang,
-        val_bleu=cfg.val_bleu, compile_model=cfg.compile,
+        cfg.model,
+        cfg.optim,
+        cfg.decode,
+        cfg.seed,
+        cfg.data.src_lang,
+        cfg.data.tgt_lang,
+        val_bleu=cfg.val_bleu,
+        compile_model=cfg.compile,
     )
     log.info("Model: %s parameters", f"{module.num_parameters:,}")
     checkpoint_dir = run_dir / "checkpoints"
@@ -87,19 +97,28 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         **asdict(cfg.trainer),
         default_root_dir=run_dir,
         callbacks=build_callbacks(cfg, checkpoint_dir),
-        logger=[CSVLogger(run_dir, name="logs", version=""), TensorBoardLogger(run_dir, name="logs", version="")],
+        logger=[
+            CSVLogger(run_dir, name="logs", version=""),
+            TensorBoardLogger(run_dir, name="logs", version=""),
+        ],
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
     )
     start = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir))
+    trainer.fit(
+        module, datamodule=datamodule, ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir)
+    )
     train_seconds = time.perf_counter() - start
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:
         translator = load_translator(best)
     else:
-        translator = Translator(module.model, datamodule.tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {})
-    translator.info.update({"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"})
+        translator = Translator(
+            module.model, datamodule.tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {}
+        )
+    translator.info.update(
+        {"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"}
+    )
     metrics = {
         "experiment": cfg.experiment_name,
         "parameters": module.num_parameters,
@@ -135,7 +154,9 @@ def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule
 
 
 def _as_float(value) -> float | None:
-    return None if value is None else float(value.item() if isinstance(value, torch.Tensor) else value)
+    return (
+        None if value is None else float(value.item() if isinstance(value, torch.Tensor) else value)
+    )
 
 
 @hydra.main(version_base=None, config_path="../conf", config_name="train")

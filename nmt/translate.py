@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TextIO
 
 import hydra
@@ -74,18 +74,24 @@ def format_lines(tokenizer, nbest_lists, nbest: int) -> list[str]:
     lines = []
     for hyps in nbest_lists:
         texts = tokenizer.decode([h.tokens for h in hyps])
-        lines.append("\t".join(f"{one_line(t)}\t{h.score:.4f}" for t, h in zip(texts, hyps, strict=True)))
+        lines.append(
+            "\t".join(f"{one_line(t)}\t{h.score:.4f}" for t, h in zip(texts, hyps, strict=True))
+        )
     return lines
 
 
-def translate_stream(cfg: TranslateConfig, source: io.BufferedReader, sink: TextIO, show_progress: bool) -> int:
+def translate_stream(
+    cfg: TranslateConfig, source: io.BufferedReader, sink: TextIO, show_progress: bool
+) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
     translator = load_translator(cfg.ckpt, pick_device(cfg.device))
     log.info("%s -> %s model from %s", translator.src_lang, translator.tgt_lang, cfg.ckpt)
     total = 0
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
         for lines in read_chunks(source, cfg.chunk_lines):
-            nbest = translate_lines(translator.model, translator.tokenizer, lines, cfg.decode, cfg.max_tokens)
+            nbest = translate_lines(
+                translator.model, translator.tokenizer, lines, cfg.decode, cfg.max_tokens
+            )
             for line in format_lines(translator.tokenizer, nbest, cfg.nbest):
                 sink.write(line + "\n")
             sink.flush()
@@ -116,7 +122,9 @@ ConfigStore.instance().store(name="translate_schema", node=TranslateConfig)
 
 @hydra.main(version_base=None, config_path="../conf", config_name="translate")
 def main(dict_cfg) -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         run(OmegaConf.to_object(dict_cfg))
     except (FileNotFoundError, ValueError, OSError) as error:

@@ -115,7 +115,9 @@ def write_split_files(folder: Path, pairs: dict[str, tuple[list[str], list[str]]
 @pytest.fixture(scope="session")
 def overfit_pairs(multi30k_dir: Path) -> tuple[list[str], list[str]]:
     """The first OVERFIT_PAIRS real Multi30k training pairs (en, de)."""
-    return _head(multi30k_dir / "train.en", OVERFIT_PAIRS), _head(multi30k_dir / "train.de", OVERFIT_PAIRS)
+    return _head(multi30k_dir / "train.en", OVERFIT_PAIRS), _head(
+        multi30k_dir / "train.de", OVERFIT_PAIRS
+    )
 
 
 @pytest.fixture(scope="session")

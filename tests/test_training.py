@@ -15,12 +15,18 @@ from nmt.inference import best_text, translate_lines
 GREEDY = DecodeConfig()
 
 
-def test_tiny_model_overfits_real_pairs_until_greedy_reproduces_them(overfit_run, overfit_translator, overfit_pairs):
+def test_tiny_model_overfits_real_pairs_until_greedy_reproduces_them(
+    overfit_run, overfit_translator, overfit_pairs
+):
     sources, references = overfit_pairs
     model, tokenizer = overfit_translator.model, overfit_translator.tokenizer
-    hypotheses = best_text(tokenizer, translate_lines(model, tokenizer, sources, GREEDY, max_tokens=4096))
+    hypotheses = best_text(
+        tokenizer, translate_lines(model, tokenizer, sources, GREEDY, max_tokens=4096)
+    )
     exact = sum(h == r for h, r in zip(hypotheses, references, strict=True))
-    assert exact == len(references), [(h, r) for h, r in zip(hypotheses, references) if h != r][:3]
+    assert exact == len(references), [
+        (h, r) for h, r in zip(hypotheses, references, strict=True) if h != r
+    ][:3]
     metrics = json.loads((overfit_run / "metrics.json").read_text())
     assert metrics["best_score"] > 95 and metrics["global_step"] == 200
 
@@ -58,7 +64,11 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
         return compose_train_config(
             TINY_TRAINING
             + RESUME_OVERRIDES
-            + [f"data.dir={overfit_data}", f"data.cache_dir={tmp_path / 'cache'}", f"tokenizer.dir={tmp_path / 'tok'}"]
+            + [
+                f"data.dir={overfit_data}",
+                f"data.cache_dir={tmp_path / 'cache'}",
+                f"tokenizer.dir={tmp_path / 'tok'}",
+            ]
             + extra
         )
 
@@ -68,24 +78,39 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
     assert checkpoint.is_file()
     train(config(resumed, [f"ckpt_path={checkpoint}"]), resumed)
     a, b = read_metrics_csv(whole), read_metrics_csv(resumed)
-    assert a[2]["epoch"] == a[3]["epoch"] and int(a[7]["epoch"]) > int(a[2]["epoch"])  # mid-epoch, then across
+    assert a[2]["epoch"] == a[3]["epoch"] and int(a[7]["epoch"]) > int(
+        a[2]["epoch"]
+    )  # mid-epoch, then across
     assert min(b) >= 3 and 7 in b  # the resumed run starts after step 3
     for step in range(3, 8):
-        assert float(b[step]["train/loss"]) == pytest.approx(float(a[step]["train/loss"]), rel=1e-5), step
+        assert float(b[step]["train/loss"]) == pytest.approx(
+            float(a[step]["train/loss"]), rel=1e-5
+        ), step
         assert float(b[step]["lr-Adam"]) == pytest.approx(float(a[step]["lr-Adam"]), rel=1e-9)
 
 
 def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
-    env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    env = {
+        **os.environ,
+        "NMT_DATA_DIR": str(multi30k_dir),
+        "HF_DATASETS_CACHE": str(tmp_path / "hf"),
+    }
     cmd = [
-        sys.executable, "-m", "nmt.train", "experiment=multi30k_cpu", "trainer.max_steps=20",
-        "trainer.enable_progress_bar=false", f"hydra.run.dir={tmp_path / 'run'}",
+        sys.executable,
+        "-m",
+        "nmt.train",
+        "experiment=multi30k_cpu",
+        "trainer.max_steps=20",
+        "trainer.enable_progress_bar=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "run"
     assert (tmp_path / "tokenizers" / "multi30k_ende_bpe8000.model").is_file()
-    assert (run / ".hydra" / "config.yaml").is_file() and (run / "checkpoints" / "last.ckpt").is_file()
+    assert (run / ".hydra" / "config.yaml").is_file() and (
+        run / "checkpoints" / "last.ckpt"
+    ).is_file()
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["global_step"] == 20
     from nmt.checkpoint import load_translator
@@ -101,12 +126,16 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
     from nmt.average import average_checkpoints
     from nmt.checkpoint import load_translator, save_inference_checkpoint
 
-    paths = sorted((overfit_run / "checkpoints").glob("step*.ckpt")) + [overfit_run / "checkpoints" / "last.ckpt"]
+    paths = sorted((overfit_run / "checkpoints").glob("step*.ckpt")) + [
+        overfit_run / "checkpoints" / "last.ckpt"
+    ]
     paths = paths[:2]
     averaged = average_checkpoints(paths)
     models = [load_translator(p).model.state_dict() for p in paths]
     name = "encoder_layers.0.ffn.fc1.weight"
-    torch.testing.assert_close(averaged.model.state_dict()[name], (models[0][name] + models[1][name]) / 2)
+    torch.testing.assert_close(
+        averaged.model.state_dict()[name], (models[0][name] + models[1][name]) / 2
+    )
     save_inference_checkpoint(tmp_path / "avg.pt", averaged)
     assert load_translator(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
 
@@ -115,12 +144,27 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
 def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
     cmd = [
-        sys.executable, "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
-        "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.encoder_layers=1",
-        "model.decoder_layers=1", "tokenizer.vocab_size=500", "data.max_tokens=600",
-        "trainer.max_steps=6", "trainer.check_val_every_n_epoch=1000", "val_bleu=false",
-        "checkpoint.monitor=train/loss", "checkpoint.mode=min", "trainer.strategy=ddp",
-        "trainer.devices=2", "trainer.enable_progress_bar=false", f"hydra.run.dir={tmp_path / 'run'}",
+        sys.executable,
+        "-m",
+        "nmt.train",
+        "experiment=multi30k_cpu",
+        f"data.dir={overfit_data}",
+        "model.d_model=32",
+        "model.n_heads=2",
+        "model.d_ff=64",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "tokenizer.vocab_size=500",
+        "data.max_tokens=600",
+        "trainer.max_steps=6",
+        "trainer.check_val_every_n_epoch=1000",
+        "val_bleu=false",
+        "checkpoint.monitor=train/loss",
+        "checkpoint.mode=min",
+        "trainer.strategy=ddp",
+        "trainer.devices=2",
+        "trainer.enable_progress_bar=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -10,7 +10,11 @@ from nmt.translate import read_chunks
 
 def run_translate(args: list[str], stdin: bytes, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nmt.translate", *args], input=stdin, capture_output=True, cwd=cwd, timeout=300
+        [sys.executable, "-m", "nmt.translate", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        timeout=300,
     )
 
 
@@ -57,7 +61,7 @@ def test_nbest_is_tab_separated_and_sorted(model_pt, overfit_pairs, tmp_path):
     assert result.returncode == 0, result.stderr.decode()
     rows = result.stdout.decode().split("\n")[:-1]
     assert len(rows) == 4 and rows[3] == ""
-    for row, reference in zip(rows[:3], overfit_pairs[1][:3]):
+    for row, reference in zip(rows[:3], overfit_pairs[1][:3], strict=True):
         fields = row.split("\t")
         assert len(fields) == 6
         scores = [float(s) for s in fields[1::2]]
