@@ -95,10 +95,11 @@ class StepDecoder:
 
     def select(self, index: Tensor) -> None:
         """Keep (and repeat) rows `index` (N',): beams re-ranked, finished sentences dropped."""
-        self.memory = self.memory.index_select(0, index)
         self.src_pad_mask = self.src_pad_mask.index_select(0, index)
-        if self.cache is not None:
+        if self.cache is not None:  # the cache holds the cross-attention K/V: memory is done
             self.cache = Transformer.reorder_cache(self.cache, index)
+        else:
+            self.memory = self.memory.index_select(0, index)
 
 
 class Finished:
