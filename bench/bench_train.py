@@ -18,6 +18,8 @@ import time
 import torch
 from common import Record, multi30k_tokenizer, peak_rss_mib, save_records
 
+from nmt.optim import label_smoothed_loss, projected_label_smoothed_loss
+
 SHAPES = {
     "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6),
     "tiny": dict(d_model=128, n_heads=4, d_ff=256, layers=4),  # the multi30k_cpu recipe
@@ -55,7 +57,12 @@ def build_ours(shape: dict, vocab: int):
         decoder_layers=shape["layers"],
     )
     model = Transformer(cfg)
-    return model, lambda b: model(b.src, b.tgt_in)
+
+    def loss_sum(batch):  # our training step's loss: projection fused with the loss
+        states = model.teacher_forced_states(batch.src, batch.tgt_in)
+        return projected_label_smoothed_loss(states, model.output_weight, batch.tgt_out, 0.1, 0)[0]
+
+    return model, loss_sum
 
 
 def build_hf(shape: dict, vocab: int):
@@ -84,22 +91,22 @@ def build_hf(shape: dict, vocab: int):
         tie_word_embeddings=True,
     )
     model = MarianMTModel(cfg)
-    return (
-        model,
-        lambda b: (
-            model(input_ids=b.src, attention_mask=b.src.ne(0), decoder_input_ids=b.tgt_in).logits
-        ),
-    )
+
+    def loss_sum(batch):  # the same label-smoothed loss on HF's logits
+        logits = model(
+            input_ids=batch.src, attention_mask=batch.src.ne(0), decoder_input_ids=batch.tgt_in
+        ).logits
+        return label_smoothed_loss(logits, batch.tgt_out, 0.1, pad_id=0)[0]
+
+    return model, loss_sum
 
 
 def worker(system: str, shape_name: str, precision: str, steps: int, warmup: int) -> dict:
-    from nmt.optim import label_smoothed_loss
-
     torch.manual_seed(0)
     tokenizer = multi30k_tokenizer()
     batches = real_batches(tokenizer, warmup + steps)
     build = build_ours if system == "ours" else build_hf
-    model, logits_of = build(SHAPES[shape_name], tokenizer.vocab_size)
+    model, loss_of = build(SHAPES[shape_name], tokenizer.vocab_size)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -107,8 +114,7 @@ def worker(system: str, shape_name: str, precision: str, steps: int, warmup: int
     for i, batch in enumerate(batches):
         start = time.perf_counter()
         with autocast:
-            logits = logits_of(batch)
-        loss, _ = label_smoothed_loss(logits, batch.tgt_out, 0.1, pad_id=0)
+            loss = loss_of(batch)
         (loss / batch.num_tgt_tokens).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -17,7 +17,7 @@ from nmt.checkpoint import FORMAT
 from nmt.config import DecodeConfig, OptimConfig
 from nmt.evaluation import translate_and_score
 from nmt.model import ModelConfig, Transformer, count_parameters
-from nmt.optim import build_optimizer, label_smoothed_loss
+from nmt.optim import build_optimizer, projected_label_smoothed_loss
 from nmt.tokenizer import Tokenizer
 
 
@@ -65,9 +65,13 @@ class TranslationModule(L.LightningModule):
 
         Returns (smoothed loss per token, NLL per token, number of target tokens).
         """
-        logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss_sum, nll_sum = label_smoothed_loss(
-            logits, batch.tgt_out, self.optim_cfg.label_smoothing, self.model.cfg.pad_id
+        states = self.model.teacher_forced_states(batch.src, batch.tgt_in)  # (B, T, D)
+        loss_sum, nll_sum = projected_label_smoothed_loss(
+            states,
+            self.model.output_weight,
+            batch.tgt_out,
+            self.optim_cfg.label_smoothing,
+            self.model.cfg.pad_id,
         )
         ntokens = batch.num_tgt_tokens
         return loss_sum / ntokens, nll_sum / ntokens, ntokens

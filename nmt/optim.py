@@ -16,10 +16,11 @@ def label_smoothed_loss(
 
     logits (B, T, V), target (B, T). The smoothed target puts 1 - epsilon on the reference
     token and spreads epsilon uniformly over all V classes (PyTorch's convention), so per token
-    loss = (1 - epsilon) * -log p(y) + epsilon * mean_v(-log p(v)). Computed in float32.
+    loss = (1 - epsilon) * -log p(y) + epsilon * mean_v(-log p(v)). Computed in float32
+    (float64 for float64 logits).
     Returns (smoothed loss sum, plain NLL sum): divide by the number of target tokens.
     """
-    logits = logits.flatten(0, 1).float()
+    logits = logits.flatten(0, 1).to(torch.promote_types(logits.dtype, torch.float32))
     target = target.flatten()
     loss = F.cross_entropy(
         logits, target, ignore_index=pad_id, label_smoothing=epsilon, reduction="sum"
@@ -27,6 +28,80 @@ def label_smoothed_loss(
     with torch.no_grad():
         nll = F.cross_entropy(logits, target, ignore_index=pad_id, reduction="sum")
     return loss, nll
+
+
+class ProjectedLabelSmoothedLoss(torch.autograd.Function):
+    """Vocabulary projection and label-smoothed cross-entropy in one pass, `chunk_rows` target
+    positions at a time, so the (N, V) logits never exist whole.
+
+    The logits, their softmax and its gradient are the largest tensors of a training step (for
+    a small model with a big vocabulary, most of its time goes into writing and re-reading them).
+    Chunk by chunk they stay in cache, and the forward pass computes the gradients too: d loss /
+    d logits = softmax - (1 - eps) * onehot(y) - eps / V, then d hidden = g @ W and d W = g^T h.
+    Matrix products run in `compute_dtype` (bf16/fp16 under mixed precision), softmax in fp32.
+    The same smoothing convention as `label_smoothed_loss`, which it equals.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, weight, target, epsilon, chunk_rows, compute_dtype, need_grad):
+        """hidden (N, D), weight (V, D), target (N,) -> (smoothed loss sum, NLL sum), fp32."""
+        V = weight.size(0)
+        w = weight.to(compute_dtype)
+        exact = torch.promote_types(compute_dtype, torch.float32)  # softmax and sums
+        loss = hidden.new_zeros((), dtype=exact)
+        nll = hidden.new_zeros((), dtype=exact)
+        grad_hidden = torch.empty_like(hidden) if need_grad else None
+        grad_weight = (
+            torch.zeros(weight.shape, dtype=exact, device=weight.device) if need_grad else None
+        )
+        for start in range(0, hidden.size(0), chunk_rows):
+            h = hidden[start : start + chunk_rows].to(compute_dtype)  # (n, D)
+            y = target[start : start + chunk_rows]  # (n,)
+            logits = (h @ w.t()).to(exact)  # (n, V)
+            log_z = logits.logsumexp(dim=-1)  # (n,)
+            gold = logits.gather(1, y[:, None]).squeeze(1)
+            token_nll = log_z - gold
+            token_smooth = log_z - logits.mean(dim=-1)  # mean over v of -log p(v)
+            loss += ((1 - epsilon) * token_nll + epsilon * token_smooth).sum()
+            nll += token_nll.sum()
+            if need_grad:
+                grad = logits.sub_(log_z[:, None]).exp_().sub_(epsilon / V)  # softmax - eps/V
+                grad[torch.arange(len(y), device=y.device), y] -= 1 - epsilon
+                grad = grad.to(compute_dtype)
+                grad_hidden[start : start + chunk_rows] = grad @ w
+                grad_weight += (grad.t() @ h).to(exact)
+        if need_grad:
+            ctx.save_for_backward(grad_hidden, grad_weight.to(weight.dtype))
+        return loss, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss, grad_nll):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_loss, grad_weight * grad_loss, None, None, None, None, None
+
+
+def projected_label_smoothed_loss(
+    states: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int
+) -> tuple[Tensor, Tensor]:
+    """`label_smoothed_loss(states @ weight.T, target)` without the full logits.
+
+    states (B, T, D) final decoder states, weight (V, D) the output projection, target (B, T).
+    Only non-pad positions are projected. Returns (smoothed loss sum, NLL sum).
+    """
+    keep = target.ne(pad_id).flatten()
+    hidden = states.flatten(0, 1)[keep]  # (N, D)
+    target = target.flatten()[keep]
+    compute_dtype = (
+        torch.get_autocast_dtype(hidden.device.type)
+        if torch.is_autocast_enabled(hidden.device.type)
+        else hidden.dtype
+    )
+    chunk_rows = max(64, 2**21 // weight.size(0))  # ~8 MB of fp32 logits per chunk
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    with torch.autocast(hidden.device.type, enabled=False):
+        return ProjectedLabelSmoothedLoss.apply(
+            hidden, weight, target, epsilon, chunk_rows, compute_dtype, need_grad
+        )
 
 
 def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float) -> float:

@@ -151,3 +151,19 @@ def test_config_rejects_bad_values():
     model = Transformer(ModelConfig(**{**TINY.__dict__, "max_positions": 8}))
     with pytest.raises(ValueError, match="max_positions"):
         model(torch.ones(1, 9, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
+
+
+def test_dropout_keeps_the_rate_and_the_expectation():
+    from nmt.model import Dropout
+
+    torch.manual_seed(0)
+    x = torch.ones(400, 500, requires_grad=True)
+    dropout = Dropout(0.3)
+    y = dropout(x)
+    dropped = (y == 0).float().mean().item()
+    assert dropped == pytest.approx(0.3, abs=0.005)
+    assert y.mean().item() == pytest.approx(1.0, abs=0.01)
+    y.sum().backward()
+    assert torch.equal(x.grad == 0, y == 0)  # the gradient flows exactly where values were kept
+    dropout.eval()
+    assert torch.equal(dropout(x), x)

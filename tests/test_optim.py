@@ -44,3 +44,24 @@ def test_optimizer_follows_the_schedule_step_by_step():
         assert optimizer.param_groups[0]["lr"] == pytest.approx(inverse_sqrt_lr(step, 64, 10, 1.0))
         optimizer.step()
         schedule.step()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype):
+    from nmt.optim import projected_label_smoothed_loss
+
+    torch.manual_seed(0)
+    states = torch.randn(5, 7, 16, dtype=dtype, requires_grad=True)
+    weight = torch.randn(300, 16, dtype=dtype, requires_grad=True)  # 300 rows: several chunks
+    target = torch.randint(1, 300, (5, 7))
+    target[0, 4:] = 0
+    expected, expected_nll = label_smoothed_loss(states @ weight.T, target, 0.1, pad_id=0)
+    expected_grads = torch.autograd.grad(expected * 0.7, [states, weight])
+    loss, nll = projected_label_smoothed_loss(states, weight, target, 0.1, pad_id=0)
+    grads = torch.autograd.grad(loss * 0.7, [states, weight])
+    tolerance = 1e-10 if dtype == torch.float64 else 1e-4
+    assert loss.item() == pytest.approx(expected.item(), rel=tolerance)
+    assert nll.item() == pytest.approx(expected_nll.item(), rel=tolerance)
+    for got, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
+    assert torch.all(grads[0][0, 4:] == 0)  # padding positions get no gradient
