@@ -1,9 +1,10 @@
 """Decoding speed: our greedy and beam search vs Hugging Face `generate` on MarianMTModel.
 
-Both models have the base shape, the same random weights would give different lengths, so
+Both models have the base shape; random weights would give different lengths, so
 every sentence is forced to the same output length in both systems (24 decoder steps: our
 23 tokens + forced EOS, HF's 24 new tokens), over test_2016_flickr (1,000 sentences)
-sorted by length in batches of 64. Sentences per second, and the ratio.
+sorted by length in batches of 64. Sentences per second, and the ratio, in float32 for both,
+bfloat16 for both, and ours in bfloat16 (`translate dtype=bfloat16`) against HF's float32.
 
     python bench/bench_decode.py [--sentences 1000] [--length 24] [--batch 64]
 """
@@ -88,16 +89,20 @@ def main() -> None:
     records = []
     for beam in args.beams:
         name = "greedy" if beam == 1 else f"beam{beam}"
-        ours_s = time_ours(ours, batches, beam, args.length)
-        hf_s = time_hf(hf, batches, beam, args.length)
-        record = Record(
-            f"decode/{name}/sentences_per_s",
-            args.sentences / ours_s,
-            args.sentences / hf_s,
-            "sent/s",
-        )
-        print(record.line(), flush=True)
-        records.append(record)
+        speed = {}
+        for dtype in (torch.float32, torch.bfloat16):
+            ours.to(dtype), hf.to(dtype)
+            speed["ours", dtype] = args.sentences / time_ours(ours, batches, beam, args.length)
+            speed["hf", dtype] = args.sentences / time_hf(hf, batches, beam, args.length)
+        fp32, bf16 = torch.float32, torch.bfloat16
+        for record in (
+            Record(f"decode/{name}/fp32_vs_fp32", speed["ours", fp32], speed["hf", fp32], "sent/s"),
+            Record(f"decode/{name}/bf16_vs_bf16", speed["ours", bf16], speed["hf", bf16], "sent/s"),
+            # What a user gets from `translate dtype=bfloat16` against HF's default generate.
+            Record(f"decode/{name}/bf16_vs_fp32", speed["ours", bf16], speed["hf", fp32], "sent/s"),
+        ):
+            print(record.line(), flush=True)
+            records.append(record)
     save_records(records, "decode")
 
 

@@ -50,8 +50,24 @@ def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
     tmp.replace(path)
 
 
-def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Translator:
-    """Load an inference checkpoint or a Lightning checkpoint of `nmt.train` for decoding."""
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(name: str) -> torch.device:
+    """ "auto" is the GPU when there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def load_translator(
+    path: str | Path, device: str | torch.device = "cpu", dtype: str = "float32"
+) -> Translator:
+    """Load an inference checkpoint or a Lightning checkpoint of `nmt.train` for decoding,
+    with the weights in `dtype` (bfloat16 about halves CPU decoding time on CPUs with AVX-512
+    BF16/AMX, and GPU time too; search scores stay float32)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
@@ -60,7 +76,7 @@ def load_translator(path: str | Path, device: str | torch.device = "cpu") -> Tra
         payload = _from_lightning(payload, path)
     model = Transformer(ModelConfig(**payload["model_config"]))
     model.load_state_dict(payload["state_dict"])
-    model.to(device).eval()
+    model.to(device=device, dtype=DTYPES[dtype]).eval()
     tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
     return Translator(
         model, tokenizer, payload["src_lang"], payload["tgt_lang"], dict(payload["info"])

@@ -27,7 +27,7 @@ from nmt.analysis import (
     scores_by_length,
     sentence_bleu,
 )
-from nmt.checkpoint import Translator, load_translator
+from nmt.checkpoint import Translator, load_translator, pick_device
 from nmt.config import DataConfig, DecodeConfig
 from nmt.data import load_splits
 from nmt.evaluation import Scores, translate_and_score
@@ -35,7 +35,6 @@ from nmt.inference import translate_with_attention
 from nmt.markdown import fmt, table
 from nmt.model import count_parameters
 from nmt.textfiles import write_lines
-from nmt.translate import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,7 @@ class EvaluateConfig:
     splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
     max_tokens: int = 4096  # padded source tokens x beam rows per batch
     device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "float32"  # float32 | bfloat16 | float16: the weights' type while decoding
     length_buckets: list[int] = field(default_factory=lambda: [10, 20, 30])  # upper edges, words
     examples: int = 5  # best and worst sentences (by sentence BLEU) listed in report.md
     attention: list[int] = field(default_factory=list)  # line indices of the first split to plot
@@ -204,6 +204,7 @@ def build_report(
         "decode": asdict(cfg.decode),
         "max_tokens": cfg.max_tokens,
         "device": str(next(translator.model.parameters()).device),
+        "dtype": str(next(translator.model.parameters()).dtype).removeprefix("torch."),
         "overrides": overrides,
         "splits": {r.role: split_summary(r) for r in results},
         "attention_plots": attention_files,
@@ -305,7 +306,7 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
     the runs of a sweep apart.
     """
     check_request(cfg)
-    translator = load_translator(cfg.ckpt, pick_device(cfg.device))
+    translator = load_translator(cfg.ckpt, pick_device(cfg.device), cfg.dtype)
     check_direction(cfg.data, translator, cfg.ckpt)
     data = load_roles(cfg.data, cfg.splits)
     first = data[cfg.splits[0]]

@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import hydra
-import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 from tqdm import tqdm
 
-from nmt.checkpoint import load_translator
+from nmt.checkpoint import load_translator, pick_device
 from nmt.config import DecodeConfig, register_configs
 from nmt.inference import best_text, one_line, translate_lines
 
@@ -40,14 +39,9 @@ class TranslateConfig:
     nbest: int = 1
     max_tokens: int = 4096
     device: str = "auto"
+    dtype: str = "float32"  # float32 | bfloat16 | float16: the weights' type while decoding
     chunk_lines: int = 10000
     progress: str = "auto"
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def read_chunks(stream: io.BufferedReader, size: int) -> Iterator[list[str]]:
@@ -84,7 +78,7 @@ def translate_stream(
     cfg: TranslateConfig, source: io.BufferedReader, sink: TextIO, show_progress: bool
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
-    translator = load_translator(cfg.ckpt, pick_device(cfg.device))
+    translator = load_translator(cfg.ckpt, pick_device(cfg.device), cfg.dtype)
     log.info("%s -> %s model from %s", translator.src_lang, translator.tgt_lang, cfg.ckpt)
     total = 0
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:

@@ -95,3 +95,12 @@ def test_windows_line_endings_and_no_split_on_unicode_separators():
 
     chunks = list(read_chunks(io.BytesIO("a\r\nb\u2028c\n".encode()), size=10))
     assert chunks == [["a", "b\u2028c"]]
+
+
+def test_bfloat16_decoding_keeps_lines(model_pt, overfit_pairs, tmp_path):
+    sources = overfit_pairs[0][:3]
+    stdin = ("\n".join([sources[0], "", *sources[1:]]) + "\n").encode()
+    result = run_translate([f"ckpt={model_pt}", "dtype=bfloat16"], stdin, tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stdout.decode().split("\n")
+    assert len(lines) == 5 and lines[1] == "" and all(lines[i] for i in (0, 2, 3))
