@@ -45,7 +45,6 @@ class TranslationModule(L.LightningModule):
         self.compile_model = compile_model
         self.num_parameters = count_parameters(self.model)
         self._step_start = time.perf_counter()
-        self.last_val_hypotheses: list[str] = []
         self.first_batch_indices: list[int] | None = None  # what this rank trained on first
 
     def setup(self, stage: str) -> None:
@@ -110,7 +109,7 @@ class TranslationModule(L.LightningModule):
             return
         valid = self.trainer.datamodule.splits["valid"]
         # Every rank decodes the whole validation split, so all ranks log the same BLEU.
-        hypotheses, _, scores = translate_and_score(
+        _, _, scores = translate_and_score(
             self.model,
             self.tokenizer,
             list(valid["src"]),
@@ -118,7 +117,6 @@ class TranslationModule(L.LightningModule):
             self.decode_cfg,
             self.trainer.datamodule.data_cfg.eval_max_tokens,
         )
-        self.last_val_hypotheses = hypotheses
         self.log("val/bleu", scores.bleu, prog_bar=True)
         self.log("val/chrf", scores.chrf)
 
