@@ -93,6 +93,7 @@ class TrainerConfig:
     precision: str = "32-true"  # 32-true, bf16-mixed, 16-mixed
     max_steps: int = -1
     max_epochs: int | None = None
+    max_time: str | None = None  # "DD:HH:MM:SS": stop after this much wall time (a budget)
     gradient_clip_val: float | None = None
     accumulate_grad_batches: int = 1
     val_check_interval: Any = 1.0  # int = every N training batches, float = fraction of an epoch
@@ -128,6 +129,10 @@ class CheckpointConfig:
     save_last: bool = True
     every_n_train_steps: int | None = None  # also save every N steps (for averaging the last N)
     early_stopping_patience: int | None = None  # validations without improvement; None = off
+    # > 0: keep the checkpoints of the last N epochs (checkpoints/epochs/) and, after training,
+    # average them; model.pt is whichever of the average and the best checkpoint scores the
+    # higher validation BLEU.
+    average_last_epochs: int = 0
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """`python -m nmt.train [experiment=NAME] [overrides...]`: train a model, Hydra-configured.
 
 Each run writes to its own folder (Hydra's output dir): the composed config (.hydra/),
-checkpoints/ (best-k by the monitored metric, last, optional periodic), logs/ (CSV and
-TensorBoard), model.pt (an inference checkpoint of the best weights) and metrics.json.
+checkpoints/ (best-k by the monitored metric, last, optional periodic and last-epochs),
+logs/ (CSV and TensorBoard), model.pt (an inference checkpoint of the best weights, or of
+the average of the last epochs when that scores higher on validation) and metrics.json.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
+from nmt.average import average_checkpoints, select_checkpoints
 from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint
 from nmt.config import TrainConfig, register_configs
 from nmt.data import TranslationDataModule
+from nmt.evaluation import translate_and_score
 from nmt.module import TranslationModule
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,18 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 auto_insert_metric_name=False,
                 every_n_train_steps=ckpt.every_n_train_steps,
                 save_top_k=-1,
+            )
+        )
+    if ckpt.average_last_epochs > 0:
+        callbacks.append(
+            ModelCheckpoint(  # monitoring the step keeps the latest N epoch ends
+                dirpath=checkpoint_dir / "epochs",
+                filename="epoch{epoch:03d}-step{step:06d}",
+                auto_insert_metric_name=False,
+                every_n_epochs=1,
+                monitor="step",
+                mode="max",
+                save_top_k=ckpt.average_last_epochs,
             )
         )
     if ckpt.early_stopping_patience is not None:
@@ -119,6 +134,11 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     translator.info.update(
         {"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"}
     )
+    selection = None
+    if cfg.checkpoint.average_last_epochs > 0 and trainer.is_global_zero:
+        translator, selection = best_or_average(
+            cfg, translator, checkpoint_dir / "epochs", datamodule.splits["valid"], module.device
+        )
     metrics = {
         "experiment": cfg.experiment_name,
         "parameters": module.num_parameters,
@@ -128,6 +148,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         "best_checkpoint": best,
         "best_score": _as_float(trainer.checkpoint_callback.best_model_score) if best else None,
         "monitor": cfg.checkpoint.monitor,
+        "selection": selection,
         "final_metrics": {k: _as_float(v) for k, v in trainer.callback_metrics.items()},
     }
     write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
@@ -136,6 +157,43 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
         log.info("Inference checkpoint: %s", run_dir / "model.pt")
     return metrics
+
+
+def best_or_average(
+    cfg: TrainConfig, best: Translator, epochs_dir: Path, valid, device: torch.device
+) -> tuple[Translator, dict]:
+    """The best checkpoint or the average of the last epochs' weights, whichever scores the
+    higher validation BLEU with the run's decode settings (selection on validation only)."""
+    epoch_checkpoints = sorted(epochs_dir.glob("*.ckpt"))
+    averaged = average_checkpoints(
+        select_checkpoints(
+            epochs_dir, min(cfg.checkpoint.average_last_epochs, len(epoch_checkpoints))
+        )
+    )
+    averaged.info.update({"experiment": cfg.experiment_name})
+    sources, references = list(valid["src"]), list(valid["tgt"])
+    bleu = {}
+    for name, candidate in (("best", best), ("average", averaged)):
+        candidate.model.to(device)
+        _, _, scores = translate_and_score(
+            candidate.model,
+            candidate.tokenizer,
+            sources,
+            references,
+            cfg.decode,
+            cfg.data.eval_max_tokens,
+        )
+        bleu[name] = scores.bleu
+    chosen = "average" if bleu["average"] > bleu["best"] else "best"
+    log.info(
+        "Validation BLEU: best checkpoint %.2f, average of %d epochs %.2f; model.pt = %s",
+        bleu["best"],
+        len(averaged.info["averaged"]),
+        bleu["average"],
+        chosen,
+    )
+    selection = {"val_bleu": bleu, "chosen": chosen, "averaged": averaged.info["averaged"]}
+    return (averaged if chosen == "average" else best), selection
 
 
 def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule) -> None:
