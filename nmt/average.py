@@ -8,6 +8,7 @@ does for its base (last 5) and big (last 20) models.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,14 +64,15 @@ ConfigStore.instance().store(name="average", node=AverageConfig)
 @hydra.main(version_base=None, config_path=None, config_name="average")
 def main(dict_cfg) -> None:
     cfg: AverageConfig = OmegaConf.to_object(dict_cfg)
-    if cfg.checkpoints:
-        paths = [Path(p) for p in cfg.checkpoints]
-    elif cfg.dir:
-        paths = select_checkpoints(Path(cfg.dir), cfg.last)
-    else:
-        raise SystemExit("nmt.average: give dir=FOLDER (with last=N) or checkpoints=[...]")
+    if not (cfg.checkpoints or cfg.dir):
+        sys.exit("nmt.average: error: give dir=FOLDER (with last=N) or checkpoints=[...]")
+    try:
+        paths = [Path(p) for p in cfg.checkpoints] or select_checkpoints(Path(cfg.dir), cfg.last)
+        averaged = average_checkpoints(paths)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"nmt.average: error: {error}")
     output = Path(cfg.output) if cfg.output else paths[-1].parent / f"averaged_last{len(paths)}.pt"
-    save_inference_checkpoint(output, average_checkpoints(paths))
+    save_inference_checkpoint(output, averaged)
     log.info("Averaged %d checkpoints into %s", len(paths), output)
 
 

@@ -23,9 +23,12 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 def main(overrides: list[str]) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        cfg: TrainConfig = OmegaConf.to_object(compose("train", overrides=overrides))
-    tokenizer = build_tokenizer(cfg.data, cfg.tokenizer)
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            cfg: TrainConfig = OmegaConf.to_object(compose("train", overrides=overrides))
+        tokenizer = build_tokenizer(cfg.data, cfg.tokenizer)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"nmt.build_tokenizer: error: {error}")
     print(f"{tokenizer_paths(cfg.tokenizer)[0]}: {tokenizer.vocab_size} pieces")
 
 

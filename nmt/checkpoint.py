@@ -9,12 +9,14 @@ A Lightning training checkpoint (`*.ckpt` written by `nmt.train`) loads through 
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from nmt.files import atomic_path
 from nmt.model import ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
 
@@ -43,11 +45,8 @@ def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
         "sentencepiece": torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8),
         "info": translator.info,
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(payload, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -60,34 +59,77 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+class CheckpointError(ValueError):
+    """A file that cannot be loaded as a checkpoint; the message is one line."""
+
+
 def load_translator(
     path: str | Path, device: str | torch.device = "cpu", dtype: str = "float32"
 ) -> Translator:
     """Load an inference checkpoint or a Lightning checkpoint of `nmt.train` for decoding,
     with the weights in `dtype` (bfloat16 about halves CPU decoding time on CPUs with AVX-512
-    BF16/AMX, and GPU time too; search scores stay float32)."""
+    BF16/AMX, and GPU time too; search scores stay float32).
+
+    Only tensors and plain values are unpickled (`weights_only=True`): a file that would run
+    code when loaded is refused. Raises FileNotFoundError or CheckpointError, one line each.
+    """
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"checkpoint not found: {path}")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
+    payload = read_checkpoint(path)
     if payload.get("format") != FORMAT:
         payload = _from_lightning(payload, path)
-    model = Transformer(ModelConfig(**payload["model_config"]))
-    model.load_state_dict(payload["state_dict"])
+    try:
+        model = Transformer(ModelConfig(**payload["model_config"]))
+        model.load_state_dict(payload["state_dict"])
+        tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
+        translator = Translator(
+            model, tokenizer, payload["src_lang"], payload["tgt_lang"], dict(payload["info"])
+        )
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise CheckpointError(f"{path} is damaged: {_first_line(error)}") from None
+    if tokenizer.vocab_size != model.cfg.vocab_size:
+        raise CheckpointError(
+            f"{path}: its tokenizer has {tokenizer.vocab_size} pieces but its model "
+            f"{model.cfg.vocab_size}: they were not trained together"
+        )
     model.to(device=device, dtype=DTYPES[dtype]).eval()
-    tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
-    return Translator(
-        model, tokenizer, payload["src_lang"], payload["tgt_lang"], dict(payload["info"])
-    )
+    return translator
+
+
+def read_checkpoint(path: Path) -> dict:
+    """The dict in a torch checkpoint file, unpickled with `weights_only=True`."""
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "unsupported global" in str(error).lower():  # a class or function to call
+            raise CheckpointError(
+                f"refusing to load {path}: it holds objects other than tensors and plain "
+                "values, and unpickling them could run code"
+            ) from None
+        raise CheckpointError(f"{path} is not a torch checkpoint: {_first_line(error)}") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as error:
+        raise CheckpointError(
+            f"{path} is not a readable torch checkpoint (truncated or another format): "
+            f"{_first_line(error)}"
+        ) from None
+    if not isinstance(payload, dict):
+        raise CheckpointError(f"{path} holds a {type(payload).__name__}, not a checkpoint")
+    return payload
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
 
 
 def _from_lightning(ckpt: dict, path: Path) -> dict:
     """A Lightning checkpoint of TranslationModule carries the inference payload in its
     `nmt` entry (see TranslationModule.on_save_checkpoint) and the weights under `model.`."""
     if "nmt" not in ckpt or "state_dict" not in ckpt:
-        raise ValueError(
+        raise CheckpointError(
             f"{path} is neither an nmt inference checkpoint nor an nmt training checkpoint"
         )
     payload = dict(ckpt["nmt"])

@@ -66,6 +66,15 @@ class DataConfig:
     num_workers: int = 0  # DataLoader workers
     max_train_pairs: int | None = None  # keep only the first N training pairs (tests, smoke runs)
 
+    def __post_init__(self) -> None:
+        longest = self.max_len + 1  # a kept training sentence, with its BOS or EOS
+        for name in ("max_tokens", "eval_max_tokens"):
+            if getattr(self, name) < longest:
+                raise ValueError(
+                    f"data.{name}={getattr(self, name)} is smaller than one training sentence "
+                    f"(data.max_len={self.max_len} pieces + 1): raise it or lower data.max_len"
+                )
+
 
 @dataclass
 class OptimConfig:
@@ -118,6 +127,16 @@ class DecodeConfig:
     no_repeat_ngram_size: int = 0  # 0 = off
     nbest: int = 1  # hypotheses returned per sentence (beam only)
 
+    def __post_init__(self) -> None:
+        if self.strategy not in ("greedy", "beam"):
+            raise ValueError(f"decode.strategy must be greedy or beam, not {self.strategy!r}")
+        for name in ("beam_size", "nbest"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"decode.{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"decode.{name} must not be negative, not {getattr(self, name)}")
+
 
 @dataclass
 class CheckpointConfig:
@@ -149,6 +168,15 @@ class TrainConfig:
     ckpt_path: str | None = None  # resume: "last" (of this run's folder) or a checkpoint path
     val_bleu: bool = True  # decode the validation split and log val/bleu at each validation
     compile: bool = False  # torch.compile the model
+    # A NaN or infinite training loss: "stop" ends the run with an error naming the step;
+    # "skip" drops that batch with a warning (single process only: DDP ranks would diverge).
+    on_nonfinite_loss: str = "stop"
+
+    def __post_init__(self) -> None:
+        if self.on_nonfinite_loss not in ("stop", "skip"):
+            raise ValueError(
+                f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
+            )
 
 
 def register_configs() -> None:

@@ -30,10 +30,10 @@ ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
 @hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
 def main(dict_cfg: DictConfig) -> float:
     """Returns the first split's BLEU: what a Hydra sweeper would optimise."""
-    cfg: EvaluateConfig = OmegaConf.to_object(dict_cfg)
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
+        cfg: EvaluateConfig = OmegaConf.to_object(dict_cfg)
         report = evaluate(cfg, run_dir, list(hydra_cfg.overrides.task))
     except (FileNotFoundError, ValueError, OSError) as error:
         sys.exit(f"nmt.evaluate: error: {error}")

@@ -44,11 +44,16 @@ def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
-def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -> list[list[int]]:
-    """Source ids with EOS appended, cut to what the model can take (with a warning)."""
+def encode_sources(
+    tokenizer: Tokenizer, lines: list[str], max_positions: int, numbers: list[int] | None = None
+) -> list[list[int]]:
+    """Source ids with EOS appended. A line longer than the model's positions is cut to its
+    first max_positions - 1 tokens (and translated as such), with a one-line warning naming
+    the line (its number in `numbers`, else its position in `lines`)."""
     encoded = []
-    for number, ids in enumerate(tokenizer.encode(lines), start=1):
+    for i, ids in enumerate(tokenizer.encode(lines)):
         if len(ids) + 1 > max_positions:
+            number = numbers[i] if numbers else i + 1
             log.warning(
                 "line %d: %d tokens, cut to the model's %d", number, len(ids), max_positions - 1
             )
@@ -59,9 +64,15 @@ def encode_sources(tokenizer: Tokenizer, lines: list[str], max_positions: int) -
 
 @torch.inference_mode()
 def translate_lines(
-    model: Transformer, tokenizer: Tokenizer, lines: list[str], cfg: DecodeConfig, max_tokens: int
+    model: Transformer,
+    tokenizer: Tokenizer,
+    lines: list[str],
+    cfg: DecodeConfig,
+    max_tokens: int,
+    first_line_number: int = 1,
 ) -> list[list[Hypothesis]]:
-    """One n-best list per line, in input order; [] for an empty or whitespace-only line."""
+    """One n-best list per line, in input order; [] for an empty or whitespace-only line.
+    `first_line_number`: what warnings call lines[0] (translate streams a file in chunks)."""
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
     if not todo:
@@ -69,7 +80,12 @@ def translate_lines(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    sources = encode_sources(tokenizer, [lines[i] for i in todo], model.cfg.max_positions)
+    sources = encode_sources(
+        tokenizer,
+        [lines[i] for i in todo],
+        model.cfg.max_positions,
+        [first_line_number + i for i in todo],
+    )
     # Beam search keeps beam_size rows per sentence: budget the batch for all of them.
     rows_per_sentence = cfg.beam_size if cfg.strategy == "beam" else 1
     try:

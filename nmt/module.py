@@ -6,6 +6,7 @@ into Lightning's loop and logs what users watch.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict
@@ -20,6 +21,8 @@ from nmt.model import ModelConfig, Transformer, count_parameters
 from nmt.optim import build_optimizer, projected_label_smoothed_loss
 from nmt.tokenizer import Tokenizer
 
+log = logging.getLogger(__name__)
+
 
 class TranslationModule(L.LightningModule):
     def __init__(
@@ -32,6 +35,7 @@ class TranslationModule(L.LightningModule):
         tgt_lang: str,
         val_bleu: bool,
         compile_model: bool,
+        on_nonfinite_loss: str,
     ):
         super().__init__()
         self.model = Transformer(model_cfg)
@@ -43,6 +47,7 @@ class TranslationModule(L.LightningModule):
         self.tgt_lang = tgt_lang
         self.val_bleu = val_bleu
         self.compile_model = compile_model
+        self.on_nonfinite_loss = on_nonfinite_loss
         self.num_parameters = count_parameters(self.model)
         self._step_start = time.perf_counter()
         self.first_batch_indices: list[int] | None = None  # what this rank trained on first
@@ -75,10 +80,19 @@ class TranslationModule(L.LightningModule):
         ntokens = batch.num_tgt_tokens
         return loss_sum / ntokens, nll_sum / ntokens, ntokens
 
-    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor | None:
         if self.first_batch_indices is None:
             self.first_batch_indices = batch.indices.tolist()
         loss, nll, ntokens = self.shared_step(batch)
+        if not math.isfinite(loss.item()):
+            problem = f"the training loss is {loss.item()} at step {self.global_step}"
+            if self.on_nonfinite_loss == "skip":
+                log.warning("%s: batch skipped, weights unchanged", problem)
+                return None  # Lightning then skips backward and the optimizer step
+            raise FloatingPointError(
+                f"{problem}: training stopped before the weights were touched (lower the "
+                "learning rate, clip gradients, or set on_nonfinite_loss=skip)"
+            )
         now = time.perf_counter()
         tokens_per_second = ntokens / max(now - self._step_start, 1e-9)
         self._step_start = now

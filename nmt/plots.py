@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from nmt.files import atomic_path
+
 if TYPE_CHECKING:  # torch and sacrebleu only for annotations: nmt.report starts without them
     from torch import Tensor
 
@@ -44,7 +46,8 @@ def bleu_by_length(buckets: dict[str, list[BucketScore]], path: Path) -> None:
     ax.set_ylabel("BLEU")
     ax.set_title("BLEU by source length")
     ax.legend()
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format="png")
 
 
 def attention_heatmap(
@@ -59,7 +62,8 @@ def attention_heatmap(
     ax.set_ylabel("output subwords")
     ax.set_title(title, fontsize=9)
     figure.colorbar(image, ax=ax, shrink=0.8)
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format="png")
 
 
 def as_number(value: str) -> float | None:
@@ -89,4 +93,5 @@ def bleu_by_parameter(points: dict[str, list[tuple[str, float]]], ylabel: str, p
         ax.set_xlabel(name)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    figure.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format="png")

@@ -31,10 +31,10 @@ from nmt.checkpoint import Translator, load_translator, pick_device
 from nmt.config import DataConfig, DecodeConfig
 from nmt.data import load_splits
 from nmt.evaluation import Scores, translate_and_score
+from nmt.files import write_lines, write_text
 from nmt.inference import translate_with_attention
 from nmt.markdown import fmt, table
 from nmt.model import count_parameters
-from nmt.textfiles import write_lines
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +294,8 @@ def write_report(
         write_lines(run_dir / f"hyp.{result.role}.txt", result.hypotheses)
         write_lines(run_dir / f"ref.{result.role}.txt", result.references)
     # info is free-form provenance from the checkpoint: anything not JSON is written as text.
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    (run_dir / "report.md").write_text(report_markdown(report, results, examples), encoding="utf-8")
+    write_text(run_dir / "report.json", json.dumps(report, indent=2, default=str) + "\n")
+    write_text(run_dir / "report.md", report_markdown(report, results, examples))
     plots.bleu_by_length({r.role: r.by_length for r in results}, run_dir / "bleu_by_length.png")
 
 

@@ -20,8 +20,8 @@ from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.significance import PairedTest, Result
 
 from nmt import plots
+from nmt.files import atomic_path, read_lines, write_text
 from nmt.markdown import fmt, table
-from nmt.textfiles import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +149,10 @@ def comparable_runs(ranked: list[Run], split: str) -> list[Run]:
     candidates = [r for r in ranked if split in r.hyp_files]
     if not candidates:
         return []
-    references = read_lines(candidates[0].ref_files[split])
+    references = list(read_lines(candidates[0].ref_files[split]))
     systems = [candidates[0]]
     for run in candidates[1:]:
-        if read_lines(run.ref_files[split]) == references:
+        if list(read_lines(run.ref_files[split])) == references:
             systems.append(run)
         else:
             log.warning("%s: other %s references than the best run, not tested", run.folder, split)
@@ -170,7 +170,7 @@ def paired_bootstrap(
     systems = comparable_runs(ranked, split)
     if len(systems) < 2:
         return {}, None
-    references = read_lines(systems[0].ref_files[split])
+    references = list(read_lines(systems[0].ref_files[split]))
     best = systems[0].bleu[split]
     results = {systems[0].folder: Result(best)}
     # sacreBLEU counts resampled differences strictly above the observed one. With an observed
@@ -185,7 +185,9 @@ def paired_bootstrap(
             tested.append(i)
     if len(tested) < 2:
         return results, None
-    named = [(str(systems[i].folder), read_lines(systems[i].hyp_files[split])) for i in tested]
+    named = [
+        (str(systems[i].folder), list(read_lines(systems[i].hyp_files[split]))) for i in tested
+    ]
     test = PairedTest(named, {"BLEU": BLEU()}, [references], test_type="bs", n_samples=samples)
     signatures, scores = test()
     (metric,) = signatures
@@ -268,7 +270,7 @@ def columns(
 
 def write_csv(path: Path, cols: list[Column]) -> None:
     """Raw values: full-precision scores, seconds, empty cells where a run has none."""
-    with open(path, "w", encoding="utf-8", newline="") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f)
         writer.writerow([c.name for c in cols])
         writer.writerows(
@@ -345,5 +347,5 @@ def report_runs(root: Path, split: str | None, samples: int) -> str:
     write_csv(root / "report.csv", cols)
     plotted = plot_parameters(ranked, keys, split, root / PLOT_NAME)
     text = markdown(root, runs, split, cols, tests, signature, plotted)
-    (root / "report.md").write_text(text, encoding="utf-8")
+    write_text(root / "report.md", text)
     return text

@@ -12,9 +12,7 @@ import hashlib
 import io
 import json
 import logging
-import os
 import random
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from nmt.config import TokenizerConfig
+from nmt.files import write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -81,14 +80,6 @@ def texts_fingerprint(texts: list[str]) -> str:
     return digest.hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: str) -> Tokenizer:
     """Load `tokenizers/<name>.model` if it was trained with these settings on this text; else
     train it (on at most `input_sentence_size` sampled lines) and save it atomically.
@@ -142,7 +133,7 @@ def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: 
         f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i)}\n"
         for i in range(tokenizer.vocab_size)
     )
-    _atomic_write(model_path, tokenizer.model_bytes)
-    _atomic_write(vocab_path, vocab.encode("utf-8"))
-    _atomic_write(meta_path, json.dumps(meta, indent=2).encode("utf-8"))
+    write_bytes(model_path, tokenizer.model_bytes)
+    write_bytes(vocab_path, vocab.encode("utf-8"))
+    write_bytes(meta_path, json.dumps(meta, indent=2).encode("utf-8"))
     return tokenizer

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -21,17 +22,42 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.plugins import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
 from nmt.average import average_checkpoints, select_checkpoints
-from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint
+from nmt.checkpoint import (
+    Translator,
+    load_translator,
+    read_checkpoint,
+    save_inference_checkpoint,
+)
 from nmt.config import TrainConfig, register_configs
 from nmt.data import TranslationDataModule
 from nmt.evaluation import translate_and_score
+from nmt.files import atomic_path, write_text
 from nmt.module import TranslationModule
 
 log = logging.getLogger(__name__)
 register_configs()
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning checkpoints written atomically beside their target (a kill mid-write leaves
+    the previous file, never a truncated one) and read with `weights_only=True` (a planted
+    file cannot run code), with one-line errors. Remote (fsspec URL) paths use Lightning's own
+    writer."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        with atomic_path(path) as tmp:
+            torch.save(checkpoint, tmp)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        if "://" in str(path):
+            return super().load_checkpoint(path, weights_only=True)
+        return read_checkpoint(Path(path))
 
 
 def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
@@ -81,13 +107,18 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
 
 
 def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
-    """`last` means this run folder's checkpoints/last.ckpt; anything else is a path."""
+    """`last` means the newest checkpoint this run folder has written (checkpoints/**/*.ckpt,
+    periodic and per-epoch ones included); anything else is a path."""
     if ckpt_path is None:
         return None
-    path = checkpoint_dir / "last.ckpt" if ckpt_path == "last" else Path(ckpt_path)
-    if not path.is_file():
-        raise FileNotFoundError(f"ckpt_path={ckpt_path}: no checkpoint at {path}")
-    return str(path)
+    if ckpt_path == "last":
+        written = sorted(checkpoint_dir.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime_ns)
+        if not written:
+            raise FileNotFoundError(f"ckpt_path=last: no checkpoint under {checkpoint_dir}")
+        return str(written[-1])
+    if not Path(ckpt_path).is_file():
+        raise FileNotFoundError(f"ckpt_path={ckpt_path}: no checkpoint there")
+    return ckpt_path
 
 
 def train(cfg: TrainConfig, run_dir: Path) -> dict:
@@ -105,6 +136,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         cfg.data.tgt_lang,
         val_bleu=cfg.val_bleu,
         compile_model=cfg.compile,
+        on_nonfinite_loss=cfg.on_nonfinite_loss,
     )
     log.info("Model: %s parameters", f"{module.num_parameters:,}")
     checkpoint_dir = run_dir / "checkpoints"
@@ -117,10 +149,14 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
             TensorBoardLogger(run_dir, name="logs", version=""),
         ],
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
+        plugins=[SafeCheckpointIO()],
     )
     start = time.perf_counter()
     trainer.fit(
-        module, datamodule=datamodule, ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir)
+        module,
+        datamodule=datamodule,
+        ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir),
+        weights_only=True,
     )
     train_seconds = time.perf_counter() - start
 
@@ -135,9 +171,10 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         {"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"}
     )
     selection = None
-    if cfg.checkpoint.average_last_epochs > 0 and trainer.is_global_zero:
+    epochs_dir = checkpoint_dir / "epochs"
+    if trainer.is_global_zero and any(epochs_dir.glob("*.ckpt")):
         translator, selection = best_or_average(
-            cfg, translator, checkpoint_dir / "epochs", datamodule.splits["valid"], module.device
+            cfg, translator, epochs_dir, datamodule.splits["valid"], module.device
         )
     metrics = {
         "experiment": cfg.experiment_name,
@@ -154,7 +191,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
     if trainer.is_global_zero:
         save_inference_checkpoint(run_dir / "model.pt", translator)
-        (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
         log.info("Inference checkpoint: %s", run_dir / "model.pt")
     return metrics
 
@@ -207,8 +244,7 @@ def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule
         "parameter_checksum": digest.hexdigest(),
         "first_batch": module.first_batch_indices,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary))
+    write_text(path, json.dumps(summary))
 
 
 def _as_float(value) -> float | None:
@@ -219,8 +255,11 @@ def _as_float(value) -> float | None:
 
 @hydra.main(version_base=None, config_path="../conf", config_name="train")
 def main(dict_cfg: DictConfig) -> float | None:
-    cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
-    metrics = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    try:
+        cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
+        metrics = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except (OSError, ValueError, FloatingPointError) as error:
+        sys.exit(f"nmt.train: error: {error}")
     return metrics["best_score"]  # what a Hydra sweeper optimises
 
 

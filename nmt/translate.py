@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from nmt.checkpoint import load_translator, pick_device
 from nmt.config import DecodeConfig, register_configs
+from nmt.files import decode_lines
 from nmt.inference import best_text, one_line, translate_lines
 
 log = logging.getLogger("nmt.translate")
@@ -45,16 +46,10 @@ class TranslateConfig:
 
 
 def read_chunks(stream: io.BufferedReader, size: int) -> Iterator[list[str]]:
-    """Lines of a binary stream as text, `size` at a time; only "\\n" ends a line (a final
-    "\\r" is dropped). Bytes that are not UTF-8 become U+FFFD, with a warning."""
+    """Lines of a binary stream as text (see `nmt.files.decode_lines`), `size` at a time."""
     chunk: list[str] = []
-    for number, raw in enumerate(stream, start=1):
-        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-        try:
-            chunk.append(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            log.warning("line %d is not valid UTF-8: undecodable bytes replaced", number)
-            chunk.append(raw.decode("utf-8", errors="replace"))
+    for line in decode_lines(stream, getattr(stream, "name", "input")):
+        chunk.append(line)
         if len(chunk) == size:
             yield chunk
             chunk = []
@@ -84,7 +79,7 @@ def translate_stream(
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
         for lines in read_chunks(source, cfg.chunk_lines):
             nbest = translate_lines(
-                translator.model, translator.tokenizer, lines, cfg.decode, cfg.max_tokens
+                translator.model, translator.tokenizer, lines, cfg.decode, cfg.max_tokens, total + 1
             )
             for line in format_lines(translator.tokenizer, nbest, cfg.nbest):
                 sink.write(line + "\n")

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,13 +29,14 @@ import pyarrow as pa
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from nmt.config import DataConfig
+from nmt.files import atomic_path, read_lines
 
 log = logging.getLogger(__name__)
 
 PAIR_FEATURES = datasets.Features(
     {"src": datasets.Value("string"), "tgt": datasets.Value("string")}
 )
-_READER_VERSION = "2"  # part of the text-file cache key: bump when read_lines changes
+_READER_VERSION = "3"  # part of the text-file cache key: bump when read_lines changes
 
 
 def load_splits(cfg: DataConfig) -> dict[str, datasets.Dataset]:
@@ -59,13 +59,6 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
 
 
 # --- text files (multi30k, files) ---
-
-
-def read_lines(path: str | Path) -> Iterator[str]:
-    """The lines of a UTF-8 file without their "\\n" ("\\n" is the only line break)."""
-    with open(path, encoding="utf-8", newline="\n") as f:
-        for line in f:
-            yield line.removesuffix("\n")
 
 
 def count_lines(path: Path) -> int:
@@ -112,11 +105,9 @@ def download_multi30k(cfg: DataConfig, split: str) -> Path:
             continue
         url = f"{cfg.url.rstrip('/')}/{split}.{lang}.gz"
         log.info("Downloading %s to %s", url, target)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.")
-        with urllib.request.urlopen(url) as response, gzip.GzipFile(fileobj=response) as gz:
-            with os.fdopen(fd, "wb") as out:
+        with atomic_path(target) as tmp, open(tmp, "wb") as out:
+            with urllib.request.urlopen(url) as response, gzip.GzipFile(fileobj=response) as gz:
                 shutil.copyfileobj(gz, out)
-        os.replace(tmp, target)
     return folder
 
 
@@ -129,6 +120,9 @@ def _load_text_pair(src_path: Path, tgt_path: Path, cache_dir: str | None) -> da
     times: an edited file is read again. It is written to a temporary name and renamed, so a
     concurrent reader (another rank) never sees half a file.
     """
+    for path in (src_path, tgt_path):
+        if not path.is_file():
+            raise FileNotFoundError(f"data file not found: {path}")
     n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
     if n_src != n_tgt:
         raise ValueError(
@@ -141,14 +135,11 @@ def _load_text_pair(src_path: Path, tgt_path: Path, cache_dir: str | None) -> da
     folder = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "nmt_text"
     path = folder / f"pairs-{key}.arrow"
     if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.")
-        os.close(fd)
         schema = PAIR_FEATURES.arrow_schema
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
-            for src, tgt in zip(_blocks(src_path), _blocks(tgt_path), strict=True):
-                writer.write_batch(pa.record_batch([src, tgt], schema=schema))
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+                for src, tgt in zip(_blocks(src_path), _blocks(tgt_path), strict=True):
+                    writer.write_batch(pa.record_batch([src, tgt], schema=schema))
     return datasets.Dataset.from_file(str(path))
 
 
