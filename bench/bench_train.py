@@ -16,9 +16,10 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 from common import Record, multi30k_tokenizer, peak_rss_mib, save_records
 
-from nmt.optim import label_smoothed_loss, projected_label_smoothed_loss
+from nmt.optim import projected_label_smoothed_loss
 
 SHAPES = {
     "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6),
@@ -92,11 +93,17 @@ def build_hf(shape: dict, vocab: int):
     )
     model = MarianMTModel(cfg)
 
-    def loss_sum(batch):  # the same label-smoothed loss on HF's logits
+    def loss_sum(batch):  # the same label-smoothed loss, the way HF users compute it
         logits = model(
             input_ids=batch.src, attention_mask=batch.src.ne(0), decoder_input_ids=batch.tgt_in
         ).logits
-        return label_smoothed_loss(logits, batch.tgt_out, 0.1, pad_id=0)[0]
+        return F.cross_entropy(
+            logits.flatten(0, 1),
+            batch.tgt_out.flatten(),
+            ignore_index=0,
+            label_smoothing=0.1,
+            reduction="sum",
+        )
 
     return model, loss_sum
 

@@ -76,12 +76,14 @@ def data_dir() -> Path:
 
 
 def multi30k_tokenizer():
-    """The Multi30k 8k joint BPE of the default experiment (trained once, then reused)."""
+    """The Multi30k 5k joint BPE of the multi30k experiments (trained once, then reused)."""
     from nmt.config import DataConfig, TokenizerConfig
     from nmt.data import build_tokenizer
 
     data = DataConfig(source="multi30k", name="multi30k", dir=str(data_dir()))
-    tok = TokenizerConfig(name="multi30k_ende_bpe8000", dir=str(ROOT / "tokenizers"))
+    tok = TokenizerConfig(
+        name="multi30k_ende_bpe5000", dir=str(ROOT / "tokenizers"), vocab_size=5000
+    )
     return build_tokenizer(data, tok)
 
 

@@ -92,6 +92,7 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 filename="epoch{epoch:03d}-step{step:06d}",
                 auto_insert_metric_name=False,
                 every_n_epochs=1,
+                save_on_train_epoch_end=True,  # every epoch, not only those that validate
                 monitor="step",
                 mode="max",
                 save_top_k=ckpt.average_last_epochs,

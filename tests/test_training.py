@@ -172,3 +172,30 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
     assert ranks[0]["global_step"] == ranks[1]["global_step"] == 6
     assert ranks[0]["parameter_checksum"] == ranks[1]["parameter_checksum"]
     assert ranks[0]["first_batch"] != ranks[1]["first_batch"]  # each rank trained on its own data
+
+
+@pytest.mark.slow
+def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
+    """experiment=multi30k_cpu as shipped, but for a 10-minute budget with a shorter warmup:
+    validation BLEU must already be well above zero, so a change that breaks learning (the
+    model, the loss, the schedule, the data order, decoding) fails here and not after an hour."""
+    env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt.train",
+        "experiment=multi30k_cpu",
+        "trainer.max_time=00:00:10:00",
+        "optim.warmup_steps=400",
+        "trainer.check_val_every_n_epoch=2",
+        "checkpoint.average_last_epochs=3",
+        "trainer.enable_progress_bar=false",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    result = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["train_seconds"] < 11 * 60
+    assert max(metrics["selection"]["val_bleu"].values()) > 15, metrics
