@@ -78,17 +78,32 @@ class DataConfig:
 
 @dataclass
 class OptimConfig:
-    """Adam with the inverse-square-root warmup schedule of the paper.
+    """Adam with a warmup schedule.
 
-    lr(step) = lr_scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+    inverse_sqrt (the paper): lr(step) = lr_scale * d_model^-0.5 * min(step^-0.5,
+    step * warmup_steps^-1.5). cosine: the same warmup to the same peak, then a half cosine
+    down to zero at total_steps (set it to the run's trainer.max_steps).
     """
 
+    schedule: str = "inverse_sqrt"  # inverse_sqrt | cosine
     lr_scale: float = 1.0
     warmup_steps: int = 4000
+    total_steps: int | None = None  # cosine only: the step at which lr reaches zero
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9
     weight_decay: float = 0.0
     label_smoothing: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("inverse_sqrt", "cosine"):
+            raise ValueError(
+                f"optim.schedule must be inverse_sqrt or cosine, not {self.schedule!r}"
+            )
+        if self.schedule == "cosine" and (self.total_steps or 0) <= self.warmup_steps:
+            raise ValueError(
+                f"optim.schedule=cosine needs optim.total_steps above warmup_steps="
+                f"{self.warmup_steps}, got {self.total_steps}"
+            )
 
 
 @dataclass
@@ -155,6 +170,17 @@ class CheckpointConfig:
 
 
 @dataclass
+class FinalReportConfig:
+    """After training, score model.pt on these split roles with this search and write
+    `nmt.evaluate`'s report folder to <run>/report/, so one command reproduces a results row.
+    No splits = no report. Decoding settings are chosen on validation, never on test."""
+
+    splits: list[str] = field(default_factory=list)  # roles of data.splits, e.g. [valid, test]
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+    max_tokens: int = 4096  # padded source tokens x beam rows per batch
+
+
+@dataclass
 class TrainConfig:
     data: DataConfig = MISSING
     tokenizer: TokenizerConfig = MISSING
@@ -163,6 +189,7 @@ class TrainConfig:
     trainer: TrainerConfig = MISSING
     decode: DecodeConfig = MISSING
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    report: FinalReportConfig = field(default_factory=FinalReportConfig)
     experiment_name: str = MISSING
     seed: int = 1234
     ckpt_path: str | None = None  # resume: "last" (of this run's folder) or a checkpoint path

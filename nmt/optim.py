@@ -1,6 +1,9 @@
-"""The loss and the learning-rate schedule of the paper, as small pure functions."""
+"""The loss and the learning-rate schedules (the paper's, and a cosine one for fixed budgets),
+as small pure functions."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -110,15 +113,34 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float) ->
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
+def cosine_lr(step: int, d_model: int, warmup_steps: int, scale: float, total_steps: int) -> float:
+    """The same linear warmup to the same peak as `inverse_sqrt_lr`, then a half cosine from
+    the peak to zero at `total_steps` (zero after it). For a known budget of updates, ending at
+    zero learning rate gives the weights the settling that checkpoint averaging approximates."""
+    step = max(step, 1)
+    peak = scale * d_model**-0.5 * warmup_steps**-0.5
+    if step <= warmup_steps:
+        return peak * step / warmup_steps
+    progress = min((step - warmup_steps) / max(total_steps - warmup_steps, 1), 1.0)
+    return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def learning_rate(step: int, cfg: OptimConfig, d_model: int) -> float:
+    """The learning rate of optimizer step `step` (counted from 1) under `cfg.schedule`."""
+    if cfg.schedule == "cosine":
+        return cosine_lr(step, d_model, cfg.warmup_steps, cfg.lr_scale, cfg.total_steps)
+    return inverse_sqrt_lr(step, d_model, cfg.warmup_steps, cfg.lr_scale)
+
+
 def build_optimizer(
     params, cfg: OptimConfig, d_model: int
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with the inverse-square-root schedule, stepped once per optimizer step."""
+    """Adam with `cfg.schedule`, stepped once per optimizer step."""
     optimizer = torch.optim.Adam(
         params, lr=1.0, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
     )
     # LambdaLR multiplies the base lr (1.0) by the factor; its step index starts at 0.
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda index: inverse_sqrt_lr(index + 1, d_model, cfg.warmup_steps, cfg.lr_scale)
+        optimizer, lambda index: learning_rate(index + 1, cfg, d_model)
     )
     return optimizer, schedule

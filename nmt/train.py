@@ -37,6 +37,7 @@ from nmt.data import TranslationDataModule
 from nmt.evaluation import translate_and_score
 from nmt.files import atomic_path, write_text
 from nmt.module import TranslationModule
+from nmt.reporting import EvaluateConfig, evaluate, summary
 
 log = logging.getLogger(__name__)
 register_configs()
@@ -192,9 +193,29 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
     if trainer.is_global_zero:
         save_inference_checkpoint(run_dir / "model.pt", translator)
-        write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
         log.info("Inference checkpoint: %s", run_dir / "model.pt")
+        write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
+        if cfg.report.splits:  # after metrics.json, which the report shows
+            metrics["report"] = final_report(cfg, run_dir)
+            write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
+
+
+def final_report(cfg: TrainConfig, run_dir: Path) -> dict:
+    """Score model.pt on `cfg.report.splits` with `cfg.report.decode`, as `nmt.evaluate`
+    would, into run_dir/report/; returns each split's BLEU, lowercased BLEU and chrF2."""
+    eval_cfg = EvaluateConfig(
+        ckpt=str(run_dir / "model.pt"),
+        data=cfg.data,
+        decode=cfg.report.decode,
+        splits=cfg.report.splits,
+        max_tokens=cfg.report.max_tokens,
+    )
+    report_dir = run_dir / "report"
+    report = evaluate(eval_cfg, report_dir, overrides=[])
+    log.info("Final report:\n%s", summary(report, report_dir))
+    keys = ("bleu", "bleu_lowercase", "chrf")
+    return {role: {k: s[k] for k in keys} for role, s in report["splits"].items()}
 
 
 def best_or_average(

@@ -65,3 +65,30 @@ def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype):
     for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
     assert torch.all(grads[0][0, 4:] == 0)  # padding positions get no gradient
+
+
+def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():
+    from nmt.optim import cosine_lr
+
+    d, w, s, total = 128, 100, 2.0, 1100
+    peak = inverse_sqrt_lr(w, d, w, s)
+    for step in (1, 50, 100):
+        assert cosine_lr(step, d, w, s, total) == pytest.approx(inverse_sqrt_lr(step, d, w, s))
+    assert cosine_lr(600, d, w, s, total) == pytest.approx(peak / 2)  # halfway down
+    assert cosine_lr(total, d, w, s, total) == pytest.approx(0.0, abs=1e-15)
+    assert cosine_lr(total + 50, d, w, s, total) == pytest.approx(0.0, abs=1e-15)
+    values = [cosine_lr(step, d, w, s, total) for step in range(w, total + 1)]
+    assert all(
+        a >= b for a, b in zip(values[:-1], values[1:], strict=True)
+    )  # never rises after the peak
+
+
+def test_the_cosine_config_ends_at_the_runs_max_steps():
+    from conftest import compose_train_config
+
+    cfg = compose_train_config(
+        ["experiment=multi30k_cpu", "optim=cosine", "trainer.max_steps=5000"]
+    )
+    assert cfg.optim.schedule == "cosine" and cfg.optim.total_steps == 5000
+    with pytest.raises(ValueError, match="total_steps"):
+        OptimConfig(schedule="cosine", warmup_steps=10, total_steps=None)
