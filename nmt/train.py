@@ -31,6 +31,7 @@ from nmt.checkpoint import (
     load_translator,
     read_checkpoint,
     save_inference_checkpoint,
+    warn_if_emulated_bf16,
 )
 from nmt.config import TrainConfig, register_configs
 from nmt.data import TranslationDataModule
@@ -141,6 +142,12 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         on_nonfinite_loss=cfg.on_nonfinite_loss,
     )
     log.info("Model: %s parameters", f"{module.num_parameters:,}")
+    on_cpu = cfg.trainer.accelerator == "cpu" or not torch.cuda.is_available()
+    warn_if_emulated_bf16(
+        torch.device("cpu" if on_cpu else "cuda"),
+        cfg.trainer.precision.startswith("bf16"),
+        f"trainer.precision={cfg.trainer.precision}",
+    )
     checkpoint_dir = run_dir / "checkpoints"
     trainer = L.Trainer(
         **asdict(cfg.trainer),
@@ -153,6 +160,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
         plugins=[SafeCheckpointIO()],
     )
+    threads = torch.get_num_threads()  # CPU DDP lowers it to cores // processes for the fit
     start = time.perf_counter()
     trainer.fit(
         module,
@@ -161,6 +169,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         weights_only=True,
     )
     train_seconds = time.perf_counter() - start
+    torch.set_num_threads(threads)  # what follows runs on rank 0 alone
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:

@@ -104,3 +104,18 @@ def test_bfloat16_decoding_keeps_lines(model_pt, overfit_pairs, tmp_path):
     assert result.returncode == 0, result.stderr.decode()
     lines = result.stdout.decode().split("\n")
     assert len(lines) == 5 and lines[1] == "" and all(lines[i] for i in (0, 2, 3))
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bf16_on_a_cpu_that_would_emulate_it_is_warned_about_once(
+    model_pt, monkeypatch, caplog, native
+):
+    import nmt.checkpoint
+
+    monkeypatch.setattr(nmt.checkpoint, "cpu_has_native_bf16", lambda: native)
+    with caplog.at_level("WARNING", logger="nmt.checkpoint"):
+        nmt.checkpoint.load_translator(model_pt, "cpu", "bfloat16")
+        nmt.checkpoint.load_translator(model_pt, "cpu", "float32")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ([] if native else [warnings[0]])
+    assert native or "dtype=bfloat16" in warnings[0] and "no native bf16" in warnings[0]
