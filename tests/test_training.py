@@ -188,31 +188,28 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
 
 @pytest.mark.slow
 def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
-    """experiment=multi30k_cpu as shipped, but 1,000 updates (~10 minutes on 2 cores) with a
-    short warmup and a cosine decay so that the weights settle: validation BLEU must already be
-    well above zero, so a change that breaks learning (model, loss, schedule, data order,
-    decoding) fails here, not after an hour."""
+    """experiment=multi30k_cpu as shipped, stopped after 10 epochs (~15 minutes on 2 cores):
+    validation BLEU must already be well above zero, so a change that breaks learning (model,
+    loss, schedule, data order, decoding) fails here, not after an hour. The full run logged
+    greedy val BLEU 3.5 after 5 epochs and 19.0 after 10: this recipe learns to use the source
+    between ~700 and ~1,400 updates, and shorter runs (800 updates with warmup 400, or 1,000
+    cosine-decayed ones) stayed near 2."""
     env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
     cmd = [
         sys.executable,
         "-m",
         "nmt.train",
         "experiment=multi30k_cpu",
-        "optim=cosine",
-        "trainer.max_steps=1000",
-        "trainer.max_time=00:00:14:00",
-        "optim.warmup_steps=300",
-        "optim.lr_scale=0.78",  # peak lr 0.004
-        "trainer.check_val_every_n_epoch=4",
-        "checkpoint.average_last_epochs=2",
+        "trainer.max_steps=1410",  # 10 epochs of ~140 updates, validated at the 10th's end
+        "checkpoint.average_last_epochs=0",
         "report.splits=[]",
         "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = subprocess.run(
-        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1500
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=2400
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["global_step"] == 1000
-    assert max(metrics["selection"]["val_bleu"].values()) > 15, metrics
+    assert metrics["global_step"] == 1410
+    assert metrics["best_score"] > 15, metrics
