@@ -118,9 +118,9 @@ def cosine_lr(step: int, d_model: int, warmup_steps: int, scale: float, total_st
     the peak to zero at `total_steps` (zero after it). For a known budget of updates, ending at
     zero learning rate gives the weights the settling that checkpoint averaging approximates."""
     step = max(step, 1)
-    peak = scale * d_model**-0.5 * warmup_steps**-0.5
     if step <= warmup_steps:
-        return peak * step / warmup_steps
+        return inverse_sqrt_lr(step, d_model, warmup_steps, scale)
+    peak = inverse_sqrt_lr(warmup_steps, d_model, warmup_steps, scale)
     progress = min((step - warmup_steps) / max(total_steps - warmup_steps, 1), 1.0)
     return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
 
