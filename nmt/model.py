@@ -298,9 +298,17 @@ class Transformer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform for every matrix, zero biases, a zero padding embedding."""
+        """Xavier-uniform for every weight matrix, zero biases; embeddings N(0, d_model^-0.5).
+
+        Scaled by sqrt(d_model), the embeddings start with unit variance, on a par with the
+        sinusoidal positions. Xavier on a (vocabulary x d_model) matrix would start them ~5x
+        smaller, and a model whose input is mostly position learns to use its source late.
+        """
+        embeddings = (self.src_embed.weight, self.tgt_embed.weight)
         for name, param in self.named_parameters():
-            if param.dim() > 1:
+            if any(param is weight for weight in embeddings):
+                nn.init.normal_(param, mean=0.0, std=self.cfg.d_model**-0.5)
+            elif param.dim() > 1:
                 nn.init.xavier_uniform_(param)
             elif name.endswith("bias"):
                 nn.init.zeros_(param)

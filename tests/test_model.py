@@ -143,6 +143,20 @@ def test_embedding_scale_and_positions():
     assert torch.isclose(pos[3, 2], torch.tensor(math.sin(3 / 10000 ** (2 / TINY.d_model))))
 
 
+@pytest.mark.parametrize("tie", [True, False])
+def test_scaled_embeddings_start_with_unit_variance(tie):
+    # Token embeddings as loud as the positions: with Xavier on the (5000 x 128) table they
+    # started at std ~0.22 and the CPU recipe took ~700 updates more to use its source.
+    cfg = ModelConfig(vocab_size=5000, d_model=128, n_heads=4, d_ff=256, tie_embeddings=tie)
+    model = Transformer(cfg)
+    for embedding in (model.src_embed, model.tgt_embed):
+        scaled = embedding.weight[1:] * model.embed_scale  # row 0 is padding: zero
+        assert abs(scaled.std().item() - 1.0) < 0.02
+        assert torch.all(embedding.weight[cfg.pad_id] == 0)
+    linear = model.encoder_layers[0].ffn.fc1.weight  # (256, 128): Xavier bound sqrt(6 / 384)
+    assert linear.abs().max() <= math.sqrt(6 / 384) and linear.std() > 0.07
+
+
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="norm"):
         ModelConfig(norm="middle")
