@@ -204,16 +204,23 @@ class Residual(nn.Module):
         return y if self.pre_norm else self.norm(y)
 
 
+def attention_sublayer(cfg: ModelConfig, cross: bool) -> tuple[MultiHeadAttention, Residual]:
+    """An attention block and the residual connection around it."""
+    attention = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=cross)
+    return attention, Residual(cfg.d_model, cfg.dropout, pre_norm=cfg.norm == "pre")
+
+
+def feed_forward_sublayer(cfg: ModelConfig) -> tuple[FeedForward, Residual]:
+    """A position-wise FFN and the residual connection around it."""
+    ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+    return ffn, Residual(cfg.d_model, cfg.dropout, pre_norm=cfg.norm == "pre")
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False
-        )
-        self.self_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
-        self.ffn_res = Residual(cfg.d_model, cfg.dropout, pre)
+        self.self_attn, self.self_attn_res = attention_sublayer(cfg, cross=False)
+        self.ffn, self.ffn_res = feed_forward_sublayer(cfg)
 
     def forward(self, x: Tensor, key_mask: Tensor) -> Tensor:
         """x (B, S, D), key_mask (B, 1, 1, S) -> (B, S, D)."""
@@ -226,17 +233,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(
-            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=False
-        )
-        self.self_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
-        self.cross_attn = MultiHeadAttention(
-            cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True
-        )
-        self.cross_attn_res = Residual(cfg.d_model, cfg.dropout, pre)
-        self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
-        self.ffn_res = Residual(cfg.d_model, cfg.dropout, pre)
+        self.self_attn, self.self_attn_res = attention_sublayer(cfg, cross=False)
+        self.cross_attn, self.cross_attn_res = attention_sublayer(cfg, cross=True)
+        self.ffn, self.ffn_res = feed_forward_sublayer(cfg)
 
     def forward(
         self,
