@@ -27,6 +27,43 @@ def test_round_trip_of_unseen_characters_and_spaces(tiny_tokenizer: Tokenizer) -
     assert tiny_tokenizer.decode(tiny_tokenizer.encode(texts)) == texts
 
 
+ODD_TEXTS = ["", " ", "  two  spaces ", " lead", "trail ", "tab\there", "\tx", "▁ a▁b", "経済 🙂 x"]
+
+
+def test_word_cache_gives_sentencepieces_own_ids(
+    tiny_tokenizer: Tokenizer, multi30k_dir: Path
+) -> None:
+    texts = list(read_lines(multi30k_dir / "val.en")) + list(read_lines(multi30k_dir / "val.de"))
+    texts += ODD_TEXTS
+    fresh = Tokenizer(tiny_tokenizer.model_bytes)
+    assert fresh.words_split_exactly
+    assert fresh.encode(texts) == fresh.sp.encode(texts, out_type=int)
+    assert "Hund" in fresh.word_ids and "  two  spaces " not in fresh.word_ids
+    assert fresh.encode(texts[::-1]) == fresh.sp.encode(texts[::-1], out_type=int)  # cache hits
+
+
+def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_path: Path) -> None:
+    import sentencepiece as spm
+
+    texts = list(islice(read_lines(multi30k_dir / "train.en"), 2000))
+    model = tmp_path / "across.model"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_prefix=str(model.with_suffix("")),
+        vocab_size=800,
+        split_by_whitespace=False,  # pieces such as "▁a▁dog" may form
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
+        minloglevel=2,
+    )
+    tokenizer = Tokenizer.from_file(model)
+    assert not tokenizer.words_split_exactly
+    sample = texts[:200] + ODD_TEXTS
+    assert tokenizer.encode(sample) == tokenizer.sp.encode(sample, out_type=int)
+
+
 def test_special_ids(tiny_tokenizer: Tokenizer) -> None:
     tok = tiny_tokenizer
     assert (tok.pad_id, tok.unk_id, tok.bos_id, tok.eos_id) == (0, 1, 2, 3)
