@@ -205,12 +205,14 @@ def test_cli_prints_scores_and_writes_a_dated_report_folder(tiny_checkpoint, tmp
 def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkpoint, tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", "nmt.evaluate", "-m", *data_overrides(*tiny_checkpoint, tmp_path)]
-    done = run_cli([*args, "decode.beam_size=1,2,4", f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
+    # Output lengths capped at 4, 8 and 50 pieces: three different scores, whatever the model.
+    lengths = ["decode.max_len_a=0", "decode.max_len_b=4,8,50"]
+    done = run_cli([*args, *lengths, f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0", "1", "2"]
     reports = [json.loads((sweep / job / "report.json").read_text()) for job in jobs]
-    assert {r["decode"]["beam_size"] for r in reports} == {1, 2, 4}
+    assert {r["decode"]["max_len_b"] for r in reports} == {4, 8, 50}
 
     report_main([str(sweep), "--bootstrap", "200"])
     with open(sweep / "report.csv", newline="") as f:
@@ -218,11 +220,11 @@ def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkp
     assert len(rows) == 3
     bleu = [float(r["test BLEU"]) for r in rows]
     assert bleu == sorted(bleu, reverse=True)
-    assert sorted(r["decode.beam_size"] for r in rows) == ["1", "2", "4"]
+    assert [r["decode.max_len_b"] for r in rows] == ["50", "8", "4"]  # longer scores higher
     assert rows[0]["significant"] == "best" and rows[0]["p (test vs best)"] == ""
     assert all(r["significant"] in ("yes", "no") for r in rows[1:])
     assert all(0 < float(r["p (test vs best)"]) <= 1 for r in rows[1:])
     assert "ckpt" not in rows[0]  # the same in every run: not a column
     markdown = (sweep / "report.md").read_text()
-    assert "| decode.beam_size |" in markdown and "bs:200" in markdown
+    assert "| decode.max_len_b |" in markdown and "bs:200" in markdown
     assert (sweep / "bleu_by_parameter.png").stat().st_size > 0
