@@ -53,8 +53,8 @@ class Tokenizer:
 
         No piece crosses a space, so a text of words joined by single spaces encodes as the
         concatenation of its words' ids. Each distinct word goes through sentencepiece once and
-        is remembered (word counts are Zipfian: nearly every lookup hits), which is ~3x faster
-        than encoding every text whole. Texts with other spacing are encoded whole.
+        is remembered (word counts are Zipfian: nearly every lookup hits), so sentencepiece
+        sees each word once rather than every time. Texts with other spacing are encoded whole.
         """
         if not self.words_split_exactly:
             return self.sp.encode(texts, out_type=int)
