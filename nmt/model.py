@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 NORM_CHOICES = ("post", "pre")
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
 @dataclass
@@ -33,6 +34,7 @@ class ModelConfig:
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    activation: str = "relu"  # of the FFN's hidden layer: "relu" (paper) or "gelu"
     norm: str = "post"  # "post" (paper) or "pre" (LayerNorm before each sublayer + final norm)
     tie_embeddings: bool = True  # source embedding = target embedding = output projection
     max_positions: int = 1024
@@ -41,6 +43,10 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.norm not in NORM_CHOICES:
             raise ValueError(f"model.norm must be one of {NORM_CHOICES}, got {self.norm!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"model.activation must be one of {tuple(ACTIVATIONS)}, got {self.activation!r}"
+            )
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
@@ -173,16 +179,17 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN: Linear(D, d_ff) -> ReLU -> dropout -> Linear(d_ff, D)."""
+    """Position-wise FFN: Linear(D, d_ff) -> ReLU or GELU -> dropout -> Linear(d_ff, D)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation_dropout: float):
+    def __init__(self, d_model: int, d_ff: int, activation: str, activation_dropout: float):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff)
         self.fc2 = nn.Linear(d_ff, d_model)
+        self.activation = ACTIVATIONS[activation]
         self.activation_dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.activation_dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(x))))
 
 
 class Residual(nn.Module):
@@ -212,7 +219,7 @@ def attention_sublayer(cfg: ModelConfig, cross: bool) -> tuple[MultiHeadAttentio
 
 def feed_forward_sublayer(cfg: ModelConfig) -> tuple[FeedForward, Residual]:
     """A position-wise FFN and the residual connection around it."""
-    ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation_dropout)
+    ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.activation_dropout)
     return ffn, Residual(cfg.d_model, cfg.dropout, pre_norm=cfg.norm == "pre")
 
 

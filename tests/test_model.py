@@ -157,11 +157,22 @@ def test_scaled_embeddings_start_with_unit_variance(tie):
     assert linear.abs().max() <= math.sqrt(6 / 384) and linear.std() > 0.07
 
 
+@pytest.mark.parametrize("activation,function", [("relu", torch.relu), ("gelu", torch.nn.GELU())])
+def test_feed_forward_uses_the_configured_activation(activation, function):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**{**TINY.__dict__, "activation": activation}))
+    ffn = model.encoder_layers[0].ffn
+    x = torch.randn(3, TINY.d_model)
+    torch.testing.assert_close(ffn(x), ffn.fc2(function(ffn.fc1(x))))
+
+
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="norm"):
         ModelConfig(norm="middle")
     with pytest.raises(ValueError, match="divisible"):
         ModelConfig(d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="activation"):
+        ModelConfig(activation="tanh")
     model = Transformer(ModelConfig(**{**TINY.__dict__, "max_positions": 8}))
     with pytest.raises(ValueError, match="max_positions"):
         model(torch.ones(1, 9, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
