@@ -15,8 +15,12 @@ import logging
 import random
 from collections.abc import Iterable
 from dataclasses import asdict
+from itertools import chain
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import sentencepiece as spm
 
 from nmt.config import TokenizerConfig
@@ -58,21 +62,55 @@ class Tokenizer:
         """
         if not self.words_split_exactly:
             return self.sp.encode(texts, out_type=int)
-        cache = self.word_ids
-        if len(cache) > WORD_CACHE_SIZE:
-            cache.clear()
-        split = [
-            None if text[:1] == " " or text[-1:] == " " or "  " in text else text.split(" ")
-            for text in texts
-        ]
-        new_words = list({w for words in split if words for w in words if w not in cache})
-        cache.update(zip(new_words, self.sp.encode(new_words, out_type=int), strict=True))
+        split = [None if irregular_spacing(text) else text.split(" ") for text in texts]
+        cache = self.remember(w for words in split if words for w in words)
         whole = [text for text, words in zip(texts, split, strict=True) if words is None]
         whole_ids = iter(self.sp.encode(whole, out_type=int))
         return [
             next(whole_ids) if words is None else [i for w in words for i in cache[w]]
             for words in split
         ]
+
+    def encode_arrow(self, texts: pa.Array | pa.ChunkedArray, id_type: type) -> pa.ListArray:
+        """`encode` for an Arrow string array: a ListArray of `id_type` ids, the same ids.
+
+        No Python object is made per word or per piece: Arrow splits the texts into words and
+        finds the distinct ones, only those go through the word cache, and numpy gathers each
+        text's ids from its words'. A batch with irregular spacing (or nulls) takes `encode`.
+        """
+        if isinstance(texts, pa.ChunkedArray):
+            texts = texts.combine_chunks()
+        irregular = pc.or_(
+            pc.or_(pc.starts_with(texts, " "), pc.ends_with(texts, " ")),
+            pc.match_substring(texts, "  "),
+        )
+        if not self.words_split_exactly or texts.null_count or pc.any(irregular).as_py():
+            return ids_to_arrow(self.encode(texts.to_pylist()), id_type)
+        words = pc.split_pattern(texts, " ")  # (N,) lists of words
+        occurrences = pc.dictionary_encode(words.flatten())
+        distinct = occurrences.dictionary.to_pylist()
+        cache = self.remember(distinct)
+        distinct_ids = ids_to_arrow([cache[w] for w in distinct], id_type)
+        starts = distinct_ids.offsets.to_numpy()  # (D + 1,)
+        word = occurrences.indices.to_numpy()  # (W,) distinct-word index of every word
+        counts = np.diff(starts)[word]  # (W,) pieces per word
+        ends = np.cumsum(counts)
+        # Output position p, in word k, copies piece starts[word[k]] + p - (ends[k] - counts[k]).
+        source = np.repeat(starts[:-1][word] - (ends - counts), counts)
+        source += np.arange(len(source))
+        flat = distinct_ids.values.to_numpy()[source]
+        text_ends = np.concatenate([[0], ends])[words.offsets.to_numpy()]  # (N + 1,)
+        return pa.ListArray.from_arrays(pa.array(text_ends, pa.int32()), pa.array(flat))
+
+    def remember(self, words: Iterable[str]) -> dict[str, list[int]]:
+        """The word cache, now holding the ids of every one of `words`. No piece crosses a
+        space, so a text of words joined by single spaces encodes as its words' ids joined."""
+        cache = self.word_ids
+        if len(cache) > WORD_CACHE_SIZE:
+            cache.clear()
+        new_words = list({w for w in words if w not in cache})
+        cache.update(zip(new_words, self.sp.encode(new_words, out_type=int), strict=True))
+        return cache
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Piece ids (special ids are dropped) -> raw text."""
@@ -91,6 +129,20 @@ class Tokenizer:
 
 
 WORD_CACHE_SIZE = 1_000_000  # distinct words remembered by Tokenizer.encode (~100 MB at most)
+
+
+def irregular_spacing(text: str) -> bool:
+    """A leading, trailing or double space: such texts are encoded whole, not word by word."""
+    return text[:1] == " " or text[-1:] == " " or "  " in text
+
+
+def ids_to_arrow(ids: list[list[int]], id_type: type) -> pa.ListArray:
+    """Id lists -> a ListArray of `id_type`, built from flat numpy buffers."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int32, count=len(ids))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    flat = np.fromiter(chain.from_iterable(ids), dtype=id_type, count=int(offsets[-1]))
+    return pa.ListArray.from_arrays(offsets, flat)
 
 
 def pieces_stop_at_spaces(sp: spm.SentencePieceProcessor) -> bool:

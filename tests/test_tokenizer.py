@@ -6,6 +6,8 @@ import pickle
 from itertools import islice
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from nmt.config import TokenizerConfig
@@ -42,6 +44,21 @@ def test_word_cache_gives_sentencepieces_own_ids(
     assert fresh.encode(texts[::-1]) == fresh.sp.encode(texts[::-1], out_type=int)  # cache hits
 
 
+def test_arrow_encoding_gives_sentencepieces_own_ids(
+    tiny_tokenizer: Tokenizer, multi30k_dir: Path
+) -> None:
+    regular = list(read_lines(multi30k_dir / "val.en")) + list(read_lines(multi30k_dir / "val.de"))
+    regular += ["", "tab\there", "▁ a▁b", "経済 🙂 x"]  # single spaces only: split into words
+    tokenizer = Tokenizer(tiny_tokenizer.model_bytes)
+    for texts in (regular, regular[:7] + ODD_TEXTS, []):  # the second falls back to `encode`
+        chunked = pa.chunked_array([pa.array(texts[:5], pa.string()), pa.array(texts[5:], pa.string())])
+        for column in (pa.array(texts, pa.string()), chunked):
+            ids = tokenizer.encode_arrow(column, np.uint16)
+            assert ids.type == pa.list_(pa.uint16())
+            assert ids.to_pylist() == tokenizer.sp.encode(texts, out_type=int)
+    assert "Hund" in tokenizer.word_ids
+
+
 def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_path: Path) -> None:
     import sentencepiece as spm
 
@@ -62,6 +79,8 @@ def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_pa
     assert not tokenizer.words_split_exactly
     sample = texts[:200] + ODD_TEXTS
     assert tokenizer.encode(sample) == tokenizer.sp.encode(sample, out_type=int)
+    ids = tokenizer.encode_arrow(pa.array(texts[:200]), np.int32)
+    assert ids.to_pylist() == tokenizer.sp.encode(texts[:200], out_type=int)
 
 
 def test_special_ids(tiny_tokenizer: Tokenizer) -> None:
