@@ -16,7 +16,9 @@ import time
 
 import torch
 from bench_train import SHAPES, build_hf, build_ours
-from common import Record, multi30k_tokenizer, read_lines, save_records
+from common import Record, default_precisions, multi30k_tokenizer, read_lines, save_records
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def source_batches(tokenizer, sentences: int, batch_size: int) -> list[torch.Tensor]:
@@ -78,6 +80,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=24)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
     args = parser.parse_args()
     torch.manual_seed(0)
     tokenizer = multi30k_tokenizer()
@@ -86,20 +89,23 @@ def main() -> None:
     ours.eval(), hf.eval()
     batches = source_batches(tokenizer, args.sentences, args.batch)
     time_ours(ours, batches[:1], 1, 4), time_hf(hf, batches[:1], 1, 4)  # warm up both
+    precisions = args.precisions or default_precisions()
     records = []
     for beam in args.beams:
         name = "greedy" if beam == 1 else f"beam{beam}"
         speed = {}
-        for dtype in (torch.float32, torch.bfloat16):
+        for precision in precisions:
+            dtype = DTYPES[precision]
             ours.to(dtype), hf.to(dtype)
-            speed["ours", dtype] = args.sentences / time_ours(ours, batches, beam, args.length)
-            speed["hf", dtype] = args.sentences / time_hf(hf, batches, beam, args.length)
-        fp32, bf16 = torch.float32, torch.bfloat16
-        for record in (
-            Record(f"decode/{name}/fp32_vs_fp32", speed["ours", fp32], speed["hf", fp32], "sent/s"),
-            Record(f"decode/{name}/bf16_vs_bf16", speed["ours", bf16], speed["hf", bf16], "sent/s"),
+            speed["ours", precision] = args.sentences / time_ours(ours, batches, beam, args.length)
+            speed["hf", precision] = args.sentences / time_hf(hf, batches, beam, args.length)
+        pairs = [(p, p) for p in precisions]
+        if "bf16" in precisions and "fp32" in precisions:
             # What a user gets from `translate dtype=bfloat16` against HF's default generate.
-            Record(f"decode/{name}/bf16_vs_fp32", speed["ours", bf16], speed["hf", fp32], "sent/s"),
+            pairs.append(("bf16", "fp32"))
+        for record in (
+            Record(f"decode/{name}/{a}_vs_{b}", speed["ours", a], speed["hf", b], "sent/s")
+            for a, b in pairs
         ):
             print(record.line(), flush=True)
             records.append(record)

@@ -17,7 +17,7 @@ import time
 
 import torch
 import torch.nn.functional as F
-from common import Record, multi30k_tokenizer, peak_rss_mib, save_records
+from common import Record, default_precisions, multi30k_tokenizer, peak_rss_mib, save_records
 
 from nmt.optim import projected_label_smoothed_loss
 
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--shapes", nargs="+", default=["tiny", "base"])
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"])
+    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(worker(*args.worker, args.steps, args.warmup)))
@@ -164,7 +164,7 @@ def main() -> None:
     multi30k_tokenizer()  # train it once, outside the timed workers
     records = []
     for shape in args.shapes:
-        for precision in args.precisions:
+        for precision in args.precisions or default_precisions():
             ours = run("ours", shape, precision, args.steps, args.warmup)
             peer = run("hf", shape, precision, args.steps, args.warmup)
             for record in (
