@@ -76,31 +76,38 @@ class Tokenizer:
 
         No Python object is made per word or per piece: Arrow splits the texts into words and
         finds the distinct ones, only those go through the word cache, and numpy gathers each
-        text's ids from its words'. A batch with irregular spacing (or nulls) takes `encode`.
+        text's ids from its words'. Texts with irregular spacing are encoded whole and spliced in.
         """
         if isinstance(texts, pa.ChunkedArray):
             texts = texts.combine_chunks()
+        if not self.words_split_exactly or texts.null_count:
+            return ids_to_arrow(self.encode(texts.to_pylist()), id_type)
         irregular = pc.or_(
             pc.or_(pc.starts_with(texts, " "), pc.ends_with(texts, " ")),
             pc.match_substring(texts, "  "),
         )
-        if not self.words_split_exactly or texts.null_count or pc.any(irregular).as_py():
-            return ids_to_arrow(self.encode(texts.to_pylist()), id_type)
-        words = pc.split_pattern(texts, " ")  # (N,) lists of words
+        words = pc.split_pattern(pc.if_else(irregular, "", texts), " ")  # (N,) lists of words
         occurrences = pc.dictionary_encode(words.flatten())
         distinct = occurrences.dictionary.to_pylist()
         cache = self.remember(distinct)
         distinct_ids = ids_to_arrow([cache[w] for w in distinct], id_type)
         starts = distinct_ids.offsets.to_numpy()  # (D + 1,)
         word = occurrences.indices.to_numpy()  # (W,) distinct-word index of every word
-        counts = np.diff(starts)[word]  # (W,) pieces per word
-        ends = np.cumsum(counts)
-        # Output position p, in word k, copies piece starts[word[k]] + p - (ends[k] - counts[k]).
-        source = np.repeat(starts[:-1][word] - (ends - counts), counts)
-        source += np.arange(len(source))
-        flat = distinct_ids.values.to_numpy()[source]
-        text_ends = np.concatenate([[0], ends])[words.offsets.to_numpy()]  # (N + 1,)
-        return pa.ListArray.from_arrays(pa.array(text_ends, pa.int32()), pa.array(flat))
+        word_lengths = np.diff(starts)[word]
+        regular_ids = distinct_ids.values.to_numpy()[segments(starts[:-1][word], word_lengths)]
+        word_ends = np.concatenate([[0], np.cumsum(word_lengths)])
+        lengths = np.diff(word_ends[words.offsets.to_numpy()])  # (N,) 0 for irregular texts
+
+        rows = np.flatnonzero(irregular.to_numpy(zero_copy_only=False))
+        whole = self.sp.encode(texts.take(rows).to_pylist(), out_type=int)
+        whole_lengths = np.fromiter(map(len, whole), dtype=np.int64, count=len(whole))
+        regular_lengths = lengths.copy()
+        lengths[rows] = whole_lengths
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        ids = np.empty(offsets[-1], dtype=id_type)
+        ids[segments(offsets[:-1], regular_lengths)] = regular_ids
+        ids[segments(offsets[rows], whole_lengths)] = list(chain.from_iterable(whole))
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(ids))
 
     def remember(self, words: Iterable[str]) -> dict[str, list[int]]:
         """The word cache, now holding the ids of every one of `words`. No piece crosses a
@@ -134,6 +141,13 @@ WORD_CACHE_SIZE = 1_000_000  # distinct words remembered by Tokenizer.encode (~1
 def irregular_spacing(text: str) -> bool:
     """A leading, trailing or double space: such texts are encoded whole, not word by word."""
     return text[:1] == " " or text[-1:] == " " or "  " in text
+
+
+def segments(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices of consecutive ragged segments: starts[0] .. starts[0] + lengths[0] - 1,
+    then starts[1] .., as one array (a vectorised concatenation of aranges)."""
+    ends = np.cumsum(lengths)
+    return np.repeat(starts - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
 
 
 def ids_to_arrow(ids: list[list[int]], id_type: type) -> pa.ListArray:

@@ -233,6 +233,9 @@ def test_cleaning_drops_the_right_pairs_and_logs_why(
         cleaned = clean_train(encoded, max_len=50, max_len_ratio=3.0)
     assert pairs(cleaned) == good
     assert cleaned["src_ids"][:] == tiny_tokenizer.encode([s for s, _ in good])
+    src_lens, tgt_lens = token_lengths(cleaned)  # read through the index mapping
+    assert src_lens.tolist() == [len(ids) for ids in cleaned["src_ids"][:]]
+    assert tgt_lens.tolist() == [len(ids) for ids in cleaned["tgt_ids"][:]]
     assert (
         "kept 5 of 9 pairs; dropped 2 with an empty side, 1 longer than 50 tokens, "
         "1 with a length ratio above 3"

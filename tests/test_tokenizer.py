@@ -50,8 +50,10 @@ def test_arrow_encoding_gives_sentencepieces_own_ids(
     regular = list(read_lines(multi30k_dir / "val.en")) + list(read_lines(multi30k_dir / "val.de"))
     regular += ["", "tab\there", "▁ a▁b", "経済 🙂 x"]  # single spaces only: split into words
     tokenizer = Tokenizer(tiny_tokenizer.model_bytes)
-    for texts in (regular, regular[:7] + ODD_TEXTS, []):  # the second falls back to `encode`
-        chunked = pa.chunked_array([pa.array(texts[:5], pa.string()), pa.array(texts[5:], pa.string())])
+    for texts in (regular, regular[:7] + ODD_TEXTS, []):  # ODD_TEXTS are encoded whole
+        chunked = pa.chunked_array(
+            [pa.array(texts[:5], pa.string()), pa.array(texts[5:], pa.string())]
+        )
         for column in (pa.array(texts, pa.string()), chunked):
             ids = tokenizer.encode_arrow(column, np.uint16)
             assert ids.type == pa.list_(pa.uint16())

@@ -56,9 +56,17 @@ def _encode_batch(batch: pa.Table, tokenizer: Tokenizer, id_type: type) -> pa.Ta
 
 def token_lengths(ds: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
     """(N,) and (N,) int64: the number of pieces in each row's src_ids and tgt_ids, from the
-    small length columns `encode_split` adds (cheap to read, even through an index mapping)."""
-    lengths = ds.select_columns(["src_len", "tgt_len"]).with_format("numpy")[:]
-    return lengths["src_len"].astype(np.int64), lengths["tgt_len"].astype(np.int64)
+    small length columns `encode_split` adds.
+
+    A cleaned training split is an index mapping over the encoded table (`clean_train`).
+    `datasets` gathers such rows one Python index at a time (~20 s for a million), so the
+    columns are taken from the table through the mapping in Arrow (~30 ms).
+    """
+    table = ds.data.table.select(["src_len", "tgt_len"])
+    mapping = ds._indices  # None, or a one-column table of row numbers (no public accessor)
+    if mapping is not None:
+        table = table.take(mapping.column(0))
+    return tuple(table.column(name).to_numpy().astype(np.int64) for name in ("src_len", "tgt_len"))
 
 
 def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> datasets.Dataset:
