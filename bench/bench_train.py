@@ -162,9 +162,10 @@ def main() -> None:
         print(json.dumps(worker(*args.worker, args.steps, args.warmup)))
         return
     multi30k_tokenizer()  # train it once, outside the timed workers
+    precisions = args.precisions or default_precisions()
     records = []
     for shape in args.shapes:
-        for precision in args.precisions or default_precisions():
+        for precision in precisions:
             ours = run("ours", shape, precision, args.steps, args.warmup)
             peer = run("hf", shape, precision, args.steps, args.warmup)
             for record in (
