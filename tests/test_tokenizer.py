@@ -54,7 +54,7 @@ def test_arrow_encoding_gives_sentencepieces_own_ids(
         chunked = pa.chunked_array(
             [pa.array(texts[:5], pa.string()), pa.array(texts[5:], pa.string())]
         )
-        for column in (pa.array(texts, pa.string()), chunked):
+        for column in (pa.array(texts, pa.string()), pa.array(texts, pa.large_string()), chunked):
             ids = tokenizer.encode_arrow(column, np.uint16)
             assert ids.type == pa.list_(pa.uint16())
             assert ids.to_pylist() == tokenizer.sp.encode(texts, out_type=int)
