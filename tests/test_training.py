@@ -119,7 +119,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "run"
-    assert (tmp_path / "tokenizers" / "multi30k_ende_bpe5000.model").is_file()
+    assert (tmp_path / "tokenizers" / "multi30k_ende_bpe8000.model").is_file()
     assert (run / ".hydra" / "config.yaml").is_file() and (
         run / "checkpoints" / "last.ckpt"
     ).is_file()
@@ -130,7 +130,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     payload = torch.load(run / "model.pt", weights_only=True)  # plain tensors and values only
     assert payload["src_lang"] == "en" and payload["tgt_lang"] == "de"
     translator = load_translator(run / "model.pt")
-    assert translator.model.cfg.d_model == 128 and translator.tokenizer.vocab_size == 5000
+    assert translator.model.cfg.d_model == 128 and translator.tokenizer.vocab_size == 8000
     assert load_translator(run / "checkpoints" / "last.ckpt").info["global_step"] == 20
 
 
