@@ -99,14 +99,14 @@ class Tokenizer:
         lengths = np.diff(word_ends[words.offsets.to_numpy()])  # (N,) 0 for irregular texts
 
         rows = np.flatnonzero(irregular.to_numpy(zero_copy_only=False))
-        whole = self.sp.encode(texts.take(rows).to_pylist(), out_type=int)
-        whole_lengths = np.fromiter(map(len, whole), dtype=np.int64, count=len(whole))
+        whole = ids_to_arrow(self.sp.encode(texts.take(rows).to_pylist(), out_type=int), id_type)
+        whole_lengths = np.diff(whole.offsets.to_numpy())
         regular_lengths = lengths.copy()
         lengths[rows] = whole_lengths
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         ids = np.empty(offsets[-1], dtype=id_type)
         ids[segments(offsets[:-1], regular_lengths)] = regular_ids
-        ids[segments(offsets[rows], whole_lengths)] = list(chain.from_iterable(whole))
+        ids[segments(offsets[rows], whole_lengths)] = whole.values.to_numpy()
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(ids))
 
     def remember(self, words: Iterable[str]) -> dict[str, list[int]]:
