@@ -3,7 +3,8 @@
 Ids are fixed: pad=0, unk=1, bos=2, eos=3. A trained model is saved as
 `<dir>/<name>.model` + `.vocab` + `.json` (the settings and data it was trained on) and reused
 while those match. Identity normalisation, kept whitespace and byte fallback make
-`decode(encode(x)) == x` hold for any text.
+`decode(encode(x)) == x` hold for any text without U+2581 (▁), sentencepiece's own sign for a
+space, which comes back as a space.
 """
 
 from __future__ import annotations
@@ -118,6 +119,20 @@ class Tokenizer:
         new_words = list({w for w in words if w not in cache})
         cache.update(zip(new_words, self.sp.encode(new_words, out_type=int), strict=True))
         return cache
+
+    def sample(self, texts: list[str], dropout: float, seed: int) -> list[list[int]]:
+        """BPE-dropout (Provilkov et al., 2020): texts -> ids of a random segmentation in which
+        each merge is skipped with probability `dropout`, so a word comes in smaller pieces
+        now and then. decode(sample(x)) == decode(encode(x)); the same (texts, dropout, seed)
+        give the same ids.
+
+        sentencepiece draws from a generator made per call from its global seed (with one
+        thread, the same seed gives the same draws), hence the seed per call.
+        """
+        spm.set_random_generator_seed(seed)
+        return self.sp.encode(
+            texts, out_type=int, enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1
+        )
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Piece ids (special ids are dropped) -> raw text."""

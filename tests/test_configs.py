@@ -66,6 +66,19 @@ def test_typos_and_wrong_types_fail_at_start_up(override):
         compose_train([override])
 
 
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("data.bpe_dropout=1.0", "data.bpe_dropout must be in"),
+        ("model.n_heads=7", "is not divisible by n_heads=7"),
+        ("model.activation=tanh", "model.activation must be one of"),
+    ],
+)
+def test_values_out_of_range_fail_at_start_up_naming_the_key(override, message):
+    with pytest.raises(ValueError, match=message):
+        compose_train([override])
+
+
 def test_translate_config_composes():
     from nmt.translate import TranslateConfig  # registers translate_schema
 

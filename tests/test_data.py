@@ -409,3 +409,53 @@ def test_data_module_end_to_end(subset: dict, tmp_path: Path, caplog) -> None:
         for row, index in zip(batch.src.tolist(), batch.indices.tolist(), strict=True):
             restored[index] = dm.tokenizer.decode([row])[0]
     assert restored == val_en
+
+
+def _batches(loader: DataLoader, epoch: int) -> list[tuple[list[int], list[list[int]]]]:
+    """One epoch of a loader: each batch's indices and unpadded target ids (EOS included)."""
+    _set_sampler_epoch(loader, epoch)
+    return [
+        (b.indices.tolist(), [[i for i in row if i != PAD_ID] for row in b.tgt_out.tolist()])
+        for b in loader
+    ]
+
+
+def test_bpe_dropout_gives_each_epoch_new_pieces_and_a_resume_the_same(
+    subset: dict, tmp_path: Path
+) -> None:
+    data_cfg = data_config(
+        tmp_path / "cache", source="multi30k", dir=str(subset["dir"]), bpe_dropout=0.1
+    )
+    tok_cfg = TokenizerConfig(name="bpe_dropout", dir=str(tmp_path / "tok"), vocab_size=400)
+    dm = TranslationDataModule(data_cfg, tok_cfg, seed=0)
+    dm.setup("fit")
+    loader = dm.train_dataloader()
+    epoch_1 = _batches(loader, 1)
+    assert _batches(loader, 1) == epoch_1  # read again: the same pieces
+    epoch_2 = _batches(loader, 2)
+    assert [i for i, _ in epoch_2] != [i for i, _ in epoch_1]  # the batches are reshuffled
+    plain, sampled = {}, {}
+    for batches, ids in ((epoch_1, plain), (epoch_2, sampled)):
+        for indices, rows in batches:
+            ids.update(zip(indices, rows, strict=True))
+    assert sorted(plain) == sorted(sampled) == list(range(len(subset["train"]["de"])))
+    different = sum(plain[i] != sampled[i] for i in plain)
+    assert different > len(plain) // 2  # most sentences have a merge skipped in one epoch
+    texts = dm.tokenizer.decode([sampled[i] for i in range(len(sampled))])
+    assert texts == subset["train"]["de"]
+    assert sum(map(len, sampled.values())) > sum(
+        len(ids) + 1 for ids in dm.tokenizer.encode(subset["train"]["de"])
+    )
+
+    dm.load_state_dict({"epoch": 1, "batches_done": 2})  # what a resumed Trainer restores
+    assert _batches(dm.train_dataloader(), 1) == epoch_1[2:]
+    for batch in dm.val_dataloader():  # validation is never sampled
+        src = [[i for i in row if i > EOS_ID] for row in batch.src.tolist()]
+        lines = [subset["val"]["en"][i] for i in batch.indices.tolist()]
+        assert src == dm.tokenizer.encode(lines)
+
+
+def test_bpe_dropout_needs_a_bpe_tokenizer(tmp_path: Path) -> None:
+    tok_cfg = TokenizerConfig(name="unigram", model_type="unigram")
+    with pytest.raises(ValueError, match="data.bpe_dropout needs a BPE tokenizer"):
+        TranslationDataModule(data_config(tmp_path, bpe_dropout=0.1, source="multi30k"), tok_cfg, 0)

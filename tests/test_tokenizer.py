@@ -61,6 +61,24 @@ def test_arrow_encoding_gives_sentencepieces_own_ids(
     assert "Hund" in tokenizer.word_ids
 
 
+def test_bpe_dropout_samples_finer_pieces_of_the_same_text(
+    tiny_tokenizer: Tokenizer, multi30k_dir: Path
+) -> None:
+    texts = list(islice(read_lines(multi30k_dir / "val.de"), 200)) + ODD_TEXTS
+    plain = tiny_tokenizer.encode(texts)
+    sampled = tiny_tokenizer.sample(texts, 0.1, seed=1)
+    assert tiny_tokenizer.decode(sampled) == tiny_tokenizer.decode(plain)  # == texts but for ▁
+    assert tiny_tokenizer.sample(texts, 0.1, seed=1) == sampled  # reproducible
+    assert tiny_tokenizer.sample(texts, 0.1, seed=2) != sampled
+    changed = sum(s != p for s, p in zip(sampled, plain, strict=True))
+    assert 100 < changed < 200  # ~1 in 10 merges skipped: most sentences, not all
+    assert sum(map(len, sampled)) > sum(map(len, plain))
+    # Every merge skipped: single characters, each a piece of its own.
+    characters = tiny_tokenizer.sample(texts[:20], 1.0, seed=1)
+    pieces = [tiny_tokenizer.sp.id_to_piece(i).lstrip("▁") for ids in characters for i in ids]
+    assert all(len(piece) <= 1 for piece in pieces)
+
+
 def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_path: Path) -> None:
     import sentencepiece as spm
 

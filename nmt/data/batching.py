@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +173,37 @@ class IndexedPairs(torch.utils.data.Dataset):
         return [
             {"index": i, "src_ids": s, "tgt_ids": t}
             for i, s, t in zip(indices, rows["src_ids"], rows["tgt_ids"], strict=True)
+        ]
+
+
+class SampledPairs(IndexedPairs):
+    """Training pairs segmented anew each time they are read, with BPE-dropout
+    (`Tokenizer.sample`), as collate's examples {index, src_ids, tgt_ids}.
+
+    The draws depend only on (seed, the sampler's epoch, the batch's first index): a batch of
+    an epoch gets the same pieces however often it is read, on any rank or worker (workers get
+    a copy of the sampler made after `set_epoch`), so a resumed run reads what the
+    uninterrupted one did; the next epoch gets other pieces.
+    """
+
+    def __init__(
+        self,
+        ds: datasets.Dataset,
+        tokenizer: Tokenizer,
+        dropout: float,
+        seed: int,
+        batches: TokenBatchSampler,
+    ):
+        self.ds = ds.select_columns(["src", "tgt"])
+        self.tokenizer, self.dropout, self.seed, self.batches = tokenizer, dropout, seed, batches
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        rows = self.ds[indices]
+        draw = hash((self.seed, self.batches.epoch, indices[0])) % 2**32
+        ids = self.tokenizer.sample(rows["src"] + rows["tgt"], self.dropout, draw)
+        return [
+            {"index": i, "src_ids": s, "tgt_ids": t}
+            for i, s, t in zip(indices, ids[: len(indices)], ids[len(indices) :], strict=True)
         ]
 
 

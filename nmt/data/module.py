@@ -7,7 +7,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from nmt.config import DataConfig, TokenizerConfig
-from nmt.data.batching import IndexedPairs, TokenBatchSampler, collate
+from nmt.data.batching import IndexedPairs, SampledPairs, TokenBatchSampler, collate
 from nmt.data.encoding import clean_train, encode_split, token_lengths
 from nmt.data.sources import load_split, load_splits
 from nmt.tokenizer import Tokenizer, train_or_load
@@ -38,13 +38,19 @@ class TranslationDataModule(L.LightningDataModule):
     processes train or write the same files.
 
     Training batches are shuffled and sharded across the trainer's ranks; the Trainer must run
-    with use_distributed_sampler=False to keep this sampler. Validation and test batches are
+    with use_distributed_sampler=False to keep this sampler. With data.bpe_dropout, training
+    pairs are segmented anew each epoch (SampledPairs). Validation and test batches are
     sorted by length and every rank sees every line, so BLEU needs no gathering; batch.indices
     give each output's line.
     """
 
     def __init__(self, data_cfg: DataConfig, tok_cfg: TokenizerConfig, seed: int):
         super().__init__()
+        if data_cfg.bpe_dropout > 0 and tok_cfg.model_type != "bpe":
+            raise ValueError(
+                f"data.bpe_dropout needs a BPE tokenizer, not tokenizer.model_type="
+                f"{tok_cfg.model_type!r}"
+            )
         self.data_cfg, self.tok_cfg, self.seed = data_cfg, tok_cfg, seed
         self.tokenizer: Tokenizer | None = None
         self.splits: dict[str, datasets.Dataset] = {}  # role -> raw src, tgt text
@@ -103,8 +109,11 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBatchSampler(
             src_lens + 1, tgt_lens + 1, max_tokens, shuffle, self.seed, num_replicas, rank
         )
+        pairs = IndexedPairs(ds)
+        if role == "train" and self.data_cfg.bpe_dropout > 0:
+            pairs = SampledPairs(ds, self.tokenizer, self.data_cfg.bpe_dropout, self.seed, sampler)
         return DataLoader(
-            IndexedPairs(ds),
+            pairs,
             batch_sampler=sampler,
             collate_fn=collate,
             num_workers=self.data_cfg.num_workers,
