@@ -434,6 +434,10 @@ def test_bpe_dropout_gives_each_epoch_new_pieces_and_a_resume_the_same(
     assert _batches(loader, 1) == epoch_1  # read again: the same pieces
     epoch_2 = _batches(loader, 2)
     assert [i for i, _ in epoch_2] != [i for i, _ in epoch_1]  # the batches are reshuffled
+    in_a_worker = DataLoader(
+        loader.dataset, batch_sampler=loader.batch_sampler, collate_fn=collate, num_workers=1
+    )
+    assert _batches(in_a_worker, 2) == epoch_2
     plain, sampled = {}, {}
     for batches, ids in ((epoch_1, plain), (epoch_2, sampled)):
         for indices, rows in batches:
