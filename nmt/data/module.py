@@ -109,9 +109,10 @@ class TranslationDataModule(L.LightningDataModule):
         sampler = TokenBatchSampler(
             src_lens + 1, tgt_lens + 1, max_tokens, shuffle, self.seed, num_replicas, rank
         )
-        pairs = IndexedPairs(ds)
         if role == "train" and self.data_cfg.bpe_dropout > 0:
             pairs = SampledPairs(ds, self.tokenizer, self.data_cfg.bpe_dropout, self.seed, sampler)
+        else:
+            pairs = IndexedPairs(ds)
         return DataLoader(
             pairs,
             batch_sampler=sampler,
