@@ -169,11 +169,16 @@ class IndexedPairs(torch.utils.data.Dataset):
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
-        rows = self.ds[indices]
+        src_ids, tgt_ids = self.read_ids(indices)
         return [
             {"index": i, "src_ids": s, "tgt_ids": t}
-            for i, s, t in zip(indices, rows["src_ids"], rows["tgt_ids"], strict=True)
+            for i, s, t in zip(indices, src_ids, tgt_ids, strict=True)
         ]
+
+    def read_ids(self, indices: list[int]) -> tuple[list, list]:
+        """The rows' source and target ids, as stored."""
+        rows = self.ds[indices]
+        return rows["src_ids"], rows["tgt_ids"]
 
 
 class SampledPairs(IndexedPairs):
@@ -194,17 +199,15 @@ class SampledPairs(IndexedPairs):
         seed: int,
         batches: TokenBatchSampler,
     ):
-        self.ds = ds.select_columns(["src", "tgt"])
+        self.ds = ds.select_columns(["src", "tgt"])  # text, not ids: read_ids segments it
         self.tokenizer, self.dropout, self.seed, self.batches = tokenizer, dropout, seed, batches
 
-    def __getitems__(self, indices: list[int]) -> list[dict]:
+    def read_ids(self, indices: list[int]) -> tuple[list, list]:
+        """The rows' source and target text, segmented with this batch's draw."""
         rows = self.ds[indices]
         draw = hash((self.seed, self.batches.epoch, indices[0])) % 2**32
         ids = self.tokenizer.sample(rows["src"] + rows["tgt"], self.dropout, draw)
-        return [
-            {"index": i, "src_ids": s, "tgt_ids": t}
-            for i, s, t in zip(indices, ids[: len(indices)], ids[len(indices) :], strict=True)
-        ]
+        return ids[: len(indices)], ids[len(indices) :]
 
 
 @dataclass
