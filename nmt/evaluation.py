@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sacrebleu
+import torch.distributed as dist
 
 from nmt.config import DecodeConfig
 from nmt.decode import Hypothesis
@@ -61,3 +62,23 @@ def translate_and_score(
     nbest = translate_lines(model, tokenizer, sources, cfg, max_tokens)
     text = best_text(tokenizer, nbest)
     return text, nbest, score(text, references)
+
+
+def translate_across_processes(
+    model: Transformer, tokenizer: Tokenizer, sources: list[str], cfg: DecodeConfig, max_tokens: int
+) -> list[str]:
+    """The best translation of every line as text, in order, on every process.
+
+    Under torch.distributed (DDP) each process decodes every world_size-th line and the
+    processes exchange their outputs, so validation BLEU on N devices costs 1/N of the
+    decoding instead of N copies of it. Without a process group: all lines here.
+    """
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return best_text(tokenizer, translate_lines(model, tokenizer, sources, cfg, max_tokens))
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    mine = best_text(
+        tokenizer, translate_lines(model, tokenizer, sources[rank::world_size], cfg, max_tokens)
+    )
+    shards: list[list[str] | None] = [None] * world_size
+    dist.all_gather_object(shards, mine)
+    return [shards[i % world_size][i // world_size] for i in range(len(sources))]

@@ -16,7 +16,7 @@ import torch
 
 from nmt.checkpoint import FORMAT
 from nmt.config import DecodeConfig, OptimConfig
-from nmt.evaluation import translate_and_score
+from nmt.evaluation import score, translate_across_processes
 from nmt.model import ModelConfig, Transformer, count_parameters
 from nmt.optim import build_optimizer, projected_label_smoothed_loss
 from nmt.tokenizer import Tokenizer
@@ -122,15 +122,16 @@ class TranslationModule(L.LightningModule):
         if not self.val_bleu or self.trainer.sanity_checking:
             return
         valid = self.trainer.datamodule.splits["valid"]
-        # Every rank decodes the whole validation split, so all ranks log the same BLEU.
-        _, _, scores = translate_and_score(
+        # Each rank decodes its share of the lines and gets all of them back: all ranks log
+        # the same BLEU.
+        hypotheses = translate_across_processes(
             self.model,
             self.tokenizer,
             list(valid["src"]),
-            list(valid["tgt"]),
             self.decode_cfg,
             self.trainer.datamodule.data_cfg.eval_max_tokens,
         )
+        scores = score(hypotheses, list(valid["tgt"]))
         self.log("val/bleu", scores.bleu, prog_bar=True)
         self.log("val/chrf", scores.chrf)
 

@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing
 
+import nmt.evaluation
+from nmt.checkpoint import load_translator
 from nmt.config import DecodeConfig
+from nmt.evaluation import translate_across_processes
 from nmt.inference import best_text, translate_lines
 
 GREEDY = DecodeConfig()
@@ -150,6 +155,46 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
     )
     save_inference_checkpoint(tmp_path / "avg.pt", averaged)
     assert load_translator(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
+
+
+def _decode_in_process_group(rank: int, world_size: int, ckpt: Path, lines, folder: Path):
+    """One process of a gloo group: translate_across_processes, counting the lines this
+    process decoded itself; writes folder/rank{rank}.json."""
+    dist.init_process_group(
+        "gloo", init_method=f"file://{folder / 'store'}", rank=rank, world_size=world_size
+    )
+    torch.set_num_threads(1)
+    decoded = []
+    translate = nmt.evaluation.translate_lines
+
+    def counting(model, tokenizer, own_lines, *args):
+        decoded.append(len(own_lines))
+        return translate(model, tokenizer, own_lines, *args)
+
+    nmt.evaluation.translate_lines = counting
+    translator = load_translator(ckpt)
+    texts = translate_across_processes(
+        translator.model, translator.tokenizer, lines, GREEDY, max_tokens=4096
+    )
+    (folder / f"rank{rank}.json").write_text(json.dumps({"texts": texts, "decoded": decoded}))
+    dist.destroy_process_group()
+
+
+def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
+    overfit_run, overfit_translator, overfit_pairs, tmp_path
+):
+    """Validation BLEU under DDP: each of 2 ranks decodes half the lines (9 here, one of them
+    empty), and both end with exactly the single-process translations, in input order."""
+    sources = overfit_pairs[0][:7] + ["", overfit_pairs[0][3]]
+    model, tokenizer = overfit_translator.model, overfit_translator.tokenizer
+    alone = translate_across_processes(model, tokenizer, sources, GREEDY, max_tokens=4096)
+    assert alone == overfit_pairs[1][:7] + ["", overfit_pairs[1][3]]
+    torch.multiprocessing.spawn(
+        _decode_in_process_group, args=(2, overfit_run / "model.pt", sources, tmp_path), nprocs=2
+    )
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["decoded"] for r in ranks] == [[5], [4]]
+    assert ranks[0]["texts"] == ranks[1]["texts"] == alone
 
 
 @pytest.mark.slow

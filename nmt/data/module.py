@@ -40,8 +40,9 @@ class TranslationDataModule(L.LightningDataModule):
     Training batches are shuffled and sharded across the trainer's ranks; the Trainer must run
     with use_distributed_sampler=False to keep this sampler. With data.bpe_dropout, training
     pairs are segmented anew each epoch (SampledPairs). Validation and test batches are
-    sorted by length and every rank sees every line, so BLEU needs no gathering; batch.indices
-    give each output's line.
+    sorted by length and every rank sees every line (the loss is a cheap forward pass;
+    validation decoding is split across ranks by the module); batch.indices give each
+    output's line.
     """
 
     def __init__(self, data_cfg: DataConfig, tok_cfg: TokenizerConfig, seed: int):
