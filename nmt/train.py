@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -162,12 +163,16 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     )
     threads = torch.get_num_threads()  # CPU DDP lowers it to cores // processes for the fit
     start = time.perf_counter()
-    trainer.fit(
-        module,
-        datamodule=datamodule,
-        ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir),
-        weights_only=True,
-    )
+    with warnings.catch_warnings():
+        # Lightning calls a mid-epoch resume unreliable unless the DataLoader is stateful; the
+        # data module's state_dict restores the position in the epoch instead (tested).
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended")
+        trainer.fit(
+            module,
+            datamodule=datamodule,
+            ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir),
+            weights_only=True,
+        )
     train_seconds = time.perf_counter() - start
     torch.set_num_threads(threads)  # what follows runs on rank 0 alone
 
