@@ -73,12 +73,13 @@ def translate_across_processes(
     processes exchange their outputs, so validation BLEU on N devices costs 1/N of the
     decoding instead of N copies of it. Without a process group: all lines here.
     """
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return best_text(tokenizer, translate_lines(model, tokenizer, sources, cfg, max_tokens))
-    rank, world_size = dist.get_rank(), dist.get_world_size()
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     mine = best_text(
         tokenizer, translate_lines(model, tokenizer, sources[rank::world_size], cfg, max_tokens)
     )
+    if world_size == 1:
+        return mine
     shards: list[list[str] | None] = [None] * world_size
     dist.all_gather_object(shards, mine)
     return [shards[i % world_size][i // world_size] for i in range(len(sources))]
