@@ -71,7 +71,9 @@ def test_bpe_dropout_samples_finer_pieces_of_the_same_text(
     assert tiny_tokenizer.sample(texts, 0.1, seed=1) == sampled  # reproducible
     assert tiny_tokenizer.sample(texts, 0.1, seed=2) != sampled
     changed = sum(s != p for s, p in zip(sampled, plain, strict=True))
-    assert 100 < changed < 200  # ~1 in 10 merges skipped: most sentences, not all
+    # ~1 in 10 merges skipped: most sentences, not all (measured 188-200 of 209, the count
+    # varying with the tiny tokenizer trained in each session)
+    assert 100 < changed < len(texts)
     assert sum(map(len, sampled)) > sum(map(len, plain))
     # Every merge skipped: single characters, each a piece of its own.
     characters = tiny_tokenizer.sample(texts[:20], 1.0, seed=1)
