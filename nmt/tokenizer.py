@@ -16,6 +16,7 @@ import logging
 import random
 from collections.abc import Iterable
 from dataclasses import asdict
+from functools import cached_property
 from itertools import chain
 from pathlib import Path
 
@@ -121,18 +122,50 @@ class Tokenizer:
         return cache
 
     def sample(self, texts: list[str], dropout: float, seed: int) -> list[list[int]]:
-        """BPE-dropout (Provilkov et al., 2020): texts -> ids of a random segmentation in which
-        each merge is skipped with probability `dropout`, so a word comes in smaller pieces
-        now and then. decode(sample(x)) == decode(encode(x)); the same (texts, dropout, seed)
-        give the same ids.
+        """BPE-dropout (Provilkov et al., 2020): texts -> ids of a random segmentation. At each
+        merge step every applicable merge is skipped with probability `dropout` and the best
+        of the rest is applied, so a word comes in smaller pieces now and then.
+        decode(sample(x)) == decode(encode(x)), and with dropout 0 the ids are encode's.
 
-        sentencepiece draws from a generator made per call from its global seed (with one
-        thread, the same seed gives the same draws), hence the seed per call.
+        Our own merge loop over the model's pieces and scores, drawing from
+        random.Random(seed): the same (texts, dropout, seed) give the same ids in any process.
+        sentencepiece's sampler (enable_sampling) is ~10x faster, but its generator is salted
+        per process (the same seed draws differently in another process), so a resumed run or
+        a spawned worker would read other pieces.
         """
-        spm.set_random_generator_seed(seed)
-        return self.sp.encode(
-            texts, out_type=int, enable_sampling=True, alpha=dropout, nbest_size=-1, num_threads=1
+        rng = random.Random(seed)
+        return [self.sample_text(text, dropout, rng) for text in texts]
+
+    def sample_text(self, text: str, dropout: float, rng: random.Random) -> list[int]:
+        normalized = self.sp.normalize(text)  # spaces as ▁, with the leading dummy ▁
+        # No piece holds a ▁ after its first character: each ▁-word is segmented alone.
+        words = (
+            normalized.replace("▁", "\0▁").split("\0") if self.words_split_exactly else [normalized]
         )
+        scores, ids = self.merge_scores, self.normal_piece_ids
+        out = []
+        for word in words:
+            for piece in merge_pieces(word, scores, dropout, rng) if len(word) > 1 else word:
+                if piece in ids:
+                    out.append(ids[piece])
+                else:  # a character outside the vocabulary: its UTF-8 bytes (byte fallback)
+                    out.extend(self.sp.piece_to_id(f"<0x{b:02X}>") for b in piece.encode())
+        return out
+
+    @cached_property
+    def normal_piece_ids(self) -> dict[str, int]:
+        """Every normal piece (not special, byte or unused) -> its id."""
+        sp = self.sp
+        return {
+            sp.id_to_piece(i): i
+            for i in range(sp.get_piece_size())
+            if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_byte(i) or sp.is_unused(i))
+        }
+
+    @cached_property
+    def merge_scores(self) -> dict[str, float]:
+        """Every normal piece -> its score: BPE merges the pair whose union scores highest."""
+        return {piece: self.sp.get_score(i) for piece, i in self.normal_piece_ids.items()}
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Piece ids (special ids are dropped) -> raw text."""
@@ -148,6 +181,28 @@ class Tokenizer:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["model_bytes"])
+
+
+def merge_pieces(
+    word: str, merge_scores: dict[str, float], dropout: float, rng: random.Random
+) -> list[str]:
+    """BPE on one word: from its characters, merge the adjacent pair whose union scores
+    highest (the leftmost of equals) until no pair is a piece. With dropout, each candidate
+    of a step is skipped with that probability; the step applies the best of the rest."""
+    symbols = list(word)
+    while len(symbols) > 1:
+        best, best_score = -1, 0.0
+        for i in range(len(symbols) - 1):
+            score = merge_scores.get(symbols[i] + symbols[i + 1])
+            if score is None or (best >= 0 and score <= best_score):
+                continue  # not a piece, or not better: whether it is skipped changes nothing
+            if dropout and rng.random() < dropout:
+                continue
+            best, best_score = i, score
+        if best < 0:
+            break
+        symbols[best : best + 2] = [symbols[best] + symbols[best + 1]]
+    return symbols
 
 
 WORD_CACHE_SIZE = 1_000_000  # distinct words remembered by Tokenizer.encode (~100 MB at most)
