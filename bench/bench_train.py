@@ -2,9 +2,12 @@
 
 Same real Multi30k batches (~4,096 target tokens, bucketed by length), same label-smoothed
 loss and Adam; one step = forward, loss, backward, optimizer step. Each (system, shape,
-precision) runs in its own subprocess so peak memory is its own.
+precision) runs in its own subprocess so peak memory is its own. The two systems are timed
+back to back for several rounds, alternating which goes first, and the round with the median
+ratio is reported: a shared machine's speed drifts within minutes, and a pair timed back to
+back shares the drift.
 
-    python bench/bench_train.py [--steps 4] [--warmup 2] [--shapes base tiny]
+    python bench/bench_train.py [--rounds 3] [--steps N] [--warmup 2] [--shapes base tiny]
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ SHAPES = {
     "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6),
     "tiny": dict(d_model=128, n_heads=4, d_ff=256, layers=4),  # the multi30k_cpu recipe
 }
+# Timed steps per round: ~30 s per system at either shape (a tiny step takes ~0.7 s, a base
+# step ~9 s), long enough that a few slow steps do not decide the figure.
+DEFAULT_STEPS = {"base": 4, "tiny": 40}
 
 
 def real_batches(tokenizer, count: int, max_tokens: int = 4096):
@@ -148,12 +154,33 @@ def run(system: str, shape: str, precision: str, steps: int, warmup: int) -> dic
     return json.loads(out.strip().splitlines()[-1])
 
 
+def median_round(shape: str, precision: str, steps: int, warmup: int, rounds: int):
+    """Time both systems `rounds` times, alternating which goes first; return (ours, peer) of
+    the round whose ratio is the median."""
+    timed = []
+    for round_index in range(rounds):
+        order = ("ours", "hf") if round_index % 2 == 0 else ("hf", "ours")
+        result = {system: run(system, shape, precision, steps, warmup) for system in order}
+        ratio = result["ours"]["tok_per_s"] / result["hf"]["tok_per_s"]
+        print(
+            f"  {shape}/{precision} round {round_index + 1}/{rounds}: "
+            f"ours {result['ours']['tok_per_s']:.0f}  peer {result['hf']['tok_per_s']:.0f} "
+            f"tgt tok/s  ratio {ratio:.2f}x",
+            flush=True,
+        )
+        timed.append((ratio, result["ours"], result["hf"]))
+    timed.sort(key=lambda entry: entry[0])
+    _, ours, peer = timed[len(timed) // 2]
+    return ours, peer
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--worker", nargs=3, metavar=("SYSTEM", "SHAPE", "PRECISION"))
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, help="timed steps (default: per shape)")
+    parser.add_argument("--rounds", type=int, default=3, help="pairs timed; median reported")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--shapes", nargs="+", default=["tiny", "base"])
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
@@ -166,8 +193,8 @@ def main() -> None:
     records = []
     for shape in args.shapes:
         for precision in precisions:
-            ours = run("ours", shape, precision, args.steps, args.warmup)
-            peer = run("hf", shape, precision, args.steps, args.warmup)
+            steps = args.steps or DEFAULT_STEPS[shape]
+            ours, peer = median_round(shape, precision, steps, args.warmup, args.rounds)
             for record in (
                 Record(
                     f"train/{shape}/{precision}/tokens_per_s",
