@@ -129,7 +129,7 @@ class Tokenizer:
 
         Our own merge loop over the model's pieces and scores, drawing from
         random.Random(seed): the same (texts, dropout, seed) give the same ids in any process.
-        sentencepiece's sampler (enable_sampling) is ~10x faster, but its generator is salted
+        sentencepiece's sampler (enable_sampling) is ~5x faster, but its generator is salted
         per process (the same seed draws differently in another process), so a resumed run or
         a spawned worker would read other pieces.
         """
@@ -137,6 +137,7 @@ class Tokenizer:
         return [self.sample_text(text, dropout, rng) for text in texts]
 
     def sample_text(self, text: str, dropout: float, rng: random.Random) -> list[int]:
+        """One text's sampled ids, drawing from `rng` (shared by a call's texts)."""
         normalized = self.sp.normalize(text)  # spaces as ▁, with the leading dummy ▁
         # No piece holds a ▁ after its first character: each ▁-word is segmented alone.
         words = (
@@ -145,7 +146,7 @@ class Tokenizer:
         scores, ids = self.merge_scores, self.normal_piece_ids
         out = []
         for word in words:
-            for piece in merge_pieces(word, scores, dropout, rng) if len(word) > 1 else word:
+            for piece in merge_pieces(word, scores, dropout, rng):
                 if piece in ids:
                     out.append(ids[piece])
                 else:  # a character outside the vocabulary: its UTF-8 bytes (byte fallback)
