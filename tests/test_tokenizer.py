@@ -93,7 +93,7 @@ def test_bpe_dropout_draws_the_same_pieces_in_another_process(
     model.write_bytes(tiny_tokenizer.model_bytes)
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     script = (
-        "import json, sys; from nmt.tokenizer import Tokenizer; "
+        "import json; from nmt.tokenizer import Tokenizer; "
         f"texts = json.load(open({str(tmp_path / 'texts.json')!r})); "
         f"print(json.dumps(Tokenizer.from_file({str(model)!r}).sample(texts, 0.1, seed=7)))"
     )
