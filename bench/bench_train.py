@@ -185,6 +185,8 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["tiny", "base"])
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
     args = parser.parse_args()
+    if args.rounds < 1 or (args.steps is not None and args.steps < 1):
+        parser.error("--rounds and --steps must be at least 1")
     if args.worker:
         print(json.dumps(worker(*args.worker, args.steps, args.warmup)))
         return
@@ -193,7 +195,7 @@ def main() -> None:
     records = []
     for shape in args.shapes:
         for precision in precisions:
-            steps = args.steps or DEFAULT_STEPS[shape]
+            steps = args.steps if args.steps is not None else DEFAULT_STEPS[shape]
             ours, peer = median_round(shape, precision, steps, args.warmup, args.rounds)
             for record in (
                 Record(

@@ -30,18 +30,24 @@ class AverageConfig:
     output: str | None = None  # default: <dir>/averaged_last<N>.pt
 
 
-def select_checkpoints(folder: Path, last: int) -> list[Path]:
-    """The `last` checkpoints of a folder by the training step they were saved at."""
+def checkpoints_by_step(folder: Path) -> list[Path]:
+    """The checkpoints of a folder (.ckpt and .pt, but not last.ckpt, a copy of one of the
+    others), ordered by the training step they were saved at."""
     found = []
     for path in sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt")):
-        if path.name == "last.ckpt":
-            continue  # a copy of one of the others
-        found.append((load_translator(path).info.get("global_step", -1), path))
+        if path.name != "last.ckpt":
+            found.append((load_translator(path).info.get("global_step", -1), path))
+    return [path for _, path in sorted(found)]
+
+
+def select_checkpoints(folder: Path, last: int) -> list[Path]:
+    """The `last` checkpoints of a folder by the training step they were saved at."""
+    found = checkpoints_by_step(folder)
     if len(found) < last:
         raise ValueError(
             f"asked to average the last {last} checkpoints but {folder} has {len(found)}"
         )
-    return [path for _, path in sorted(found)[-last:]]
+    return found[-last:]
 
 
 def average_checkpoints(paths: list[Path]) -> Translator:

@@ -170,10 +170,18 @@ class CheckpointConfig:
     save_last: bool = True
     every_n_train_steps: int | None = None  # also save every N steps (for averaging the last N)
     early_stopping_patience: int | None = None  # validations without improvement; None = off
-    # > 0: keep the checkpoints of the last N epochs (checkpoints/epochs/) and, after training,
-    # average them; model.pt is whichever of the average and the best checkpoint scores the
-    # higher validation BLEU.
-    average_last_epochs: int = 0
+    # Windows N to try: keep the checkpoints of the last max(N) epochs (checkpoints/epochs/)
+    # and, after training, average the last N for each N; model.pt is whichever of these
+    # averages and the best checkpoint scores the highest validation BLEU. Where a wall-clock
+    # budget ends decides the best window, so a time-limited recipe lists several. [] = off.
+    average_last_epochs: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if any(n < 1 for n in self.average_last_epochs):
+            raise ValueError(
+                "checkpoint.average_last_epochs lists epoch counts of at least 1, "
+                f"got {self.average_last_epochs}"
+            )
 
 
 @dataclass

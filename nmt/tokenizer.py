@@ -14,6 +14,7 @@ import io
 import json
 import logging
 import random
+import re
 from collections.abc import Iterable
 from dataclasses import asdict
 from functools import cached_property
@@ -140,18 +141,25 @@ class Tokenizer:
         """One text's sampled ids, drawing from `rng` (shared by a call's texts)."""
         normalized = self.sp.normalize(text)  # spaces as ▁, with the leading dummy ▁
         # No piece holds a ▁ after its first character: each ▁-word is segmented alone.
-        words = (
-            normalized.replace("▁", "\0▁").split("\0") if self.words_split_exactly else [normalized]
-        )
+        words = re.split("(?=▁)", normalized) if self.words_split_exactly else [normalized]
         scores, ids = self.merge_scores, self.normal_piece_ids
-        out = []
+        out, after_unknown = [], False
         for word in words:
             for piece in merge_pieces(word, scores, dropout, rng):
-                if piece in ids:
+                known = piece in ids
+                if known:
                     out.append(ids[piece])
-                else:  # a character outside the vocabulary: its UTF-8 bytes (byte fallback)
+                elif self.byte_fallback:  # a character outside the vocabulary: its UTF-8 bytes
                     out.extend(self.sp.piece_to_id(f"<0x{b:02X}>") for b in piece.encode())
+                elif not after_unknown:  # as sentencepiece: one unknown id for a run of them
+                    out.append(self.unk_id)
+                after_unknown = not known
         return out
+
+    @cached_property
+    def byte_fallback(self) -> bool:
+        """Whether the model spells characters outside its vocabulary as UTF-8 byte pieces."""
+        return self.sp.is_byte(self.sp.piece_to_id("<0x00>"))
 
     @cached_property
     def normal_piece_ids(self) -> dict[str, int]:

@@ -3,7 +3,8 @@
 Each run writes to its own folder (Hydra's output dir): the composed config (.hydra/),
 checkpoints/ (best-k by the monitored metric, last, optional periodic and last-epochs),
 logs/ (CSV and TensorBoard), model.pt (an inference checkpoint of the best weights, or of
-the average of the last epochs when that scores higher on validation) and metrics.json.
+the average of the last N epochs, for the window N that scores highest on validation) and
+metrics.json.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.plugins import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.average import average_checkpoints, select_checkpoints
+from nmt.average import average_checkpoints, checkpoints_by_step
 from nmt.checkpoint import (
     Translator,
     load_translator,
@@ -88,7 +89,7 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 save_top_k=-1,
             )
         )
-    if ckpt.average_last_epochs > 0:
+    if ckpt.average_last_epochs:
         callbacks.append(
             ModelCheckpoint(  # monitoring the step keeps the latest N epoch ends
                 dirpath=checkpoint_dir / "epochs",
@@ -98,7 +99,7 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 save_on_train_epoch_end=True,  # every epoch, not only those that validate
                 monitor="step",
                 mode="max",
-                save_top_k=ckpt.average_last_epochs,
+                save_top_k=max(ckpt.average_last_epochs),
             )
         )
     if ckpt.early_stopping_patience is not None:
@@ -235,38 +236,51 @@ def final_report(cfg: TrainConfig, run_dir: Path) -> dict:
 def best_or_average(
     cfg: TrainConfig, best: Translator, epochs_dir: Path, valid, device: torch.device
 ) -> tuple[Translator, dict]:
-    """The best checkpoint or the average of the last epochs' weights, whichever scores the
-    higher validation BLEU with the run's decode settings (selection on validation only)."""
-    epoch_checkpoints = sorted(epochs_dir.glob("*.ckpt"))
-    averaged = average_checkpoints(
-        select_checkpoints(
-            epochs_dir, min(cfg.checkpoint.average_last_epochs, len(epoch_checkpoints))
+    """The best checkpoint or the average of the last N epochs' weights for one of the
+    windows N of `checkpoint.average_last_epochs`, whichever scores the highest validation
+    BLEU with the run's decode settings (selection on validation only; on a tie, the first of
+    best, then the windows from the shortest). One candidate besides the leader is in memory
+    at a time."""
+    ordered = checkpoints_by_step(epochs_dir)
+    windows = cfg.checkpoint.average_last_epochs
+    if max(windows) > len(ordered):
+        log.warning(
+            "Only %d epoch checkpoints in %s (a short or resumed run): averaging windows above "
+            "%d average them all",
+            len(ordered),
+            epochs_dir,
+            len(ordered),
         )
-    )
-    averaged.info.update({"experiment": cfg.experiment_name})
     sources, references = list(valid["src"]), list(valid["tgt"])
-    bleu = {}
-    for name, candidate in (("best", best), ("average", averaged)):
-        candidate.model.to(device)
+
+    def val_bleu(translator: Translator) -> float:
+        translator.model.to(device)
         _, _, scores = translate_and_score(
-            candidate.model,
-            candidate.tokenizer,
+            translator.model,
+            translator.tokenizer,
             sources,
             references,
             cfg.decode,
             cfg.data.eval_max_tokens,
         )
-        bleu[name] = scores.bleu
-    chosen = "average" if bleu["average"] > bleu["best"] else "best"
+        return scores.bleu
+
+    bleu, averaged = {"best": val_bleu(best)}, {}
+    chosen_name, chosen = "best", best
+    for window in sorted({min(n, len(ordered)) for n in windows}):
+        name = f"average_last{window}"
+        candidate = average_checkpoints(ordered[-window:])
+        candidate.info.update({"experiment": cfg.experiment_name})
+        averaged[name] = candidate.info["averaged"]
+        bleu[name] = val_bleu(candidate)
+        if bleu[name] > bleu[chosen_name]:
+            chosen_name, chosen = name, candidate
     log.info(
-        "Validation BLEU: best checkpoint %.2f, average of %d epochs %.2f; model.pt = %s",
-        bleu["best"],
-        len(averaged.info["averaged"]),
-        bleu["average"],
-        chosen,
+        "Validation BLEU: %s; model.pt = %s",
+        ", ".join(f"{name} {score:.2f}" for name, score in bleu.items()),
+        chosen_name,
     )
-    selection = {"val_bleu": bleu, "chosen": chosen, "averaged": averaged.info["averaged"]}
-    return (averaged if chosen == "average" else best), selection
+    return chosen, {"val_bleu": bleu, "chosen": chosen_name, "averaged": averaged}
 
 
 def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule) -> None:

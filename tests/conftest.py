@@ -89,7 +89,7 @@ TINY_TRAINING = [
     "trainer.log_every_n_steps=10",
     "trainer.enable_progress_bar=false",
     "checkpoint.save_top_k=1",
-    "checkpoint.average_last_epochs=0",
+    "checkpoint.average_last_epochs=[]",
     "trainer.precision=32-true",
     "trainer.max_time=null",
 ]

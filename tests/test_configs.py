@@ -72,6 +72,7 @@ def test_typos_and_wrong_types_fail_at_start_up(override):
         ("data.bpe_dropout=1.0", "data.bpe_dropout must be in"),
         ("model.n_heads=7", "is not divisible by n_heads=7"),
         ("model.activation=tanh", "model.activation must be one of"),
+        ("checkpoint.average_last_epochs=[5,0]", "checkpoint.average_last_epochs lists"),
     ],
 )
 def test_values_out_of_range_fail_at_start_up_naming_the_key(override, message):

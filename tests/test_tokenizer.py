@@ -33,6 +33,7 @@ def test_round_trip_of_unseen_characters_and_spaces(tiny_tokenizer: Tokenizer) -
 
 
 ODD_TEXTS = ["", " ", "  two  spaces ", " lead", "trail ", "tab\there", "\tx", "▁ a▁b", "経済 🙂 x"]
+NUL_TEXTS = ["nul\0here", "x\0\0y", "\0"]  # kept by the identity normalisation
 
 
 def test_word_cache_gives_sentencepieces_own_ids(
@@ -67,7 +68,7 @@ def test_arrow_encoding_gives_sentencepieces_own_ids(
 def test_bpe_dropout_samples_finer_pieces_of_the_same_text(
     tiny_tokenizer: Tokenizer, multi30k_dir: Path
 ) -> None:
-    texts = list(islice(read_lines(multi30k_dir / "val.de"), 200)) + ODD_TEXTS
+    texts = list(islice(read_lines(multi30k_dir / "val.de"), 200)) + ODD_TEXTS + NUL_TEXTS
     plain = tiny_tokenizer.encode(texts)
     assert tiny_tokenizer.sample(texts, 0.0, seed=1) == plain  # our merge loop is BPE's own
     sampled = tiny_tokenizer.sample(texts, 0.1, seed=1)
@@ -112,6 +113,7 @@ def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_pa
         sentence_iterator=iter(texts),
         model_prefix=str(model.with_suffix("")),
         vocab_size=800,
+        model_type="bpe",
         split_by_whitespace=False,  # pieces such as "▁a▁dog" may form
         pad_id=0,
         unk_id=1,
@@ -123,6 +125,10 @@ def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_pa
     assert not tokenizer.words_split_exactly
     sample = texts[:200] + ODD_TEXTS
     assert tokenizer.encode(sample) == tokenizer.sp.encode(sample, out_type=int)
+    # BPE-dropout's merge loop over whole texts, without byte fallback: runs of characters
+    # outside the vocabulary become one unknown id each, as in sentencepiece.
+    sample += NUL_TEXTS
+    assert tokenizer.sample(sample, 0.0, seed=0) == tokenizer.sp.encode(sample, out_type=int)
     ids = tokenizer.encode_arrow(pa.array(texts[:200]), np.int32)
     assert ids.to_pylist() == tokenizer.sp.encode(texts[:200], out_type=int)
 

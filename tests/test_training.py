@@ -132,6 +132,13 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     ).is_file()
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["global_step"] == 20
+    # The recipe's averaging windows [5, 10] over the one epoch end kept (20 of 112 steps):
+    # both clip to the last 1, scored on val beside the best checkpoint.
+    epoch_ends = list((run / "checkpoints" / "epochs").glob("*.ckpt"))
+    selection = metrics["selection"]
+    assert len(epoch_ends) == 1 and list(selection["val_bleu"]) == ["best", "average_last1"]
+    assert selection["averaged"] == {"average_last1": [str(epoch_ends[0])]}
+    assert selection["chosen"] in selection["val_bleu"]
     from nmt.checkpoint import load_translator
 
     payload = torch.load(run / "model.pt", weights_only=True)  # plain tensors and values only
@@ -157,6 +164,50 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
     )
     save_inference_checkpoint(tmp_path / "avg.pt", averaged)
     assert load_translator(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
+
+
+def test_model_pt_is_the_best_of_the_checkpoint_and_each_averaging_window(
+    overfit_run, overfit_pairs, tmp_path
+):
+    """After training, the best checkpoint and the average of the last N epochs, for each
+    listed N (clipped to the epochs kept), are scored on validation and the highest kept.
+    Here only the last epoch is the memorising model: the best checkpoint and the 3-epoch
+    average carry noise, so the 1-epoch window must win."""
+    from conftest import TINY_TRAINING, compose_train_config
+
+    from nmt.checkpoint import save_inference_checkpoint
+    from nmt.train import best_or_average
+
+    def perturbed(scale: float, step: int):
+        translator = load_translator(overfit_run / "model.pt")
+        generator = torch.Generator().manual_seed(step)
+        with torch.no_grad():
+            for weight in translator.model.parameters():
+                weight.add_(scale * torch.randn(weight.shape, generator=generator))
+        translator.info = {"global_step": step}
+        return translator
+
+    epochs_dir = tmp_path / "epochs"
+    epochs_dir.mkdir()
+    for step, scale in ((1, 0.5), (2, 0.5), (3, 0.0)):
+        save_inference_checkpoint(epochs_dir / f"epoch{step}.ckpt", perturbed(scale, step))
+    cfg = compose_train_config(TINY_TRAINING + ["checkpoint.average_last_epochs=[10,1,3]"])
+    sources, references = overfit_pairs
+    valid = {"src": sources, "tgt": references}
+    chosen, selection = best_or_average(
+        cfg, perturbed(0.5, 4), epochs_dir, valid, torch.device("cpu")
+    )
+    bleu = selection["val_bleu"]
+    assert list(bleu) == ["best", "average_last1", "average_last3"], bleu
+    assert selection["chosen"] == "average_last1" and bleu["average_last1"] > 95, bleu
+    assert max(bleu["best"], bleu["average_last3"]) < 80, bleu
+    assert selection["averaged"] == {
+        "average_last1": [str(epochs_dir / "epoch3.ckpt")],
+        "average_last3": [str(epochs_dir / f"epoch{step}.ckpt") for step in (1, 2, 3)],
+    }
+    trained = load_translator(overfit_run / "model.pt").model.state_dict()
+    for name, weight in chosen.model.state_dict().items():
+        torch.testing.assert_close(weight, trained[name])
 
 
 def _decode_in_process_group(rank: int, world_size: int, ckpt: Path, lines, folder: Path):
@@ -248,7 +299,7 @@ def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
         "nmt.train",
         "experiment=multi30k_cpu",
         "trainer.max_steps=1120",  # 10 epochs of 112 updates, validated at the 10th's end
-        "checkpoint.average_last_epochs=0",
+        "checkpoint.average_last_epochs=[]",
         "report.splits=[]",
         "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}",
