@@ -189,7 +189,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     )
     selection = None
     epochs_dir = checkpoint_dir / "epochs"
-    if trainer.is_global_zero and any(epochs_dir.glob("*.ckpt")):
+    averaging = cfg.checkpoint.average_last_epochs and any(epochs_dir.glob("*.ckpt"))
+    if trainer.is_global_zero and averaging:
         translator, selection = best_or_average(
             cfg, translator, epochs_dir, datamodule.splits["valid"], module.device
         )
