@@ -17,7 +17,7 @@ import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint
+from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint, saved_step
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,9 @@ class AverageConfig:
 def checkpoints_by_step(folder: Path) -> list[Path]:
     """The checkpoints of a folder (.ckpt and .pt, but not last.ckpt, a copy of one of the
     others), ordered by the training step they were saved at."""
-    found = []
-    for path in sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt")):
-        if path.name != "last.ckpt":
-            found.append((load_translator(path).info.get("global_step", -1), path))
-    return [path for _, path in sorted(found)]
+    paths = sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt"))
+    found = sorted((saved_step(path), path) for path in paths if path.name != "last.ckpt")
+    return [path for _, path in found]
 
 
 def select_checkpoints(folder: Path, last: int) -> list[Path]:

@@ -117,12 +117,13 @@ def load_translator(
     return translator
 
 
-def read_checkpoint(path: Path) -> dict:
-    """The dict in a torch checkpoint file, unpickled with `weights_only=True`."""
+def read_checkpoint(path: Path, mmap: bool = False) -> dict:
+    """The dict in a torch checkpoint file, unpickled with `weights_only=True`; with `mmap`,
+    tensors are mapped from the file and read only when touched."""
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as error:
         if "unsupported global" in str(error).lower():  # a class or function to call
             raise CheckpointError(
@@ -138,6 +139,16 @@ def read_checkpoint(path: Path) -> dict:
     if not isinstance(payload, dict):
         raise CheckpointError(f"{path} holds a {type(payload).__name__}, not a checkpoint")
     return payload
+
+
+def saved_step(path: str | Path) -> int:
+    """The training step a checkpoint (inference or Lightning) was saved at, -1 if it does not
+    say; the weights are mapped, not read, and no model is built."""
+    path = Path(path)
+    payload = read_checkpoint(path, mmap=True)
+    if payload.get("format") != FORMAT:
+        payload = _from_lightning(payload, path)
+    return int(payload.get("info", {}).get("global_step", -1))
 
 
 def _first_line(error: BaseException) -> str:

@@ -425,14 +425,23 @@ class Transformer(nn.Module):
         return F.linear(x, self.output_weight)
 
     @staticmethod
-    def reorder_cache(cache: DecoderCache, index: Tensor) -> DecoderCache:
+    def reorder_cache(
+        cache: DecoderCache, index: Tensor, memory_index: Tensor | None
+    ) -> DecoderCache:
         """Select (and repeat) batch rows of the cache: beam re-ranking or dropping finished rows.
 
-        index (B',) long, rows of the current batch. Returns the cache with batch size B'.
+        index (B',) long, rows of the current batch for the self-attention K/V; memory_index
+        (B',) the rows for the cross-attention K/V, or None to keep them as they are (beam
+        re-ranking that moves hypotheses only among the beams of one sentence, which share
+        their source: copying them would be most of a bf16 beam step's reorder time).
+        Returns the cache with batch size B'.
         """
-        for tensors in (cache.self_k, cache.self_v, cache.cross_k, cache.cross_v):
+        reordered = [(cache.self_k, index), (cache.self_v, index)]
+        if memory_index is not None:
+            reordered += [(cache.cross_k, memory_index), (cache.cross_v, memory_index)]
+        for tensors, rows in reordered:
             for i, t in enumerate(tensors):
-                tensors[i] = t.index_select(0, index)
+                tensors[i] = t.index_select(0, rows)
         if cache.cross_attention is not None:
             cache.cross_attention = cache.cross_attention.index_select(0, index)
         return cache

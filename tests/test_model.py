@@ -114,9 +114,29 @@ def test_reorder_cache_selects_rows():
     memory = model.encode(src, pad)
     _, cache = model.decode(tgt[:, :3], memory, pad)
     index = torch.tensor([2, 2, 0])
-    cache = model.reorder_cache(cache, index)
+    cache = model.reorder_cache(cache, index, index)
     step, _ = model.decode(tgt[index, 3:], memory[index], pad[index], cache)
     full, _ = model.decode(tgt[index], memory[index], pad[index])
+    torch.testing.assert_close(step[:, 0], full[:, 3], atol=1e-5, rtol=1e-5)
+
+
+def test_reorder_cache_can_keep_the_source_rows():
+    """Prefixes moved between rows that share a source (beams of one sentence): with
+    memory_index None the cross-attention K/V stay, and row i continues prefix index[i] on
+    source i."""
+    torch.manual_seed(0)
+    model = Transformer(TINY).eval()
+    src = torch.randint(4, 50, (1, 5)).expand(3, 5)
+    tgt = torch.randint(4, 50, (3, 4))
+    pad = model.source_padding_mask(src)
+    memory = model.encode(src, pad)
+    _, cache = model.decode(tgt[:, :3], memory, pad)
+    cross_k = list(cache.cross_k)
+    index = torch.tensor([2, 2, 0])
+    cache = model.reorder_cache(cache, index, None)
+    assert all(a is b for a, b in zip(cache.cross_k, cross_k, strict=True))
+    step, _ = model.decode(tgt[index, 3:], memory, pad, cache)
+    full, _ = model.decode(tgt[index], memory, pad)
     torch.testing.assert_close(step[:, 0], full[:, 3], atol=1e-5, rtol=1e-5)
 
 

@@ -166,6 +166,27 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
     assert load_translator(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
 
 
+def test_checkpoints_are_ordered_by_the_step_they_were_saved_at(overfit_run, tmp_path):
+    """Neither names nor formats decide the order: inference checkpoints sit around a
+    Lightning one by their steps, and last.ckpt (a copy of another) is left out."""
+    import shutil
+
+    from nmt.average import checkpoints_by_step
+    from nmt.checkpoint import save_inference_checkpoint, saved_step
+
+    lightning = overfit_run / "checkpoints" / "last.ckpt"
+    step = saved_step(lightning)
+    assert step == load_translator(lightning).info["global_step"] > 5
+    shutil.copy(lightning, tmp_path / "b.ckpt")
+    shutil.copy(lightning, tmp_path / "last.ckpt")
+    for name, saved_at in (("a.pt", step + 5), ("c.pt", step - 5)):
+        translator = load_translator(lightning)
+        translator.info = {"global_step": saved_at}
+        save_inference_checkpoint(tmp_path / name, translator)
+        assert saved_step(tmp_path / name) == saved_at
+    assert checkpoints_by_step(tmp_path) == [tmp_path / n for n in ("c.pt", "b.ckpt", "a.pt")]
+
+
 def test_model_pt_is_the_best_of_the_checkpoint_and_each_averaging_window(
     overfit_run, overfit_pairs, tmp_path
 ):

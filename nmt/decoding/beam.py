@@ -87,6 +87,7 @@ def beam_search(
     log_prob = torch.zeros(src.size(0), 1, device=device)
     attention = decoder.empty_attention()
     for t in range(int(batch.max_lengths.max()) + 1):
+        n_sentences, beams = log_prob.shape
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
         step_log_probs = constrain(
@@ -128,7 +129,9 @@ def beam_search(
         if keep.numel() == 0:
             break
         rows = parent[keep].view(-1)  # (B'' * k,)
-        decoder.select(rows)
+        # Each parent is a beam of its own sentence: with every sentence kept and k beams
+        # before and after, new row i has the source of old row i.
+        decoder.select(rows, same_sources=keep.numel() == n_sentences and beams == k)
         prefix = torch.cat([prefix[rows], token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 2)
         log_prob, sentence = log_prob[keep], sentence[keep]
         attention = attention[rows] if attention is not None else None

@@ -93,13 +93,17 @@ class StepDecoder:
         N, S, _ = self.memory.shape
         return self.memory.new_zeros(N, 0, S)
 
-    def select(self, index: Tensor) -> None:
-        """Keep (and repeat) rows `index` (N',): beams re-ranked, finished sentences dropped."""
-        self.src_pad_mask = self.src_pad_mask.index_select(0, index)
+    def select(self, index: Tensor, same_sources: bool = False) -> None:
+        """Keep (and repeat) rows `index` (N',): beams re-ranked, finished sentences dropped.
+        `same_sources`: every new row i has the source of old row i (beams re-ranked within
+        each sentence, none dropped), so what derives from the source stays as it is."""
+        memory_index = None if same_sources else index
+        if memory_index is not None:
+            self.src_pad_mask = self.src_pad_mask.index_select(0, memory_index)
         if self.cache is not None:  # the cache holds the cross-attention K/V: memory is done
-            self.cache = Transformer.reorder_cache(self.cache, index)
-        else:
-            self.memory = self.memory.index_select(0, index)
+            self.cache = Transformer.reorder_cache(self.cache, index, memory_index)
+        elif memory_index is not None:
+            self.memory = self.memory.index_select(0, memory_index)
 
 
 class Finished:
