@@ -433,7 +433,7 @@ class Transformer(nn.Module):
         index (B',) long, rows of the current batch for the self-attention K/V; memory_index
         (B',) the rows for the cross-attention K/V, or None to keep them as they are (beam
         re-ranking that moves hypotheses only among the beams of one sentence, which share
-        their source: copying them would be most of a bf16 beam step's reorder time).
+        their source: copying them was about half of a bf16 beam step's reorder time).
         Returns the cache with batch size B'.
         """
         reordered = [(cache.self_k, index), (cache.self_v, index)]
