@@ -57,7 +57,10 @@ class ModelConfig:
 class DecoderCache:
     """What incremental decoding keeps between steps, per decoder layer.
 
-    self_k/self_v: (B, H, T_so_far, Dh), grown by one step per call.
+    self_k/self_v: (B0, H, T_so_far, Dh), grown by one step per call.
+    self_rows: (B,) the rows of self_k/self_v that the batch's rows continue, or None for row i
+    continues row i. A reorder only records them; the next step's copy that grows the cache
+    gathers them, so a beam step copies the cache once, not twice.
     cross_k/cross_v: (B, H, S, Dh), computed from the encoder output once.
     cross_attention: (B, T_new, S) last layer's cross-attention averaged over heads, filled by
     `decode` only when `record_attention` is set (for reports; it costs a non-fused attention).
@@ -65,6 +68,7 @@ class DecoderCache:
 
     self_k: list[Tensor] = field(default_factory=list)
     self_v: list[Tensor] = field(default_factory=list)
+    self_rows: Tensor | None = None
     cross_k: list[Tensor] = field(default_factory=list)
     cross_v: list[Tensor] = field(default_factory=list)
     record_attention: bool = False
@@ -237,6 +241,22 @@ class EncoderLayer(nn.Module):
         return self.ffn_res.after(x, self.ffn(self.ffn_res.before(x)))
 
 
+def extend_cache(past: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
+    """past (B0, H, P, Dh), new (B, H, T, Dh) -> (B, H, P + T, Dh): row i is past row rows[i]
+    (row i if rows is None) followed by new row i, gathered straight into place."""
+    B, H, T, Dh = new.shape
+    P = past.size(2)
+    out = new.new_empty(B, H, P + T, Dh)
+    if rows is None:
+        out[:, :, :P] = past
+    elif past.requires_grad:  # `out=` records no gradient: gather, then copy
+        out[:, :, :P] = past.index_select(0, rows)
+    else:
+        torch.index_select(past, 0, rows, out=out[:, :, :P])
+    out[:, :, P:] = new
+    return out
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -249,6 +269,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         self_k: Tensor | None,
         self_v: Tensor | None,
+        self_rows: Tensor | None,
         causal_mask: Tensor | None,
         cross_k: Tensor,
         cross_v: Tensor,
@@ -257,15 +278,15 @@ class DecoderLayer(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """One decoder layer over T new positions.
 
-        x (B, T, D); self_k/self_v (B, H, P, Dh) from earlier steps or None; causal_mask
+        x (B, T, D); self_k/self_v (B0, H, P, Dh) from earlier steps or None, and self_rows
+        (B,) the rows of them this batch continues or None (row i); causal_mask
         (T, P + T) or None for plain causal attention (P = 0); cross_k/cross_v (B, H, S, Dh);
         memory_mask (B, 1, 1, S). Returns x (B, T, D), the grown self_k/self_v (B, H, P + T, Dh)
         and cross-attention weights (B, T, S) if `record_attention`.
         """
         q, k, v = self.self_attn.project_self(self.self_attn_res.before(x))
         if self_k is not None:
-            k = torch.cat([self_k, k], dim=2)
-            v = torch.cat([self_v, v], dim=2)
+            k, v = extend_cache(self_k, k, self_rows), extend_cache(self_v, v, self_rows)
         attn, _ = self.self_attn.attend(
             q, k, v, causal_mask, is_causal=causal_mask is None and q.size(2) > 1
         )
@@ -400,6 +421,7 @@ class Transformer(nn.Module):
                 x,
                 cache.self_k[i] if past else None,
                 cache.self_v[i] if past else None,
+                cache.self_rows,
                 causal_mask,
                 cache.cross_k[i],
                 cache.cross_v[i],
@@ -413,6 +435,7 @@ class Transformer(nn.Module):
                 cache.self_v.append(v)
             if record:
                 cache.cross_attention = weights
+        cache.self_rows = None  # applied by the copies above
         return self.decoder_norm(x), cache
 
     @property
@@ -430,18 +453,19 @@ class Transformer(nn.Module):
     ) -> DecoderCache:
         """Select (and repeat) batch rows of the cache: beam re-ranking or dropping finished rows.
 
-        index (B',) long, rows of the current batch for the self-attention K/V; memory_index
-        (B',) the rows for the cross-attention K/V, or None to keep them as they are (beam
-        re-ranking that moves hypotheses only among the beams of one sentence, which share
-        their source: copying them was about half of a bf16 beam step's reorder time).
+        index (B',) long, rows of the current batch for the self-attention K/V (recorded in
+        `self_rows`, gathered by the next step's copy); memory_index (B',) the rows for the
+        cross-attention K/V, or None to keep them as they are (beam re-ranking that moves
+        hypotheses only among the beams of one sentence, which share their source: copying
+        them was about half of a bf16 beam step's reorder time).
         Returns the cache with batch size B'.
         """
-        reordered = [(cache.self_k, index), (cache.self_v, index)]
+        rows = cache.self_rows
+        cache.self_rows = index if rows is None else rows.index_select(0, index)
         if memory_index is not None:
-            reordered += [(cache.cross_k, memory_index), (cache.cross_v, memory_index)]
-        for tensors, rows in reordered:
-            for i, t in enumerate(tensors):
-                tensors[i] = t.index_select(0, rows)
+            for tensors in (cache.cross_k, cache.cross_v):
+                for i, t in enumerate(tensors):
+                    tensors[i] = t.index_select(0, memory_index)
         if cache.cross_attention is not None:
             cache.cross_attention = cache.cross_attention.index_select(0, index)
         return cache

@@ -105,19 +105,27 @@ def test_incremental_decoding_equals_full_recomputation(chunks):
     assert cache.length == tgt.size(1)
 
 
-def test_reorder_cache_selects_rows():
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("reorders", [[[2, 2, 0]], [[2, 2, 0], [2, 1]]])
+def test_reorder_cache_selects_rows(reorders, grad):
+    """One reorder, or two in a row (composed before the next step gathers them); without
+    gradients (search) the gather writes in place, with them it goes through autograd."""
     torch.manual_seed(0)
     model = Transformer(TINY).eval()
     src = torch.randint(4, 50, (3, 5))
     tgt = torch.randint(4, 50, (3, 4))
-    pad = model.source_padding_mask(src)
-    memory = model.encode(src, pad)
-    _, cache = model.decode(tgt[:, :3], memory, pad)
-    index = torch.tensor([2, 2, 0])
-    cache = model.reorder_cache(cache, index, index)
-    step, _ = model.decode(tgt[index, 3:], memory[index], pad[index], cache)
-    full, _ = model.decode(tgt[index], memory[index], pad[index])
+    with torch.set_grad_enabled(grad):
+        pad = model.source_padding_mask(src)
+        memory = model.encode(src, pad)
+        _, cache = model.decode(tgt[:, :3], memory, pad)
+        index = torch.arange(3)
+        for rows in map(torch.tensor, reorders):
+            cache = model.reorder_cache(cache, rows, rows)
+            index = index[rows]
+        step, _ = model.decode(tgt[index, 3:], memory[index], pad[index], cache)
+        full, _ = model.decode(tgt[index], memory[index], pad[index])
     torch.testing.assert_close(step[:, 0], full[:, 3], atol=1e-5, rtol=1e-5)
+    assert step.requires_grad == grad
 
 
 def test_reorder_cache_can_keep_the_source_rows():
