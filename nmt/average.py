@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
-import torch
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
@@ -49,15 +48,18 @@ def select_checkpoints(folder: Path, last: int) -> list[Path]:
 
 
 def average_checkpoints(paths: list[Path]) -> Translator:
-    """Mean of the weights (in float32); config, tokenizer and direction from the last one."""
-    translators = [load_translator(p) for p in paths]
-    reference = translators[-1]
-    names = reference.model.state_dict().keys()
-    averaged = {}
-    for name in names:
-        tensors = [t.model.state_dict()[name] for t in translators]
-        averaged[name] = torch.stack([x.float() for x in tensors]).mean(0).to(tensors[-1].dtype)
-    reference.model.load_state_dict(averaged)
+    """Mean of the weights (in float32); config, tokenizer and direction from the last one.
+    The checkpoints are read one at a time into a running float32 sum, so memory holds the
+    sum and two models however many are averaged."""
+    reference = load_translator(paths[-1])
+    weights = reference.model.state_dict()
+    sums = {name: weight.float().clone() for name, weight in weights.items()}  # not in place
+    for path in paths[:-1]:
+        for name, weight in load_translator(path).model.state_dict().items():
+            sums[name] += weight.float()
+    reference.model.load_state_dict(
+        {name: (total / len(paths)).to(weights[name].dtype) for name, total in sums.items()}
+    )
     reference.info = {**reference.info, "averaged": [str(p) for p in paths]}
     return reference
 

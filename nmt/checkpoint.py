@@ -95,9 +95,7 @@ def load_translator(
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     path = Path(path)
-    payload = read_checkpoint(path)
-    if payload.get("format") != FORMAT:
-        payload = _from_lightning(payload, path)
+    payload = read_inference_payload(path)
     try:
         model = Transformer(ModelConfig(**payload["model_config"]))
         model.load_state_dict(payload["state_dict"])
@@ -141,13 +139,17 @@ def read_checkpoint(path: Path, mmap: bool = False) -> dict:
     return payload
 
 
+def read_inference_payload(path: Path, mmap: bool = False) -> dict:
+    """The inference-format dict (see the module docstring) of an inference checkpoint or of a
+    Lightning checkpoint of `nmt.train`."""
+    payload = read_checkpoint(path, mmap)
+    return payload if payload.get("format") == FORMAT else _from_lightning(payload, path)
+
+
 def saved_step(path: str | Path) -> int:
     """The training step a checkpoint (inference or Lightning) was saved at, -1 if it does not
     say; the weights are mapped, not read, and no model is built."""
-    path = Path(path)
-    payload = read_checkpoint(path, mmap=True)
-    if payload.get("format") != FORMAT:
-        payload = _from_lightning(payload, path)
+    payload = read_inference_payload(Path(path), mmap=True)
     return int(payload.get("info", {}).get("global_step", -1))
 
 
