@@ -210,6 +210,9 @@ class TrainConfig:
     ckpt_path: str | None = None  # resume: "last" (of this run's folder) or a checkpoint path
     val_bleu: bool = True  # decode the validation split and log val/bleu at each validation
     compile: bool = False  # torch.compile the model
+    # Compiled oneDNN kernels kept (CPU, bf16): enough for every batch shape of an epoch;
+    # null leaves oneDNN's default (1024). See nmt.cpu.
+    onednn_kernel_cache: int | None = 16384
     # A NaN or infinite training loss: "stop" ends the run with an error naming the step;
     # "skip" drops that batch with a warning (single process only: DDP ranks would diverge).
     on_nonfinite_loss: str = "stop"

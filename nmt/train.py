@@ -36,6 +36,7 @@ from nmt.checkpoint import (
     warn_if_emulated_bf16,
 )
 from nmt.config import TrainConfig, register_configs
+from nmt.cpu import set_onednn_kernel_cache
 from nmt.data import TranslationDataModule
 from nmt.evaluation import translate_and_score
 from nmt.files import atomic_path, write_text
@@ -128,6 +129,7 @@ def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
 
 def train(cfg: TrainConfig, run_dir: Path) -> dict:
     """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
+    set_onednn_kernel_cache(cfg.onednn_kernel_cache)
     L.seed_everything(cfg.seed, workers=True)
     # Lightning runs the datamodule's prepare_data (tokenizer training, caches) once per node
     # before setup on every rank; the module takes the tokenizer from it in its own setup.

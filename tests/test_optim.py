@@ -46,18 +46,19 @@ def test_optimizer_follows_the_schedule_step_by_step():
         schedule.step()
 
 
+@pytest.mark.parametrize("chunk_rows", [None, 8])  # one chunk; four full ones and a part
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype):
+def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype, chunk_rows):
     from nmt.optim import projected_label_smoothed_loss
 
     torch.manual_seed(0)
     states = torch.randn(5, 7, 16, dtype=dtype, requires_grad=True)
-    weight = torch.randn(300, 16, dtype=dtype, requires_grad=True)  # 300 rows: several chunks
+    weight = torch.randn(300, 16, dtype=dtype, requires_grad=True)
     target = torch.randint(1, 300, (5, 7))
     target[0, 4:] = 0
     expected, expected_nll = label_smoothed_loss(states @ weight.T, target, 0.1, pad_id=0)
     expected_grads = torch.autograd.grad(expected * 0.7, [states, weight])
-    loss, nll = projected_label_smoothed_loss(states, weight, target, 0.1, pad_id=0)
+    loss, nll = projected_label_smoothed_loss(states, weight, target, 0.1, 0, chunk_rows)
     grads = torch.autograd.grad(loss * 0.7, [states, weight])
     tolerance = 1e-10 if dtype == torch.float64 else 1e-4
     assert loss.item() == pytest.approx(expected.item(), rel=tolerance)
@@ -65,6 +66,29 @@ def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype):
     for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, rtol=tolerance, atol=tolerance)
     assert torch.all(grads[0][0, 4:] == 0)  # padding positions get no gradient
+
+
+def test_fused_projection_loss_under_bf16_autocast_matches_bf16_logits():
+    """Under autocast the products run in bf16 and the softmax in fp32: the same loss and
+    gradients as plain fp32 cross-entropy over logits from the same bf16 product."""
+    from nmt.optim import projected_label_smoothed_loss
+
+    torch.manual_seed(0)
+    states = torch.randn(5, 7, 16, requires_grad=True)
+    weight = torch.randn(300, 16, requires_grad=True)
+    target = torch.randint(1, 300, (5, 7))
+    target[1, 3:] = 0
+    logits = (states.bfloat16() @ weight.bfloat16().T).float()
+    expected, expected_nll = label_smoothed_loss(logits, target, 0.1, pad_id=0)
+    expected_grads = torch.autograd.grad(expected, [states, weight])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, nll = projected_label_smoothed_loss(states, weight, target, 0.1, 0, chunk_rows=8)
+    grads = torch.autograd.grad(loss, [states, weight])
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert nll.item() == pytest.approx(expected_nll.item(), rel=1e-5)
+    for got, want in zip(grads, expected_grads, strict=True):  # bf16 gradient products
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
 
 
 def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():

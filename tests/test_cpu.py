@@ -1,0 +1,44 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+# Three bf16 products of two shapes, A B A, after set_onednn_kernel_cache(capacity): whether
+# the third finds A's kernel shows in oneDNN's own log of kernel creations.
+PRODUCTS = """
+import sys, torch
+from nmt.cpu import set_onednn_kernel_cache
+set_onednn_kernel_cache(int(sys.argv[1]))
+weight = torch.randn(64, 32).bfloat16()
+for rows in (5, 6, 5):
+    torch.nn.functional.linear(torch.randn(rows, 32).bfloat16(), weight)
+"""
+
+
+def kernel_creations(capacity: int) -> list[str]:
+    env = {**os.environ, "ONEDNN_VERBOSE": "profile_create"}
+    env.pop("ONEDNN_PRIMITIVE_CACHE_CAPACITY", None)
+    out = subprocess.run(
+        [sys.executable, "-c", PRODUCTS, str(capacity)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [line.split(",")[3] for line in out.splitlines() if ",create:" in line]
+
+
+def test_the_kernel_cache_capacity_reaches_onednn():
+    roomy = kernel_creations(16)
+    if not roomy:
+        pytest.skip("bf16 products do not go through oneDNN on this CPU")
+    assert roomy == ["create:cache_miss", "create:cache_miss", "create:cache_hit"]
+    assert kernel_creations(1) == ["create:cache_miss"] * 3
+
+
+def test_a_negative_kernel_cache_is_refused():
+    from nmt.cpu import set_onednn_kernel_cache
+
+    with pytest.raises(ValueError, match="onednn_kernel_cache"):
+        set_onednn_kernel_cache(-1)
