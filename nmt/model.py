@@ -152,11 +152,21 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         return_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """q (B, H, Lq, Dh), k/v (B, H, Lk, Dh), mask broadcastable to (B, H, Lq, Lk).
+        """q (B, H, Lq, Dh), k/v (B_kv, H, Lk, Dh) with B = B_kv * g, mask broadcastable to
+        (B_kv, H, g * Lq, Lk).
 
+        With g > 1, rows g*i .. g*i + g - 1 of q attend to row i of k/v (the beams of one
+        sentence to its source): they go in as g * Lq queries of that row, so the keys and
+        values are read once per source rather than once per beam.
         Returns the projected output (B, Lq, D) and, if asked, weights averaged over heads
         (B, Lq, Lk).
         """
+        B, H, Lq, Dh = q.shape
+        groups, rest = divmod(B, k.size(0))
+        if rest:
+            raise ValueError(f"{B} query rows cannot share {k.size(0)} key rows evenly")
+        if groups > 1:
+            q = q.view(k.size(0), groups, H, Lq, Dh).transpose(1, 2).flatten(2, 3)
         dropout = self.dropout if self.training else 0.0
         weights = None
         if return_weights:
@@ -164,7 +174,7 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             probs = scores.softmax(dim=-1)
-            weights = probs.mean(dim=1)
+            weights = probs.mean(dim=1).view(B, Lq, -1)
             out = F.dropout(probs, dropout, self.training) @ v
         elif q.device.type == "cpu" and q.dtype != torch.float32 and torch.is_grad_enabled():
             # The CPU's reduced-precision SDPA backward is ~6x slower than float32's (torch
@@ -177,8 +187,7 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal
             )
-        B, _, Lq, _ = out.shape
-        out = out.transpose(1, 2).reshape(B, Lq, self.n_heads * self.head_dim)  # (B, Lq, D)
+        out = out.transpose(1, 2).reshape(B, Lq, H * Dh)  # (B_kv, g * Lq, H, Dh) -> (B, Lq, D)
         return self.out_proj(out), weights
 
 
@@ -280,8 +289,9 @@ class DecoderLayer(nn.Module):
 
         x (B, T, D); self_k/self_v (B0, H, P, Dh) from earlier steps or None, and self_rows
         (B,) the rows of them this batch continues or None (row i); causal_mask
-        (T, P + T) or None for plain causal attention (P = 0); cross_k/cross_v (B, H, S, Dh);
-        memory_mask (B, 1, 1, S). Returns x (B, T, D), the grown self_k/self_v (B, H, P + T, Dh)
+        (T, P + T) or None for plain causal attention (P = 0); cross_k/cross_v
+        (B_src, H, S, Dh) with B = B_src * g, g consecutive rows per source (beams);
+        memory_mask (B_src, 1, 1, S). Returns x (B, T, D), the grown self_k/self_v (B, H, P + T, Dh)
         and cross-attention weights (B, T, S) if `record_attention`.
         """
         q, k, v = self.self_attn.project_self(self.self_attn_res.before(x))
@@ -386,10 +396,12 @@ class Transformer(nn.Module):
     ) -> tuple[Tensor, DecoderCache]:
         """Run the decoder over new target positions.
 
-        tgt_in (B, T): the next T decoder inputs. memory (B, S, D) and src_pad_mask (B, S) from
-        `encode`. Without a cache the T positions are the whole prefix; with one they continue
-        it (one step at a time during search, or several). Returns logits (B, T, V) and the
-        cache, now holding the prefix plus these T positions.
+        tgt_in (B, T): the next T decoder inputs. memory (B_src, S, D) and src_pad_mask
+        (B_src, S) from `encode`, with B = B_src * g: rows g*i .. g*i + g - 1 continue on
+        source i (g = 1 but for beam search, where they are the beams of sentence i).
+        Without a cache the T positions are the whole prefix; with one they continue it (one
+        step at a time during search, or several). Returns logits (B, T, V) and the cache,
+        now holding the prefix plus these T positions.
         """
         states, cache = self.decode_states(tgt_in, memory, src_pad_mask, cache)
         return self.project_vocab(states), cache
@@ -454,11 +466,10 @@ class Transformer(nn.Module):
         """Select (and repeat) batch rows of the cache: beam re-ranking or dropping finished rows.
 
         index (B',) long, rows of the current batch for the self-attention K/V (recorded in
-        `self_rows`, gathered by the next step's copy); memory_index (B',) the rows for the
-        cross-attention K/V, or None to keep them as they are (beam re-ranking that moves
-        hypotheses only among the beams of one sentence, which share their source: copying
-        them was about half of a bf16 beam step's reorder time).
-        Returns the cache with batch size B'.
+        `self_rows`, gathered by the next step's copy); memory_index, the rows of the
+        cross-attention K/V to keep (sources), or None to keep them all. Beam search keeps one
+        source row per sentence for all its beams and selects sources only when sentences
+        leave. Returns the cache with batch size B'.
         """
         rows = cache.self_rows
         cache.self_rows = index if rows is None else rows.index_select(0, index)

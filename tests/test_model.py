@@ -128,24 +128,35 @@ def test_reorder_cache_selects_rows(reorders, grad):
     assert step.requires_grad == grad
 
 
-def test_reorder_cache_can_keep_the_source_rows():
-    """Prefixes moved between rows that share a source (beams of one sentence): with
-    memory_index None the cross-attention K/V stay, and row i continues prefix index[i] on
-    source i."""
+@pytest.mark.parametrize("record", [False, True])
+def test_beams_read_their_sentences_one_source_row(record):
+    """Rows 3i..3i+2 (3 beams) decode against source row i: the same logits and recorded
+    attention as with every source row repeated per beam, also after the beams' prefixes
+    are re-ranked among themselves (reorder_cache keeping the source rows as they are)."""
     torch.manual_seed(0)
     model = Transformer(TINY).eval()
-    src = torch.randint(4, 50, (1, 5)).expand(3, 5)
-    tgt = torch.randint(4, 50, (3, 4))
+    src = torch.randint(4, 50, (2, 5))
+    src[1, 3:] = 0
+    tgt = torch.randint(4, 50, (6, 4))
     pad = model.source_padding_mask(src)
     memory = model.encode(src, pad)
-    _, cache = model.decode(tgt[:, :3], memory, pad)
-    cross_k = list(cache.cross_k)
-    index = torch.tensor([2, 2, 0])
-    cache = model.reorder_cache(cache, index, None)
-    assert all(a is b for a, b in zip(cache.cross_k, cross_k, strict=True))
-    step, _ = model.decode(tgt[index, 3:], memory, pad, cache)
-    full, _ = model.decode(tgt[index], memory, pad)
-    torch.testing.assert_close(step[:, 0], full[:, 3], atol=1e-5, rtol=1e-5)
+    repeated = memory.repeat_interleave(3, 0), pad.repeat_interleave(3, 0)
+    shared = model.start_cache(memory, record)
+    _, shared = model.decode(tgt[:, :3], memory, pad, shared)
+    cross_k = list(shared.cross_k)
+    index = torch.tensor([2, 2, 0, 4, 3, 3])  # re-ranked within each sentence's beams
+    shared = model.reorder_cache(shared, index, None)
+    assert all(a is b for a, b in zip(shared.cross_k, cross_k, strict=True))
+    step, shared = model.decode(tgt[index, 3:], memory, pad, shared)
+    full = model.start_cache(repeated[0], record)
+    full_logits, full = model.decode(tgt[index], *repeated, full)
+    torch.testing.assert_close(step[:, 0], full_logits[:, 3], atol=1e-5, rtol=1e-5)
+    if record:
+        torch.testing.assert_close(
+            shared.cross_attention[:, -1], full.cross_attention[:, 3], atol=1e-6, rtol=1e-5
+        )
+    with pytest.raises(ValueError, match="cannot share"):
+        model.decode(tgt[:5, :1], memory, pad)
 
 
 def test_recorded_cross_attention_is_a_distribution_over_real_source_tokens():

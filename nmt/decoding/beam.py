@@ -129,9 +129,9 @@ def beam_search(
         if keep.numel() == 0:
             break
         rows = parent[keep].view(-1)  # (B'' * k,)
-        # Each parent is a beam of its own sentence: with every sentence kept and k beams
-        # before and after, new row i has the source of old row i.
-        decoder.select(rows, same_sources=keep.numel() == n_sentences and beams == k)
+        # Each parent is a beam of its own sentence, so the k new rows of a sentence read its
+        # one source row: sources change only when sentences leave.
+        decoder.select(rows, None if keep.numel() == n_sentences else keep)
         prefix = torch.cat([prefix[rows], token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 2)
         log_prob, sentence = log_prob[keep], sentence[keep]
         attention = attention[rows] if attention is not None else None

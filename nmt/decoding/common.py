@@ -54,8 +54,9 @@ def prepare(model: Transformer, src: Tensor, max_len_a: float, max_len_b: int) -
 class StepDecoder:
     """Runs the decoder one output position at a time for N rows.
 
-    Keeps memory (N, S, D), src_pad_mask (N, S) and, with `use_cache`, the `DecoderCache` of
-    every row's prefix, whose cross-attention K/V are projected once. Without the cache each
+    Keeps memory (B', S, D), src_pad_mask (B', S) of the live sentences and, with `use_cache`,
+    the `DecoderCache` of every row's prefix, whose cross-attention K/V are projected once
+    per sentence (N = B' * beams rows share them). Without the cache each
     step recomputes the whole prefix (slow; for the equality tests only).
     """
 
@@ -93,17 +94,16 @@ class StepDecoder:
         N, S, _ = self.memory.shape
         return self.memory.new_zeros(N, 0, S)
 
-    def select(self, index: Tensor, same_sources: bool = False) -> None:
+    def select(self, index: Tensor, sources: Tensor | None) -> None:
         """Keep (and repeat) rows `index` (N',): beams re-ranked, finished sentences dropped.
-        `same_sources`: every new row i has the source of old row i (beams re-ranked within
-        each sentence, none dropped), so what derives from the source stays as it is."""
-        memory_index = None if same_sources else index
-        if memory_index is not None:
-            self.src_pad_mask = self.src_pad_mask.index_select(0, memory_index)
+        `sources`: the source rows to keep, or None for all. Rows keep reading sources in
+        groups (`Transformer.decode`): N' must be a multiple of the sources kept."""
+        if sources is not None:
+            self.src_pad_mask = self.src_pad_mask.index_select(0, sources)
         if self.cache is not None:  # the cache holds the cross-attention K/V: memory is done
-            self.cache = Transformer.reorder_cache(self.cache, index, memory_index)
-        elif memory_index is not None:
-            self.memory = self.memory.index_select(0, memory_index)
+            self.cache = Transformer.reorder_cache(self.cache, index, sources)
+        elif sources is not None:
+            self.memory = self.memory.index_select(0, sources)
 
 
 class Finished:

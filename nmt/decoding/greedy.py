@@ -60,7 +60,7 @@ def greedy_search(
             keep = (~ended).nonzero().squeeze(1)  # (N',)
             if keep.numel() == 0:
                 break
-            decoder.select(keep)
+            decoder.select(keep, keep)
             sentence, prefix, token = sentence[keep], prefix[keep], token[keep]
             log_prob = log_prob[keep]
             attention = attention[keep] if attention is not None else None
