@@ -65,7 +65,7 @@ def machine() -> dict:
 def default_precisions() -> list[str]:
     """fp32, and bf16 where the CPU multiplies it natively: emulated bf16 (AVX2-only CPUs) is
     ~24x slower than fp32 for both systems, so timing it there measures the emulation."""
-    from nmt.checkpoint import cpu_has_native_bf16
+    from nmt.cpu import cpu_has_native_bf16
 
     if cpu_has_native_bf16():
         return ["fp32", "bf16"]

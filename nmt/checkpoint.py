@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from nmt.cpu import cpu_has_native_bf16
 from nmt.files import atomic_path
 from nmt.model import ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
@@ -60,12 +61,6 @@ def pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX, through oneDNN).
-    Elsewhere bf16 is emulated: 24x slower than float32 seen on an AVX2-only CPU."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def warn_if_emulated_bf16(device: torch.device, wants_bf16: bool, setting: str) -> None:

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
 
+from nmt.cpu import precision_for_this_cpu
 from nmt.model import ModelConfig
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
@@ -225,7 +226,9 @@ class TrainConfig:
 
 
 def register_configs() -> None:
-    """Register the schemas that the YAML files under conf/ extend."""
+    """Register the schemas that the YAML files under conf/ extend, and the resolvers they
+    use."""
+    OmegaConf.register_new_resolver("cpu_precision", precision_for_this_cpu, replace=True)
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
     for group, node in [

@@ -88,3 +88,12 @@ def test_translate_config_composes():
     cfg = OmegaConf.to_object(cfg)
     assert isinstance(cfg, TranslateConfig)
     assert cfg.decode.beam_size == 4 and cfg.decode.nbest == 3
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_cpu_precision_is_bf16_only_where_the_cpu_has_it(monkeypatch, native):
+    import nmt.cpu
+
+    monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
+    cfg = compose_train(["trainer.precision=${cpu_precision:bf16-mixed,32-true}"])
+    assert cfg.trainer.precision == ("bf16-mixed" if native else "32-true")
