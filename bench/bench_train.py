@@ -35,7 +35,8 @@ SHAPES = {
     "tiny": dict(d_model=128, n_heads=4, d_ff=256, layers=4),  # the multi30k_cpu recipe
 }
 # Timed steps per round: ~30 s per system at either shape (a tiny step takes ~0.7 s, a base
-# step ~9 s), long enough that a few slow steps do not decide the figure.
+# step ~9 s), long enough that a few slow steps do not decide the figure; the untimed pass
+# before them doubles a worker's time.
 DEFAULT_STEPS = {"base": 4, "tiny": 40}
 
 
