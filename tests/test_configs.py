@@ -91,9 +91,9 @@ def test_translate_config_composes():
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_cpu_precision_is_bf16_only_where_the_cpu_has_it(monkeypatch, native):
+def test_the_cpu_recipe_trains_in_bf16_only_where_the_cpu_has_it(monkeypatch, native):
     import nmt.cpu
 
     monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
-    cfg = compose_train(["trainer.precision=${cpu_precision:bf16-mixed,32-true}"])
+    cfg = compose_train(["experiment=multi30k_cpu"])
     assert cfg.trainer.precision == ("bf16-mixed" if native else "32-true")
