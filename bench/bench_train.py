@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from common import Record, default_precisions, multi30k_tokenizer, peak_rss_mib, save_records
 
+from nmt.config import TrainConfig
 from nmt.cpu import set_onednn_kernel_cache
 from nmt.optim import projected_label_smoothed_loss
 
@@ -122,7 +123,7 @@ def build_hf(shape: dict, vocab: int):
 
 
 def worker(system: str, shape_name: str, precision: str, steps: int) -> dict:
-    set_onednn_kernel_cache(16384)  # as conf/train.yaml; before the first product
+    set_onednn_kernel_cache(TrainConfig.onednn_kernel_cache)  # as nmt.train; before any product
     torch.manual_seed(0)
     tokenizer = multi30k_tokenizer()
     batches = real_batches(tokenizer, steps)

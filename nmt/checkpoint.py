@@ -9,7 +9,6 @@ A Lightning training checkpoint (`*.ckpt` written by `nmt.train`) loads through 
 
 from __future__ import annotations
 
-import logging
 import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,12 +16,10 @@ from typing import Any
 
 import torch
 
-from nmt.cpu import cpu_has_native_bf16
+from nmt.cpu import cpu_has_native_bf16, warn_if_emulated_bf16
 from nmt.files import atomic_path
 from nmt.model import ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
-
-log = logging.getLogger(__name__)
 
 FORMAT = "nmt-inference-1"
 
@@ -63,14 +60,16 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def warn_if_emulated_bf16(device: torch.device, wants_bf16: bool, setting: str) -> None:
-    """One warning when bf16 is asked for on a CPU that would emulate it."""
-    if wants_bf16 and device.type == "cpu" and not cpu_has_native_bf16():
-        log.warning(
-            "%s: this CPU has no native bf16 (AVX-512 BF16/AMX), so bf16 is emulated and "
-            "much slower than float32 here",
-            setting,
-        )
+def pick_dtype(name: str, device: torch.device) -> str:
+    """ "auto" is bfloat16 where the device multiplies bf16 in hardware (a CUDA GPU with bf16,
+    a CPU with AVX-512 BF16 or AMX), float32 elsewhere, where bf16 would be emulated."""
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        native = torch.cuda.is_bf16_supported()
+    else:
+        native = device.type == "cpu" and cpu_has_native_bf16()
+    return "bfloat16" if native else "float32"
 
 
 class CheckpointError(ValueError):
@@ -82,13 +81,13 @@ def load_translator(
 ) -> Translator:
     """Load an inference checkpoint or a Lightning checkpoint of `nmt.train` for decoding,
     with the weights in `dtype` (bfloat16 about halves CPU decoding time on CPUs with AVX-512
-    BF16/AMX, and GPU time too; search scores stay float32).
+    BF16/AMX, and GPU time too; search scores stay float32; "auto": see `pick_dtype`).
 
     Only tensors and plain values are unpickled (`weights_only=True`): a file that would run
     code when loaded is refused. Raises FileNotFoundError or CheckpointError, one line each.
     """
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, not {dtype!r}")
     path = Path(path)
     payload = read_inference_payload(path)
     try:
@@ -105,7 +104,9 @@ def load_translator(
             f"{path}: its tokenizer has {tokenizer.vocab_size} pieces but its model "
             f"{model.cfg.vocab_size}: they were not trained together"
         )
-    warn_if_emulated_bf16(torch.device(device), dtype == "bfloat16", f"dtype={dtype}")
+    device = torch.device(device)
+    dtype = pick_dtype(dtype, device)
+    warn_if_emulated_bf16(device, dtype == "bfloat16", f"dtype={dtype}")
     model.to(device=device, dtype=DTYPES[dtype]).eval()
     return translator
 

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX, through oneDNN).
     Elsewhere bf16 is emulated: 24x slower than float32 seen on an AVX2-only CPU."""
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def warn_if_emulated_bf16(device: torch.device, wants_bf16: bool, setting: str) -> None:
+    """One warning when bf16 is asked for on a CPU that would emulate it."""
+    if wants_bf16 and device.type == "cpu" and not cpu_has_native_bf16():
+        log.warning(
+            "%s: this CPU has no native bf16 (AVX-512 BF16/AMX), so bf16 is emulated and "
+            "much slower than float32 here",
+            setting,
+        )
 
 
 def precision_for_this_cpu(native_bf16: str, otherwise: str) -> str:

@@ -33,10 +33,9 @@ from nmt.checkpoint import (
     load_translator,
     read_checkpoint,
     save_inference_checkpoint,
-    warn_if_emulated_bf16,
 )
 from nmt.config import TrainConfig, register_configs
-from nmt.cpu import set_onednn_kernel_cache
+from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
 from nmt.data import TranslationDataModule
 from nmt.evaluation import translate_and_score
 from nmt.files import atomic_path, write_text
@@ -170,6 +169,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         # Lightning calls a mid-epoch resume unreliable unless the DataLoader is stateful; the
         # data module's state_dict restores the position in the epoch instead (tested).
         warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended")
+        # Lightning's own use of a torch API that torch 2.13 deprecates; nothing for users to do.
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`")
         trainer.fit(
             module,
             datamodule=datamodule,

@@ -74,7 +74,13 @@ def translate_stream(
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
     translator = load_translator(cfg.ckpt, pick_device(cfg.device), cfg.dtype)
-    log.info("%s -> %s model from %s", translator.src_lang, translator.tgt_lang, cfg.ckpt)
+    log.info(
+        "%s -> %s model from %s, weights in %s",
+        translator.src_lang,
+        translator.tgt_lang,
+        cfg.ckpt,
+        next(translator.model.parameters()).dtype,
+    )
     total = 0
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
         for lines in read_chunks(source, cfg.chunk_lines):

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from nmt.translate import read_chunks
 
@@ -111,11 +112,23 @@ def test_bf16_on_a_cpu_that_would_emulate_it_is_warned_about_once(
     model_pt, monkeypatch, caplog, native
 ):
     import nmt.checkpoint
+    import nmt.cpu
 
-    monkeypatch.setattr(nmt.checkpoint, "cpu_has_native_bf16", lambda: native)
-    with caplog.at_level("WARNING", logger="nmt.checkpoint"):
+    monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
+    with caplog.at_level("WARNING", logger="nmt.cpu"):
         nmt.checkpoint.load_translator(model_pt, "cpu", "bfloat16")
         nmt.checkpoint.load_translator(model_pt, "cpu", "float32")
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == ([] if native else [warnings[0]])
     assert native or "dtype=bfloat16" in warnings[0] and "no native bf16" in warnings[0]
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_auto_dtype_is_bfloat16_only_where_the_cpu_multiplies_it(model_pt, monkeypatch, native):
+    import nmt.checkpoint
+
+    monkeypatch.setattr(nmt.checkpoint, "cpu_has_native_bf16", lambda: native)
+    translator = nmt.checkpoint.load_translator(model_pt, "cpu", "auto")
+    weights = next(translator.model.parameters()).dtype
+    assert weights == (torch.bfloat16 if native else torch.float32)
+    assert nmt.checkpoint.pick_dtype("float16", torch.device("cpu")) == "float16"
