@@ -49,7 +49,7 @@ class EvaluateConfig:
     splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
     max_tokens: int = 4096  # padded source tokens x beam rows per batch
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    dtype: str = "float32"  # float32 | bfloat16 | float16: the weights' type while decoding
+    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
     length_buckets: list[int] = field(default_factory=lambda: [10, 20, 30])  # upper edges, words
     examples: int = 5  # best and worst sentences (by sentence BLEU) listed in report.md
     attention: list[int] = field(default_factory=list)  # line indices of the first split to plot

@@ -40,7 +40,7 @@ class TranslateConfig:
     nbest: int = 1
     max_tokens: int = 4096
     device: str = "auto"
-    dtype: str = "float32"  # float32 | bfloat16 | float16: the weights' type while decoding
+    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
     chunk_lines: int = 10000
     progress: str = "auto"
 
