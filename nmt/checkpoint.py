@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from nmt.cpu import cpu_has_native_bf16, warn_if_emulated_bf16
+from nmt import cpu
 from nmt.files import atomic_path
 from nmt.model import ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
@@ -68,7 +68,7 @@ def pick_dtype(name: str, device: torch.device) -> str:
     if device.type == "cuda":
         native = torch.cuda.is_bf16_supported()
     else:
-        native = device.type == "cpu" and cpu_has_native_bf16()
+        native = device.type == "cpu" and cpu.cpu_has_native_bf16()
     return "bfloat16" if native else "float32"
 
 
@@ -106,7 +106,7 @@ def load_translator(
         )
     device = torch.device(device)
     dtype = pick_dtype(dtype, device)
-    warn_if_emulated_bf16(device, dtype == "bfloat16", f"dtype={dtype}")
+    cpu.warn_if_emulated_bf16(device, dtype == "bfloat16", f"dtype={dtype}")
     model.to(device=device, dtype=DTYPES[dtype]).eval()
     return translator
 

@@ -126,8 +126,9 @@ def test_bf16_on_a_cpu_that_would_emulate_it_is_warned_about_once(
 @pytest.mark.parametrize("native", [False, True])
 def test_auto_dtype_is_bfloat16_only_where_the_cpu_multiplies_it(model_pt, monkeypatch, native):
     import nmt.checkpoint
+    import nmt.cpu
 
-    monkeypatch.setattr(nmt.checkpoint, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
     translator = nmt.checkpoint.load_translator(model_pt, "cpu", "auto")
     weights = next(translator.model.parameters()).dtype
     assert weights == (torch.bfloat16 if native else torch.float32)
