@@ -34,6 +34,15 @@ class Translator:
     tgt_lang: str
     info: dict[str, Any]
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype (float32 unless loaded with another)."""
+        return next(self.model.parameters()).dtype
+
 
 def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
     model_bytes = translator.tokenizer.model_bytes

@@ -79,7 +79,7 @@ def translate_stream(
         translator.src_lang,
         translator.tgt_lang,
         cfg.ckpt,
-        next(translator.model.parameters()).dtype,
+        translator.dtype,
     )
     total = 0
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
