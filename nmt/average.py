@@ -16,7 +16,7 @@ import hydra
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint, saved_step
+from nmt.checkpoint import Translator, load_translator, save_inference_checkpoint, saved_info
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +30,16 @@ class AverageConfig:
 
 
 def checkpoints_by_step(folder: Path) -> list[Path]:
-    """The checkpoints of a folder (.ckpt and .pt, but not last.ckpt, a copy of one of the
-    others), ordered by the training step they were saved at."""
-    paths = sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt"))
-    found = sorted((saved_step(path), path) for path in paths if path.name != "last.ckpt")
-    return [path for _, path in found]
+    """The checkpoints of a folder (.ckpt and .pt), ordered by the training step they were
+    saved at. Left out: last.ckpt, a copy of one of the others, and averages (their info lists
+    what they average, and their step is their newest checkpoint's): an average written beside
+    its checkpoints must not be averaged in by the next run."""
+    found = []
+    for path in sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt")):
+        info = saved_info(path)
+        if path.name != "last.ckpt" and "averaged" not in info:
+            found.append((int(info.get("global_step", -1)), path))
+    return [path for _, path in sorted(found)]
 
 
 def select_checkpoints(folder: Path, last: int) -> list[Path]:

@@ -44,17 +44,30 @@ class Translator:
         return next(self.model.parameters()).dtype
 
 
-def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
-    model_bytes = translator.tokenizer.model_bytes
-    payload = {
+def inference_payload(
+    model_cfg: ModelConfig, tokenizer: Tokenizer, src_lang: str, tgt_lang: str, info: dict
+) -> dict[str, Any]:
+    """Everything an inference checkpoint holds but the weights. A Lightning checkpoint carries
+    it too (TranslationModule.on_save_checkpoint), so translate and nmt.average read both."""
+    return {
         "format": FORMAT,
-        "model_config": asdict(translator.model.cfg),
-        "state_dict": {k: v.detach().cpu() for k, v in translator.model.state_dict().items()},
-        "src_lang": translator.src_lang,
-        "tgt_lang": translator.tgt_lang,
-        "sentencepiece": torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8),
-        "info": translator.info,
+        "model_config": asdict(model_cfg),
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "sentencepiece": torch.frombuffer(bytearray(tokenizer.model_bytes), dtype=torch.uint8),
+        "info": info,
     }
+
+
+def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
+    payload = inference_payload(
+        translator.model.cfg,
+        translator.tokenizer,
+        translator.src_lang,
+        translator.tgt_lang,
+        translator.info,
+    )
+    payload["state_dict"] = {k: v.detach().cpu() for k, v in translator.model.state_dict().items()}
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
 
@@ -151,11 +164,15 @@ def read_inference_payload(path: Path, mmap: bool = False) -> dict:
     return payload if payload.get("format") == FORMAT else _from_lightning(payload, path)
 
 
+def saved_info(path: str | Path) -> dict[str, Any]:
+    """A checkpoint's (inference or Lightning) info: the step it was saved at, what it
+    averages; the weights are mapped, not read, and no model is built."""
+    return read_inference_payload(Path(path), mmap=True).get("info", {})
+
+
 def saved_step(path: str | Path) -> int:
-    """The training step a checkpoint (inference or Lightning) was saved at, -1 if it does not
-    say; the weights are mapped, not read, and no model is built."""
-    payload = read_inference_payload(Path(path), mmap=True)
-    return int(payload.get("info", {}).get("global_step", -1))
+    """The training step a checkpoint was saved at, -1 if it does not say."""
+    return int(saved_info(path).get("global_step", -1))
 
 
 def _first_line(error: BaseException) -> str:
