@@ -41,6 +41,11 @@ class ModelConfig:
     pad_id: int = 0
 
     def __post_init__(self) -> None:
+        if self.pad_id != 0:
+            raise ValueError(
+                f"model.pad_id must be 0, the id the tokenizer and batches pad with, got "
+                f"{self.pad_id}"
+            )
         if self.norm not in NORM_CHOICES:
             raise ValueError(f"model.norm must be one of {NORM_CHOICES}, got {self.norm!r}")
         if self.activation not in ACTIVATIONS:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict
 
 import lightning as L
 import torch
 
-from nmt.checkpoint import FORMAT
+from nmt.checkpoint import inference_payload
 from nmt.config import DecodeConfig, OptimConfig
 from nmt.evaluation import score, translate_across_processes
 from nmt.model import ModelConfig, Transformer, count_parameters
@@ -62,7 +61,11 @@ class TranslationModule(L.LightningModule):
 
     def configure_model(self) -> None:
         if self.compile_model:
-            self.model.compile()  # in place: parameter names (and checkpoints) stay the same
+            # Each layer, in place: training and decoding call the model's methods (encode,
+            # decode_states), never the model itself, so compiling the model would change
+            # nothing; layers are called. Parameter names (and checkpoints) stay the same.
+            for layer in [*self.model.encoder_layers, *self.model.decoder_layers]:
+                layer.compile()
 
     def shared_step(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Teacher forcing: logits for `tgt_in`, loss against `tgt_out`, per target token.
@@ -103,9 +106,12 @@ class TranslationModule(L.LightningModule):
         return loss
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
-        # Dropout draws from a generator seeded by (seed, step, rank): different on every rank,
-        # and a resumed run draws exactly what the uninterrupted run would have.
-        torch.manual_seed(hash((self.seed, self.global_step, self.global_rank)) % 2**63)
+        # Dropout draws from a generator seeded by (seed, batch, rank), the batch counted across
+        # epochs (not the optimizer step, which accumulated or skipped batches share): new on
+        # every batch and rank, and a resumed run (Lightning restores the count) draws exactly
+        # what the uninterrupted run would have.
+        batch_count = self.trainer.fit_loop.total_batch_idx
+        torch.manual_seed(hash((self.seed, batch_count, self.global_rank)) % 2**63)
         if batch_idx == 0:
             self._step_start = time.perf_counter()
 
@@ -141,18 +147,9 @@ class TranslationModule(L.LightningModule):
         )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
-    def inference_payload(self) -> dict:
-        """Everything but the weights that an inference checkpoint holds."""
-        model_bytes = self.tokenizer.model_bytes
-        return {
-            "format": FORMAT,
-            "model_config": asdict(self.model.cfg),
-            "src_lang": self.src_lang,
-            "tgt_lang": self.tgt_lang,
-            "sentencepiece": torch.frombuffer(bytearray(model_bytes), dtype=torch.uint8),
-            "info": {"global_step": int(self.global_step), "epoch": int(self.current_epoch)},
-        }
-
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Makes a Lightning checkpoint usable by `translate`/`evaluate` and `nmt.average`.
-        checkpoint["nmt"] = self.inference_payload()
+        info = {"global_step": int(self.global_step), "epoch": int(self.current_epoch)}
+        checkpoint["nmt"] = inference_payload(
+            self.model.cfg, self.tokenizer, self.src_lang, self.tgt_lang, info
+        )

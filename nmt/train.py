@@ -163,6 +163,11 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
         plugins=[SafeCheckpointIO()],
     )
+    if cfg.on_nonfinite_loss == "skip" and trainer.world_size > 1:
+        raise ValueError(
+            f"on_nonfinite_loss=skip is for one process: with {trainer.world_size} DDP "
+            "processes the others would wait for the skipped batch's gradients; use stop"
+        )
     threads = torch.get_num_threads()  # CPU DDP lowers it to cores // processes for the fit
     start = time.perf_counter()
     with warnings.catch_warnings():

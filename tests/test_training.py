@@ -108,6 +108,79 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
     assert not [w for w in recwarn if "not resumable" in str(w.message)]
 
 
+def test_each_accumulated_batch_draws_its_own_dropout(overfit_data, tmp_path, monkeypatch):
+    """With gradients accumulated over 2 batches, the 4 batches of 2 updates seed dropout 4
+    different ways (seeding by the optimizer step would give both batches of an update one
+    stream, the same masks where their shapes match)."""
+    from conftest import TINY_TRAINING, compose_train_config
+
+    from nmt import module
+    from nmt.train import train
+
+    seeds = []
+    manual_seed = torch.manual_seed
+    monkeypatch.setattr(
+        module.torch, "manual_seed", lambda seed: seeds.append(seed) or manual_seed(seed)
+    )
+    cfg = compose_train_config(
+        TINY_TRAINING
+        + RESUME_OVERRIDES
+        + [
+            "trainer.max_steps=2",
+            "trainer.accumulate_grad_batches=2",
+            f"data.dir={overfit_data}",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            f"tokenizer.dir={tmp_path / 'tok'}",
+        ]
+    )
+    train(cfg, tmp_path / "run")
+    training_seeds = seeds[-4:]
+    assert len(set(training_seeds)) == 4, seeds
+
+
+def test_compile_reaches_the_layers_that_training_and_decoding_call():
+    """Training and decoding call the model's methods (teacher_forced_states, encode,
+    decode_states), never the model, so `compile=true` compiles each layer, which they do
+    call; in place, so parameter names (and checkpoints) do not change."""
+    from nmt.config import DecodeConfig, OptimConfig
+    from nmt.model import ModelConfig
+    from nmt.module import TranslationModule
+
+    cfg = ModelConfig(vocab_size=64, d_model=16, n_heads=2, d_ff=32)
+    module = TranslationModule(
+        cfg, OptimConfig(), DecodeConfig(), 0, "en", "de", True, True, "stop"
+    )
+    names = [name for name, _ in module.named_parameters()]
+    module.configure_model()
+    layers = [*module.model.encoder_layers, *module.model.decoder_layers]
+    assert len(layers) == 12
+    assert all(layer._compiled_call_impl is not None for layer in layers)
+    assert [name for name, _ in module.named_parameters()] == names
+
+
+def test_skipping_nonfinite_batches_is_refused_under_ddp(overfit_data, tmp_path):
+    """A rank that skips its batch would leave the others waiting in the gradient all-reduce:
+    refused before any process starts."""
+    from conftest import TINY_TRAINING, compose_train_config
+
+    from nmt.train import train
+
+    cfg = compose_train_config(
+        TINY_TRAINING
+        + [
+            "on_nonfinite_loss=skip",
+            "trainer.accelerator=cpu",
+            "trainer.strategy=ddp",
+            "trainer.devices=2",
+            f"data.dir={overfit_data}",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            f"tokenizer.dir={tmp_path / 'tok'}",
+        ]
+    )
+    with pytest.raises(ValueError, match="on_nonfinite_loss=skip is for one process"):
+        train(cfg, tmp_path / "run")
+
+
 def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     env = {
         **os.environ,
@@ -168,7 +241,8 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
 
 def test_checkpoints_are_ordered_by_the_step_they_were_saved_at(overfit_run, tmp_path):
     """Neither names nor formats decide the order: inference checkpoints sit around a
-    Lightning one by their steps, and last.ckpt (a copy of another) is left out."""
+    Lightning one by their steps; last.ckpt (a copy of another) and an average written beside
+    them (as `nmt.average` does by default) are left out."""
     import shutil
 
     from nmt.average import checkpoints_by_step
@@ -184,6 +258,9 @@ def test_checkpoints_are_ordered_by_the_step_they_were_saved_at(overfit_run, tmp
         translator.info = {"global_step": saved_at}
         save_inference_checkpoint(tmp_path / name, translator)
         assert saved_step(tmp_path / name) == saved_at
+    average = load_translator(lightning)
+    average.info = {"global_step": step + 5, "averaged": [str(tmp_path / "a.pt")]}
+    save_inference_checkpoint(tmp_path / "averaged_last3.pt", average)
     assert checkpoints_by_step(tmp_path) == [tmp_path / n for n in ("c.pt", "b.ckpt", "a.pt")]
 
 

@@ -99,9 +99,6 @@ class TranslationDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader("valid", self.data_cfg.eval_max_tokens, False, 1, 0)
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", self.data_cfg.eval_max_tokens, False, 1, 0)
-
     def _loader(
         self, role: str, max_tokens: int, shuffle: bool, num_replicas: int, rank: int
     ) -> DataLoader:
