@@ -138,6 +138,8 @@ def test_each_accumulated_batch_draws_its_own_dropout(overfit_data, tmp_path, mo
     assert len(set(training_seeds)) == 4, seeds
 
 
+# torch's own modules, imported by the first compile, use a torch API that torch deprecates.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compile_reaches_the_layers_that_training_and_decoding_call():
     """Training and decoding call the model's methods (teacher_forced_states, encode,
     decode_states), never the model, so `compile=true` compiles each layer, which they do
