@@ -131,6 +131,18 @@ def overfit_data(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return write_split_files(tmp_path_factory.mktemp("overfit_data"), splits)
 
 
+def overfit_training(data_dir: Path, work_dir: Path, *extra: str) -> list[str]:
+    """TINY_TRAINING on the pair files in data_dir, with the datasets cache and the tokenizer
+    under work_dir, then `extra` (later overrides win)."""
+    return [
+        *TINY_TRAINING,
+        f"data.dir={data_dir}",
+        f"data.cache_dir={work_dir / 'cache'}",
+        f"tokenizer.dir={work_dir / 'tok'}",
+        *extra,
+    ]
+
+
 @pytest.fixture(scope="session")
 def overfit_run(overfit_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
@@ -138,15 +150,7 @@ def overfit_run(overfit_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
     from nmt.train import train
 
     run_dir = tmp_path_factory.mktemp("overfit_run")
-    cfg = compose_train_config(
-        TINY_TRAINING
-        + [
-            f"data.dir={overfit_data}",
-            f"data.cache_dir={run_dir / 'cache'}",
-            f"tokenizer.dir={run_dir / 'tokenizers'}",
-        ]
-    )
-    train(cfg, run_dir)
+    train(compose_train_config(overfit_training(overfit_data, run_dir)), run_dir)
     return run_dir
 
 

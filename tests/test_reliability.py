@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAINING, write_split_files
+from conftest import TINY_TRAINING, overfit_training, write_split_files
 
 from nmt.checkpoint import CheckpointError, Translator, load_translator, save_inference_checkpoint
 from nmt.files import atomic_path, read_lines, write_bytes
@@ -311,14 +311,7 @@ def test_tokenizer_checkpoints_and_reports_are_written_through_atomic_files():
 
 
 def train_args(overfit_data: Path, tmp_path: Path, run: str, extra: list[str]) -> list[str]:
-    return [
-        *TINY_TRAINING,
-        f"data.dir={overfit_data}",
-        f"data.cache_dir={tmp_path / 'cache'}",
-        f"tokenizer.dir={tmp_path / 'tok'}",
-        f"hydra.run.dir={tmp_path / run}",
-        *extra,
-    ]
+    return overfit_training(overfit_data, tmp_path, f"hydra.run.dir={tmp_path / run}", *extra)
 
 
 def test_a_nonfinite_loss_stops_the_run_naming_the_step(overfit_data, tmp_path):

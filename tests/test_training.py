@@ -73,20 +73,13 @@ RESUME_OVERRIDES = [
 
 
 def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_path, recwarn):
-    from conftest import TINY_TRAINING, compose_train_config
+    from conftest import compose_train_config, overfit_training
 
     from nmt.train import train
 
     def config(run_dir, extra):
         return compose_train_config(
-            TINY_TRAINING
-            + RESUME_OVERRIDES
-            + [
-                f"data.dir={overfit_data}",
-                f"data.cache_dir={tmp_path / 'cache'}",
-                f"tokenizer.dir={tmp_path / 'tok'}",
-            ]
-            + extra
+            overfit_training(overfit_data, tmp_path, *RESUME_OVERRIDES, *extra)
         )
 
     whole, resumed = tmp_path / "whole", tmp_path / "resumed"
@@ -112,7 +105,7 @@ def test_each_accumulated_batch_draws_its_own_dropout(overfit_data, tmp_path, mo
     """With gradients accumulated over 2 batches, the 4 batches of 2 updates seed dropout 4
     different ways (seeding by the optimizer step would give both batches of an update one
     stream, the same masks where their shapes match)."""
-    from conftest import TINY_TRAINING, compose_train_config
+    from conftest import compose_train_config, overfit_training
 
     from nmt import module
     from nmt.train import train
@@ -123,15 +116,13 @@ def test_each_accumulated_batch_draws_its_own_dropout(overfit_data, tmp_path, mo
         module.torch, "manual_seed", lambda seed: seeds.append(seed) or manual_seed(seed)
     )
     cfg = compose_train_config(
-        TINY_TRAINING
-        + RESUME_OVERRIDES
-        + [
+        overfit_training(
+            overfit_data,
+            tmp_path,
+            *RESUME_OVERRIDES,
             "trainer.max_steps=2",
             "trainer.accumulate_grad_batches=2",
-            f"data.dir={overfit_data}",
-            f"data.cache_dir={tmp_path / 'cache'}",
-            f"tokenizer.dir={tmp_path / 'tok'}",
-        ]
+        )
     )
     train(cfg, tmp_path / "run")
     training_seeds = seeds[-4:]
@@ -163,21 +154,19 @@ def test_compile_reaches_the_layers_that_training_and_decoding_call():
 def test_skipping_nonfinite_batches_is_refused_under_ddp(overfit_data, tmp_path):
     """A rank that skips its batch would leave the others waiting in the gradient all-reduce:
     refused before any process starts."""
-    from conftest import TINY_TRAINING, compose_train_config
+    from conftest import compose_train_config, overfit_training
 
     from nmt.train import train
 
     cfg = compose_train_config(
-        TINY_TRAINING
-        + [
+        overfit_training(
+            overfit_data,
+            tmp_path,
             "on_nonfinite_loss=skip",
             "trainer.accelerator=cpu",
             "trainer.strategy=ddp",
             "trainer.devices=2",
-            f"data.dir={overfit_data}",
-            f"data.cache_dir={tmp_path / 'cache'}",
-            f"tokenizer.dir={tmp_path / 'tok'}",
-        ]
+        )
     )
     with pytest.raises(ValueError, match="on_nonfinite_loss=skip is for one process"):
         train(cfg, tmp_path / "run")
