@@ -36,8 +36,10 @@ def checkpoints_by_step(folder: Path) -> list[Path]:
     its checkpoints must not be averaged in by the next run."""
     found = []
     for path in sorted(folder.glob("*.ckpt")) + sorted(folder.glob("*.pt")):
+        if path.name == "last.ckpt":
+            continue  # a copy of another: not even read
         info = saved_info(path)
-        if path.name != "last.ckpt" and "averaged" not in info:
+        if "averaged" not in info:
             found.append((int(info.get("global_step", -1)), path))
     return [path for _, path in sorted(found)]
 
