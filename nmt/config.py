@@ -66,6 +66,10 @@ class DataConfig:
     # tokenizer's own segmentation, so sampled ones hold more tokens (Multi30k, 8k BPE: 10% at
     # 0.05, 21% at 0.1). Validation and test text is never sampled.
     bpe_dropout: float = 0.0
+    # Bidirectional training (BiT, Ding et al. 2021): the first N epochs read every training pair
+    # twice, once as it is and once with source and target swapped (an epoch of twice the
+    # batches), then the task's direction alone; the joint vocabulary serves both. 0 = off.
+    bidirectional_epochs: int = 0
     eval_max_tokens: int = 8192  # the same for validation/test batches
     cache_dir: str | None = None  # datasets cache; None = the datasets default (HF_DATASETS_CACHE)
     num_proc: int = 1  # processes for tokenization (Dataset.map)
@@ -75,6 +79,10 @@ class DataConfig:
     def __post_init__(self) -> None:
         if not 0.0 <= self.bpe_dropout < 1.0:
             raise ValueError(f"data.bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
+        if self.bidirectional_epochs < 0:
+            raise ValueError(
+                f"data.bidirectional_epochs must be >= 0, got {self.bidirectional_epochs}"
+            )
         longest = self.max_len + 1  # a kept training sentence, with its BOS or EOS
         for name in ("max_tokens", "eval_max_tokens"):
             if getattr(self, name) < longest:

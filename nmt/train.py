@@ -161,6 +161,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
             TensorBoardLogger(run_dir, name="logs", version=""),
         ],
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
+        # Bidirectional epochs read another loader than the ones after them (the data module).
+        reload_dataloaders_every_n_epochs=1 if cfg.data.bidirectional_epochs else 0,
         plugins=[SafeCheckpointIO()],
     )
     if cfg.on_nonfinite_loss == "skip" and trainer.world_size > 1:

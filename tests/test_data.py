@@ -459,6 +459,42 @@ def test_bpe_dropout_gives_each_epoch_new_pieces_and_a_resume_the_same(
         assert src == dm.tokenizer.encode(lines)
 
 
+def test_bidirectional_epochs_read_every_pair_both_ways_then_forward_only(
+    subset: dict, tmp_path: Path
+) -> None:
+    """Epochs before data.bidirectional_epochs read each training pair as it is (rows 0..N-1)
+    and swapped (rows N..2N-1); later epochs read the pairs once, as they are."""
+    data_cfg = data_config(
+        tmp_path / "cache", source="multi30k", dir=str(subset["dir"]), bidirectional_epochs=2
+    )
+    tok_cfg = TokenizerConfig(name="bidirectional", dir=str(tmp_path / "tok"), vocab_size=400)
+    dm = TranslationDataModule(data_cfg, tok_cfg, seed=0)
+    dm.setup("fit")
+    en, de = subset["train"]["en"], subset["train"]["de"]
+    n = len(en)
+
+    def read(epoch: int) -> tuple[int, dict[int, tuple[str, str]]]:
+        """(batches, row -> (source, target) text) of the loader Lightning gets at `epoch`."""
+        dm.trainer = SimpleNamespace(global_rank=0, world_size=1, current_epoch=epoch)
+        loader = dm.train_dataloader()
+        rows = {}
+        for batch in loader:
+            src = dm.tokenizer.decode(batch.src.tolist())
+            tgt = dm.tokenizer.decode(batch.tgt_out.tolist())
+            rows.update(zip(batch.indices.tolist(), zip(src, tgt, strict=True), strict=True))
+            assert batch.src.numel() <= data_cfg.max_tokens >= batch.tgt_in.numel()
+        return len(loader), rows
+
+    batches_both, both = read(1)
+    assert both == {
+        **{i: (en[i], de[i]) for i in range(n)},
+        **{n + i: (de[i], en[i]) for i in range(n)},
+    }
+    batches_forward, forward = read(2)
+    assert forward == {i: (en[i], de[i]) for i in range(n)}
+    assert batches_both > batches_forward
+
+
 def test_bpe_dropout_needs_a_bpe_tokenizer(tmp_path: Path) -> None:
     tok_cfg = TokenizerConfig(name="unigram", model_type="unigram")
     with pytest.raises(ValueError, match="data.bpe_dropout needs a BPE tokenizer"):

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,29 @@ def test_each_accumulated_batch_draws_its_own_dropout(overfit_data, tmp_path, mo
     train(cfg, tmp_path / "run")
     training_seeds = seeds[-4:]
     assert len(set(training_seeds)) == 4, seeds
+
+
+def test_bidirectional_epochs_come_first_then_the_task_direction(overfit_data, tmp_path):
+    """With data.bidirectional_epochs=1 the Trainer reloads the loader after epoch 0: epoch 0
+    trains on the pairs both ways (about twice the batches), epoch 1 on the pairs as they are."""
+    from conftest import compose_train_config, overfit_training
+
+    from nmt.train import train
+
+    cfg = compose_train_config(
+        overfit_training(
+            overfit_data,
+            tmp_path,
+            *RESUME_OVERRIDES,
+            "data.bidirectional_epochs=1",
+            "trainer.max_steps=-1",
+            "trainer.max_epochs=3",
+        )
+    )
+    train(cfg, tmp_path / "run")
+    steps_per_epoch = Counter(row["epoch"] for row in read_metrics_csv(tmp_path / "run").values())
+    assert steps_per_epoch["1"] == steps_per_epoch["2"] > 1
+    assert 1.5 * steps_per_epoch["1"] <= steps_per_epoch["0"] <= 2 * steps_per_epoch["1"] + 1
 
 
 # torch's own modules, imported by the first compile, use a torch API that torch deprecates.

@@ -210,6 +210,30 @@ class SampledPairs(IndexedPairs):
         return ids[: len(indices)], ids[len(indices) :]
 
 
+class BothDirections(torch.utils.data.Dataset):
+    """Every pair of `pairs` twice, as collate's examples: rows 0..N-1 as they are, rows
+    N..2N-1 the same pairs with source and target swapped (for bidirectional training)."""
+
+    def __init__(self, pairs: IndexedPairs):
+        self.pairs = pairs
+
+    def __len__(self) -> int:
+        return 2 * len(self.pairs)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        n = len(self.pairs)
+        src_ids, tgt_ids = self.pairs.read_ids([i % n for i in indices])
+        return [
+            {"index": i, "src_ids": t, "tgt_ids": s}
+            if i >= n
+            else {"index": i, "src_ids": s, "tgt_ids": t}
+            for i, s, t in zip(indices, src_ids, tgt_ids, strict=True)
+        ]
+
+
 @dataclass
 class Batch:
     """Padded tensors for one step; see the module docstring for the teacher forcing layout."""

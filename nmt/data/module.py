@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import datasets
 import lightning as L
+import numpy as np
 from torch.utils.data import DataLoader
 
 from nmt.config import DataConfig, TokenizerConfig
-from nmt.data.batching import IndexedPairs, SampledPairs, TokenBatchSampler, collate
+from nmt.data.batching import (
+    BothDirections,
+    IndexedPairs,
+    SampledPairs,
+    TokenBatchSampler,
+    collate,
+)
 from nmt.data.encoding import clean_train, encode_split, token_lengths
 from nmt.data.sources import load_split, load_splits
 from nmt.tokenizer import Tokenizer, train_or_load
@@ -39,10 +46,12 @@ class TranslationDataModule(L.LightningDataModule):
 
     Training batches are shuffled and sharded across the trainer's ranks; the Trainer must run
     with use_distributed_sampler=False to keep this sampler. With data.bpe_dropout, training
-    pairs are segmented anew each epoch (SampledPairs). Validation and test batches are
-    sorted by length and every rank sees every line (the loss is a cheap forward pass;
-    validation decoding is split across ranks by the module); batch.indices give each
-    output's line.
+    pairs are segmented anew each epoch (SampledPairs). With data.bidirectional_epochs, the
+    loader of those first epochs reads every pair in both directions (BothDirections), so the
+    Trainer must ask for a loader each epoch (reload_dataloaders_every_n_epochs=1).
+    Validation and test batches are sorted by length and every rank sees every line (the loss
+    is a cheap forward pass; validation decoding is split across ranks by the module);
+    batch.indices give each output's line.
     """
 
     def __init__(self, data_cfg: DataConfig, tok_cfg: TokenizerConfig, seed: int):
@@ -77,7 +86,11 @@ class TranslationDataModule(L.LightningDataModule):
         rank, world_size = (
             (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
         )
-        loader = self._loader("train", self.data_cfg.max_tokens, True, world_size, rank)
+        epoch = 0 if self.trainer is None else self.trainer.current_epoch
+        both_directions = epoch < self.data_cfg.bidirectional_epochs
+        loader = self._loader(
+            "train", self.data_cfg.max_tokens, True, world_size, rank, both_directions
+        )
         if self._resume and 0 < self._resume["batches_done"] < len(loader.batch_sampler):
             # Resuming mid-epoch: Lightning goes on counting from batches_done, the sampler
             # yields the rest of that epoch's batches in the same order.
@@ -100,10 +113,21 @@ class TranslationDataModule(L.LightningDataModule):
         return self._loader("valid", self.data_cfg.eval_max_tokens, False, 1, 0)
 
     def _loader(
-        self, role: str, max_tokens: int, shuffle: bool, num_replicas: int, rank: int
+        self,
+        role: str,
+        max_tokens: int,
+        shuffle: bool,
+        num_replicas: int,
+        rank: int,
+        both_directions: bool = False,
     ) -> DataLoader:
         ds = self.encoded[role]
         src_lens, tgt_lens = token_lengths(ds)
+        if both_directions:  # rows N..2N-1 are the pairs swapped (BothDirections)
+            src_lens, tgt_lens = (
+                np.concatenate([src_lens, tgt_lens]),
+                np.concatenate([tgt_lens, src_lens]),
+            )
         sampler = TokenBatchSampler(
             src_lens + 1, tgt_lens + 1, max_tokens, shuffle, self.seed, num_replicas, rank
         )
@@ -111,6 +135,8 @@ class TranslationDataModule(L.LightningDataModule):
             pairs = SampledPairs(ds, self.tokenizer, self.data_cfg.bpe_dropout, self.seed, sampler)
         else:
             pairs = IndexedPairs(ds)
+        if both_directions:
+            pairs = BothDirections(pairs)
         return DataLoader(
             pairs,
             batch_sampler=sampler,
