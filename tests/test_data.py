@@ -399,7 +399,7 @@ def test_data_module_end_to_end(subset: dict, tmp_path: Path, caplog) -> None:
     train = list(dm.train_dataloader())
     assert sum(len(b.indices) for b in train) == len(train_en) - 1
     assert all(b.src.numel() <= 300 and b.tgt_in.numel() <= 300 for b in train)
-    dm.trainer = SimpleNamespace(global_rank=1, world_size=2)  # what a 2-process Trainer tells
+    dm.trainer = SimpleNamespace(global_rank=1, world_size=2, current_epoch=0)  # 2 processes
     sampler = dm.train_dataloader().batch_sampler
     assert (sampler.rank, sampler.num_replicas, sampler.shuffle) == (1, 2, True)
 
