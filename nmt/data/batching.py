@@ -217,6 +217,11 @@ class BothDirections(torch.utils.data.Dataset):
     def __init__(self, pairs: IndexedPairs):
         self.pairs = pairs
 
+    @staticmethod
+    def lengths(src_lens: np.ndarray, tgt_lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(N,), (N,) lengths of the pairs -> (2N,), (2N,) lengths of these rows."""
+        return np.concatenate([src_lens, tgt_lens]), np.concatenate([tgt_lens, src_lens])
+
     def __len__(self) -> int:
         return 2 * len(self.pairs)
 

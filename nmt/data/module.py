@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datasets
 import lightning as L
-import numpy as np
 from torch.utils.data import DataLoader
 
 from nmt.config import DataConfig, TokenizerConfig
@@ -83,10 +82,12 @@ class TranslationDataModule(L.LightningDataModule):
         return splits, tokenizer, encoded
 
     def train_dataloader(self) -> DataLoader:
-        rank, world_size = (
-            (0, 1) if self.trainer is None else (self.trainer.global_rank, self.trainer.world_size)
+        trainer = self.trainer
+        rank, world_size, epoch = (
+            (0, 1, 0)
+            if trainer is None
+            else (trainer.global_rank, trainer.world_size, trainer.current_epoch)
         )
-        epoch = 0 if self.trainer is None else self.trainer.current_epoch
         both_directions = epoch < self.data_cfg.bidirectional_epochs
         loader = self._loader(
             "train", self.data_cfg.max_tokens, True, world_size, rank, both_directions
@@ -123,11 +124,8 @@ class TranslationDataModule(L.LightningDataModule):
     ) -> DataLoader:
         ds = self.encoded[role]
         src_lens, tgt_lens = token_lengths(ds)
-        if both_directions:  # rows N..2N-1 are the pairs swapped (BothDirections)
-            src_lens, tgt_lens = (
-                np.concatenate([src_lens, tgt_lens]),
-                np.concatenate([tgt_lens, src_lens]),
-            )
+        if both_directions:
+            src_lens, tgt_lens = BothDirections.lengths(src_lens, tgt_lens)
         sampler = TokenBatchSampler(
             src_lens + 1, tgt_lens + 1, max_tokens, shuffle, self.seed, num_replicas, rank
         )
