@@ -17,7 +17,7 @@ from nmt.checkpoint import inference_payload
 from nmt.config import DecodeConfig, OptimConfig
 from nmt.evaluation import score, translate_across_processes
 from nmt.model import ModelConfig, Transformer, count_parameters
-from nmt.optim import build_optimizer, projected_label_smoothed_loss
+from nmt.optim import build_optimizer, projected_label_smoothed_loss, projected_rdrop_loss
 from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -83,10 +83,35 @@ class TranslationModule(L.LightningModule):
         ntokens = batch.num_tgt_tokens
         return loss_sum / ntokens, nll_sum / ntokens, ntokens
 
+    def rdrop_step(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """`shared_step` with R-Drop: the batch runs twice in one call (stacked, so each copy
+        draws its own dropout), and the loss adds the two passes' symmetric KL divergence.
+        Training only; logs the divergence per token as train/rdrop_kl."""
+        states = self.model.teacher_forced_states(
+            torch.cat([batch.src, batch.src]), torch.cat([batch.tgt_in, batch.tgt_in])
+        )  # (2B, T, D)
+        loss_sum, nll_sum, kl_sum = projected_rdrop_loss(
+            states,
+            self.model.output_weight,
+            batch.tgt_out,
+            self.optim_cfg.label_smoothing,
+            self.model.cfg.pad_id,
+        )
+        ntokens = batch.num_tgt_tokens
+        kl = kl_sum / (2 * ntokens)  # (KL(a||b) + KL(b||a)) / 2 per token
+        self.log("train/rdrop_kl", kl, batch_size=batch.src.size(0))
+        # The paper's NLL(a) + NLL(b) + alpha / 2 * (KL(a||b) + KL(b||a)), halved: per token,
+        # the passes' mean loss plus alpha / 2 times their mean divergence.
+        loss = (loss_sum + self.optim_cfg.rdrop_alpha * kl_sum / 2) / (2 * ntokens)
+        return loss, nll_sum / (2 * ntokens), ntokens
+
     def training_step(self, batch, batch_idx: int) -> torch.Tensor | None:
         if self.first_batch_indices is None:
             self.first_batch_indices = batch.indices.tolist()
-        loss, nll, ntokens = self.shared_step(batch)
+        if self.optim_cfg.rdrop_alpha > 0:
+            loss, nll, ntokens = self.rdrop_step(batch)
+        else:
+            loss, nll, ntokens = self.shared_step(batch)
         if not math.isfinite(loss.item()):
             problem = f"the training loss is {loss.item()} at step {self.global_step}"
             if self.on_nonfinite_loss == "skip":

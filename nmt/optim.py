@@ -131,6 +131,105 @@ def projected_label_smoothed_loss(
         )
 
 
+class ProjectedRDropLoss(torch.autograd.Function):
+    """R-Drop (Liang et al. 2021) fused like `ProjectedLabelSmoothedLoss`: two passes of the
+    same batch under different dropout, their label-smoothed cross-entropies and the symmetric
+    KL divergence between their token distributions, `chunk_rows` positions at a time.
+
+    Per position, with log-probabilities la, lb and probabilities pa, pb of the two passes,
+    KL(a||b) + KL(b||a) = sum_v (pa - pb)(la - lb), and its gradient with respect to a's logits
+    is pa * (d - E_pa[d]) + pa - pb with d = la - lb (b's likewise, a and b swapped).
+    """
+
+    @staticmethod
+    def forward(ctx, hidden_a, hidden_b, weight, target, epsilon, chunk_rows, compute_dtype):
+        """hidden_a, hidden_b (N, D) the two passes' states at the same positions, weight (V, D),
+        target (N,) -> (smoothed loss sum over both passes, NLL sum over both, symmetric KL
+        sum), fp32."""
+        V = weight.size(0)
+        w = weight.to(compute_dtype)
+        exact = torch.promote_types(compute_dtype, torch.float32)
+        loss = hidden_a.new_zeros((), dtype=exact)
+        nll = hidden_a.new_zeros((), dtype=exact)
+        kl = hidden_a.new_zeros((), dtype=exact)
+        grads = {  # d (loss | kl) / d (hidden_a | hidden_b | weight)
+            (term, wrt): torch.zeros(shape, dtype=exact, device=weight.device)
+            for term in ("loss", "kl")
+            for wrt, shape in (("a", hidden_a.shape), ("b", hidden_b.shape), ("w", weight.shape))
+        }
+        for start in range(0, hidden_a.size(0), chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            y = target[rows]
+            h = {"a": hidden_a[rows].to(compute_dtype), "b": hidden_b[rows].to(compute_dtype)}
+            log_p = {}
+            for side in ("a", "b"):
+                logits = (h[side] @ w.t()).to(exact)  # (n, V)
+                log_p[side] = logits.log_softmax(dim=-1)
+                token_nll = -log_p[side].gather(1, y[:, None]).squeeze(1)
+                token_smooth = -log_p[side].mean(dim=-1)
+                loss += ((1 - epsilon) * token_nll + epsilon * token_smooth).sum()
+                nll += token_nll.sum()
+            p = {side: log_p[side].exp() for side in ("a", "b")}
+            d = log_p["a"] - log_p["b"]
+            kl += ((p["a"] - p["b"]) * d).sum()
+            for side, other, sign in (("a", "b", 1.0), ("b", "a", -1.0)):
+                grad_loss = p[side] - epsilon / V
+                grad_loss[torch.arange(len(y), device=y.device), y] -= 1 - epsilon
+                signed = sign * d
+                expected = (p[side] * signed).sum(dim=-1, keepdim=True)
+                grad_kl = p[side] * (signed - expected) + p[side] - p[other]
+                for term, grad in (("loss", grad_loss), ("kl", grad_kl)):
+                    grad = grad.to(compute_dtype)
+                    grads[term, side][rows] = grad @ w
+                    grads[term, "w"] += grad.t() @ h[side]
+        ctx.save_for_backward(*(grads[key] for key in sorted(grads)))
+        ctx.keys = sorted(grads)
+        ctx.dtypes = {"a": hidden_a.dtype, "b": hidden_b.dtype, "w": weight.dtype}
+        return loss, nll, kl
+
+    @staticmethod
+    def backward(ctx, grad_loss, grad_nll, grad_kl):
+        grads = dict(zip(ctx.keys, ctx.saved_tensors, strict=True))
+        scale = {"loss": grad_loss, "kl": grad_kl}
+        total = {
+            wrt: (sum(grads[term, wrt] * scale[term] for term in scale)).to(ctx.dtypes[wrt])
+            for wrt in ("a", "b", "w")
+        }
+        return total["a"], total["b"], total["w"], None, None, None, None
+
+
+def projected_rdrop_loss(
+    states: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    epsilon: float,
+    pad_id: int,
+    chunk_rows: int | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """R-Drop's terms for a batch that was run twice, stacked: states (2B, T, D) holds the
+    first pass in rows :B and the second in B:, target (B, T) is the batch's own.
+
+    Returns (smoothed loss sum over both passes, NLL sum over both passes, sum over non-pad
+    positions of KL(a||b) + KL(b||a)).
+    """
+    first, second = states.chunk(2)
+    keep = target.ne(pad_id).flatten()
+    hidden_a = first.flatten(0, 1)[keep]
+    hidden_b = second.flatten(0, 1)[keep]
+    target = target.flatten()[keep]
+    compute_dtype = (
+        torch.get_autocast_dtype(hidden_a.device.type)
+        if torch.is_autocast_enabled(hidden_a.device.type)
+        else hidden_a.dtype
+    )
+    if chunk_rows is None:
+        chunk_rows = max(64, 2**20 // weight.size(0))  # two passes: half the rows per chunk
+    with torch.autocast(hidden_a.device.type, enabled=False):
+        return ProjectedRDropLoss.apply(
+            hidden_a, hidden_b, weight, target, epsilon, chunk_rows, compute_dtype
+        )
+
+
 def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float) -> float:
     """lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); step counts from 1."""
     step = max(step, 1)

@@ -91,6 +91,56 @@ def test_fused_projection_loss_under_bf16_autocast_matches_bf16_logits():
         torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
 
 
+@pytest.mark.parametrize("chunk_rows", [None, 4])  # one chunk; several and a part
+def test_fused_rdrop_loss_equals_cross_entropies_and_kl_divergences_with_gradients(chunk_rows):
+    import torch.nn.functional as F
+
+    from nmt.optim import projected_rdrop_loss
+
+    torch.manual_seed(0)
+    batch, length, dim, vocab = 3, 5, 8, 11
+    states = torch.randn(2 * batch, length, dim, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(vocab, dim, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, vocab, (batch, length))
+    target[0, 3:] = 0
+    target[2, 4:] = 0
+    real = target.ne(0)
+    log_p = (states @ weight.T).log_softmax(dim=-1)
+    first, second = log_p[:batch][real], log_p[batch:][real]
+    expected_loss = sum(
+        F.nll_loss(lp, target[real], reduction="sum") * 0.9 - lp.mean(dim=-1).sum() * 0.1
+        for lp in (first, second)
+    )
+    expected_nll = sum(F.nll_loss(lp, target[real], reduction="sum") for lp in (first, second))
+    expected_kl = F.kl_div(second, first, log_target=True, reduction="sum") + F.kl_div(
+        first, second, log_target=True, reduction="sum"
+    )
+    expected_grads = torch.autograd.grad(expected_loss + 0.7 * expected_kl, [states, weight])
+    loss, nll, kl = projected_rdrop_loss(states, weight, target, 0.1, 0, chunk_rows)
+    grads = torch.autograd.grad(loss + 0.7 * kl, [states, weight])
+    assert loss.item() == pytest.approx(expected_loss.item(), rel=1e-10)
+    assert nll.item() == pytest.approx(expected_nll.item(), rel=1e-10)
+    assert kl.item() == pytest.approx(expected_kl.item(), rel=1e-10) and kl.item() > 0
+    for got, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    assert torch.all(grads[0][0, 3:] == 0) and torch.all(grads[0][batch, 3:] == 0)  # padding
+
+
+def test_rdrop_loss_of_two_identical_passes_is_twice_the_plain_loss_and_no_divergence():
+    from nmt.optim import projected_label_smoothed_loss, projected_rdrop_loss
+
+    torch.manual_seed(0)
+    states = torch.randn(4, 6, 16, requires_grad=True)
+    weight = torch.randn(300, 16)
+    target = torch.randint(1, 300, (4, 6))
+    target[1, 2:] = 0
+    plain, plain_nll = projected_label_smoothed_loss(states, weight, target, 0.1, 0)
+    loss, nll, kl = projected_rdrop_loss(torch.cat([states, states]), weight, target, 0.1, 0)
+    assert loss.item() == pytest.approx(2 * plain.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(2 * plain_nll.item(), rel=1e-6)
+    assert kl.item() == pytest.approx(0.0, abs=1e-6)
+
+
 def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():
     from nmt.optim import cosine_lr
 

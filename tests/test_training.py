@@ -153,6 +153,33 @@ def test_bidirectional_epochs_come_first_then_the_task_direction(overfit_data, t
     assert 1.5 * steps_per_epoch["1"] <= steps_per_epoch["0"] <= 2 * steps_per_epoch["1"] + 1
 
 
+def test_rdrop_without_dropout_trains_exactly_like_one_pass(overfit_data, tmp_path):
+    """Without dropout R-Drop's two passes agree: no divergence, and the same losses step by
+    step as the one-pass run. With dropout they differ (positive divergence every step)."""
+    from conftest import compose_train_config, overfit_training
+
+    from nmt.train import train
+
+    def run(name, *extra):
+        cfg = compose_train_config(
+            overfit_training(
+                overfit_data, tmp_path, *RESUME_OVERRIDES, "trainer.max_steps=4", *extra
+            )
+        )
+        train(cfg, tmp_path / name)
+        return read_metrics_csv(tmp_path / name)
+
+    plain = run("plain", "model.dropout=0.0")
+    twice = run("rdrop", "model.dropout=0.0", "optim.rdrop_alpha=5")
+    dropped = run("rdrop_dropout", "model.dropout=0.1", "optim.rdrop_alpha=5")
+    for step in range(4):
+        assert float(twice[step]["train/loss"]) == pytest.approx(
+            float(plain[step]["train/loss"]), rel=1e-4
+        ), step
+        assert float(twice[step]["train/rdrop_kl"]) == pytest.approx(0.0, abs=1e-6)
+        assert float(dropped[step]["train/rdrop_kl"]) > 1e-4
+
+
 # torch's own modules, imported by the first compile, use a torch API that torch deprecates.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compile_reaches_the_layers_that_training_and_decoding_call():
