@@ -90,19 +90,20 @@ class TranslationModule(L.LightningModule):
         states = self.model.teacher_forced_states(
             torch.cat([batch.src, batch.src]), torch.cat([batch.tgt_in, batch.tgt_in])
         )  # (2B, T, D)
-        loss_sum, nll_sum, kl_sum = projected_rdrop_loss(
+        # The paper's NLL(a) + NLL(b) + alpha / 2 * (KL(a||b) + KL(b||a)), halved below: per
+        # token, the passes' mean loss plus alpha / 2 times their mean divergence.
+        objective, _, nll_sum, kl_sum = projected_rdrop_loss(
             states,
             self.model.output_weight,
             batch.tgt_out,
             self.optim_cfg.label_smoothing,
+            self.optim_cfg.rdrop_alpha / 2,
             self.model.cfg.pad_id,
         )
         ntokens = batch.num_tgt_tokens
         kl = kl_sum / (2 * ntokens)  # (KL(a||b) + KL(b||a)) / 2 per token
         self.log("train/rdrop_kl", kl, batch_size=batch.src.size(0))
-        # The paper's NLL(a) + NLL(b) + alpha / 2 * (KL(a||b) + KL(b||a)), halved: per token,
-        # the passes' mean loss plus alpha / 2 times their mean divergence.
-        loss = (loss_sum + self.optim_cfg.rdrop_alpha * kl_sum / 2) / (2 * ntokens)
+        loss = objective / (2 * ntokens)
         return loss, nll_sum / (2 * ntokens), ntokens
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor | None:

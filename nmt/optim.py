@@ -137,65 +137,63 @@ class ProjectedRDropLoss(torch.autograd.Function):
     KL divergence between their token distributions, `chunk_rows` positions at a time.
 
     Per position, with log-probabilities la, lb and probabilities pa, pb of the two passes,
-    KL(a||b) + KL(b||a) = sum_v (pa - pb)(la - lb), and its gradient with respect to a's logits
-    is pa * (d - E_pa[d]) + pa - pb with d = la - lb (b's likewise, a and b swapped).
+    KL(a||b) + KL(b||a) = sum_v (pa - pb) * d with d = la - lb; its gradient with respect to
+    a's logits is pa * (d - E_pa[d]) + pa - pb (b's likewise, a and b swapped). The objective
+    is loss + kl_weight * kl, so one gradient per pass is formed and projected back.
     """
 
     @staticmethod
-    def forward(ctx, hidden_a, hidden_b, weight, target, epsilon, chunk_rows, compute_dtype):
+    def forward(ctx, hidden_a, hidden_b, weight, target, epsilon, kl_weight, chunk_rows, dtype):
         """hidden_a, hidden_b (N, D) the two passes' states at the same positions, weight (V, D),
-        target (N,) -> (smoothed loss sum over both passes, NLL sum over both, symmetric KL
-        sum), fp32."""
+        target (N,) -> (objective, smoothed loss sum over both passes, NLL sum over both,
+        symmetric KL sum), fp32; only the objective has a gradient."""
         V = weight.size(0)
-        w = weight.to(compute_dtype)
-        exact = torch.promote_types(compute_dtype, torch.float32)
-        loss = hidden_a.new_zeros((), dtype=exact)
-        nll = hidden_a.new_zeros((), dtype=exact)
-        kl = hidden_a.new_zeros((), dtype=exact)
-        grads = {  # d (loss | kl) / d (hidden_a | hidden_b | weight)
-            (term, wrt): torch.zeros(shape, dtype=exact, device=weight.device)
-            for term in ("loss", "kl")
-            for wrt, shape in (("a", hidden_a.shape), ("b", hidden_b.shape), ("w", weight.shape))
-        }
+        w = weight.to(dtype)
+        exact = torch.promote_types(dtype, torch.float32)
+        loss, nll, kl = (hidden_a.new_zeros((), dtype=exact) for _ in range(3))
+        grad_a = torch.empty_like(hidden_a)
+        grad_b = torch.empty_like(hidden_b)
+        grad_weight = torch.zeros(weight.shape, dtype=exact, device=weight.device)
+        k = kl_weight
         for start in range(0, hidden_a.size(0), chunk_rows):
             rows = slice(start, start + chunk_rows)
             y = target[rows]
-            h = {"a": hidden_a[rows].to(compute_dtype), "b": hidden_b[rows].to(compute_dtype)}
-            log_p = {}
-            for side in ("a", "b"):
-                logits = (h[side] @ w.t()).to(exact)  # (n, V)
-                log_p[side] = logits.log_softmax(dim=-1)
-                token_nll = -log_p[side].gather(1, y[:, None]).squeeze(1)
-                token_smooth = -log_p[side].mean(dim=-1)
-                loss += ((1 - epsilon) * token_nll + epsilon * token_smooth).sum()
+            gold = torch.arange(len(y), device=y.device), y
+            h_a, h_b = hidden_a[rows].to(dtype), hidden_b[rows].to(dtype)
+            log_p = []
+            for h in (h_a, h_b):
+                logits = (h @ w.t()).to(exact)  # (n, V)
+                logits = logits.sub_(logits.logsumexp(dim=-1, keepdim=True))  # log-probs
+                token_nll = -logits[gold]
+                loss += ((1 - epsilon) * token_nll - epsilon * logits.mean(dim=-1)).sum()
                 nll += token_nll.sum()
-            p = {side: log_p[side].exp() for side in ("a", "b")}
-            d = log_p["a"] - log_p["b"]
-            kl += ((p["a"] - p["b"]) * d).sum()
-            for side, other, sign in (("a", "b", 1.0), ("b", "a", -1.0)):
-                grad_loss = p[side] - epsilon / V
-                grad_loss[torch.arange(len(y), device=y.device), y] -= 1 - epsilon
-                signed = sign * d
-                expected = (p[side] * signed).sum(dim=-1, keepdim=True)
-                grad_kl = p[side] * (signed - expected) + p[side] - p[other]
-                for term, grad in (("loss", grad_loss), ("kl", grad_kl)):
-                    grad = grad.to(compute_dtype)
-                    grads[term, side][rows] = grad @ w
-                    grads[term, "w"] += grad.t() @ h[side]
-        ctx.save_for_backward(*(grads[key] for key in sorted(grads)))
-        ctx.keys = sorted(grads)
-        ctx.dtypes = {"a": hidden_a.dtype, "b": hidden_b.dtype, "w": weight.dtype}
-        return loss, nll, kl
+                log_p.append(logits)
+            p_a, p_b = log_p[0].exp(), log_p[1].exp()
+            d = log_p[0].sub_(log_p[1])  # la - lb, in la's buffer
+            kl += (p_a - p_b).mul_(d).sum()
+            # objective gradients: pa (1 + k + k (d - E_pa[d])) - k pb - eps/V - (1 - eps) at y,
+            # and pb (1 + k - k (d - E_pb[d])) - k pa - eps/V - (1 - eps) at y
+            for h, grad_h, p, q, sign in ((h_a, grad_a, p_a, p_b, k), (h_b, grad_b, p_b, p_a, -k)):
+                expected = (p * d).sum(dim=-1, keepdim=True)
+                grad = (d - expected).mul_(sign).add_(1 + k).mul_(p).sub_(q, alpha=k)
+                grad.sub_(epsilon / V)
+                grad[gold] -= 1 - epsilon
+                grad = grad.to(dtype)
+                grad_h[rows] = grad @ w
+                grad_weight += grad.t() @ h
+        ctx.save_for_backward(grad_a, grad_b, grad_weight.to(weight.dtype))
+        ctx.mark_non_differentiable(loss, nll, kl)
+        return loss + k * kl, loss, nll, kl
 
     @staticmethod
-    def backward(ctx, grad_loss, grad_nll, grad_kl):
-        grads = dict(zip(ctx.keys, ctx.saved_tensors, strict=True))
-        scale = {"loss": grad_loss, "kl": grad_kl}
-        total = {
-            wrt: (sum(grads[term, wrt] * scale[term] for term in scale)).to(ctx.dtypes[wrt])
-            for wrt in ("a", "b", "w")
-        }
-        return total["a"], total["b"], total["w"], None, None, None, None
+    def backward(ctx, grad_objective, *unused):
+        grad_a, grad_b, grad_weight = ctx.saved_tensors
+        return (
+            grad_a * grad_objective,
+            grad_b * grad_objective,
+            grad_weight * grad_objective,
+            *([None] * 5),
+        )
 
 
 def projected_rdrop_loss(
@@ -203,14 +201,16 @@ def projected_rdrop_loss(
     weight: Tensor,
     target: Tensor,
     epsilon: float,
+    kl_weight: float,
     pad_id: int,
     chunk_rows: int | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """R-Drop's terms for a batch that was run twice, stacked: states (2B, T, D) holds the
     first pass in rows :B and the second in B:, target (B, T) is the batch's own.
 
-    Returns (smoothed loss sum over both passes, NLL sum over both passes, sum over non-pad
-    positions of KL(a||b) + KL(b||a)).
+    Returns (objective = loss + kl_weight * kl, the only one with a gradient; smoothed loss sum
+    over both passes; NLL sum over both passes; sum over non-pad positions of
+    KL(a||b) + KL(b||a)).
     """
     first, second = states.chunk(2)
     keep = target.ne(pad_id).flatten()
@@ -226,7 +226,7 @@ def projected_rdrop_loss(
         chunk_rows = max(64, 2**20 // weight.size(0))  # two passes: half the rows per chunk
     with torch.autocast(hidden_a.device.type, enabled=False):
         return ProjectedRDropLoss.apply(
-            hidden_a, hidden_b, weight, target, epsilon, chunk_rows, compute_dtype
+            hidden_a, hidden_b, weight, target, epsilon, kl_weight, chunk_rows, compute_dtype
         )
 
 

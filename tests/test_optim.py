@@ -116,8 +116,9 @@ def test_fused_rdrop_loss_equals_cross_entropies_and_kl_divergences_with_gradien
         first, second, log_target=True, reduction="sum"
     )
     expected_grads = torch.autograd.grad(expected_loss + 0.7 * expected_kl, [states, weight])
-    loss, nll, kl = projected_rdrop_loss(states, weight, target, 0.1, 0, chunk_rows)
-    grads = torch.autograd.grad(loss + 0.7 * kl, [states, weight])
+    objective, loss, nll, kl = projected_rdrop_loss(states, weight, target, 0.1, 0.7, 0, chunk_rows)
+    grads = torch.autograd.grad(objective, [states, weight])
+    assert objective.item() == pytest.approx((expected_loss + 0.7 * expected_kl).item(), rel=1e-10)
     assert loss.item() == pytest.approx(expected_loss.item(), rel=1e-10)
     assert nll.item() == pytest.approx(expected_nll.item(), rel=1e-10)
     assert kl.item() == pytest.approx(expected_kl.item(), rel=1e-10) and kl.item() > 0
@@ -135,10 +136,41 @@ def test_rdrop_loss_of_two_identical_passes_is_twice_the_plain_loss_and_no_diver
     target = torch.randint(1, 300, (4, 6))
     target[1, 2:] = 0
     plain, plain_nll = projected_label_smoothed_loss(states, weight, target, 0.1, 0)
-    loss, nll, kl = projected_rdrop_loss(torch.cat([states, states]), weight, target, 0.1, 0)
+    _, loss, nll, kl = projected_rdrop_loss(torch.cat([states, states]), weight, target, 0.1, 5, 0)
     assert loss.item() == pytest.approx(2 * plain.item(), rel=1e-6)
     assert nll.item() == pytest.approx(2 * plain_nll.item(), rel=1e-6)
     assert kl.item() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_fused_rdrop_loss_under_bf16_autocast_matches_bf16_logits():
+    import torch.nn.functional as F
+
+    from nmt.optim import projected_rdrop_loss
+
+    torch.manual_seed(0)
+    states = torch.randn(6, 7, 16, requires_grad=True)
+    weight = torch.randn(300, 16, requires_grad=True)
+    target = torch.randint(1, 300, (3, 7))
+    target[1, 3:] = 0
+    real = target.ne(0)
+    log_p = (states.bfloat16() @ weight.bfloat16().T).float().log_softmax(dim=-1)
+    first, second = log_p[:3][real], log_p[3:][real]
+    expected = sum(
+        F.nll_loss(lp, target[real], reduction="sum") * 0.9 - lp.mean(dim=-1).sum() * 0.1
+        for lp in (first, second)
+    ) + 2.5 * (
+        F.kl_div(second, first, log_target=True, reduction="sum")
+        + F.kl_div(first, second, log_target=True, reduction="sum")
+    )
+    expected_grads = torch.autograd.grad(expected, [states, weight])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        objective, *_ = projected_rdrop_loss(states, weight, target, 0.1, 2.5, 0, chunk_rows=8)
+    grads = torch.autograd.grad(objective, [states, weight])
+    assert objective.dtype == torch.float32
+    assert objective.item() == pytest.approx(expected.item(), rel=1e-5)
+    for got, want in zip(grads, expected_grads, strict=True):  # bf16 gradient products
+        scale = want.abs().max().item()
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=1e-2 * scale)
 
 
 def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():
