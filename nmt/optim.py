@@ -100,6 +100,13 @@ class ProjectedLabelSmoothedLoss(torch.autograd.Function):
         return grad_hidden * grad_loss, grad_weight * grad_loss, None, None, None, None, None
 
 
+def product_dtype(hidden: Tensor) -> torch.dtype:
+    """The dtype autocast would run a product of `hidden` in (its own dtype without autocast):
+    the fused losses switch autocast off and cast by hand."""
+    device = hidden.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+
+
 def projected_label_smoothed_loss(
     states: Tensor,
     weight: Tensor,
@@ -117,11 +124,7 @@ def projected_label_smoothed_loss(
     keep = target.ne(pad_id).flatten()
     hidden = states.flatten(0, 1)[keep]  # (N, D)
     target = target.flatten()[keep]
-    compute_dtype = (
-        torch.get_autocast_dtype(hidden.device.type)
-        if torch.is_autocast_enabled(hidden.device.type)
-        else hidden.dtype
-    )
+    compute_dtype = product_dtype(hidden)
     if chunk_rows is None:
         chunk_rows = max(64, 2**21 // weight.size(0))
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
@@ -173,9 +176,12 @@ class ProjectedRDropLoss(torch.autograd.Function):
             kl += (p_a - p_b).mul_(d).sum()
             # objective gradients: pa (1 + k + k (d - E_pa[d])) - k pb - eps/V - (1 - eps) at y,
             # and pb (1 + k - k (d - E_pb[d])) - k pa - eps/V - (1 - eps) at y
-            for h, grad_h, p, q, sign in ((h_a, grad_a, p_a, p_b, k), (h_b, grad_b, p_b, p_a, -k)):
+            for h, grad_h, p, q, signed_k in (
+                (h_a, grad_a, p_a, p_b, k),
+                (h_b, grad_b, p_b, p_a, -k),
+            ):
                 expected = (p * d).sum(dim=-1, keepdim=True)
-                grad = (d - expected).mul_(sign).add_(1 + k).mul_(p).sub_(q, alpha=k)
+                grad = (d - expected).mul_(signed_k).add_(1 + k).mul_(p).sub_(q, alpha=k)
                 grad.sub_(epsilon / V)
                 grad[gold] -= 1 - epsilon
                 grad = grad.to(dtype)
@@ -217,11 +223,7 @@ def projected_rdrop_loss(
     hidden_a = first.flatten(0, 1)[keep]
     hidden_b = second.flatten(0, 1)[keep]
     target = target.flatten()[keep]
-    compute_dtype = (
-        torch.get_autocast_dtype(hidden_a.device.type)
-        if torch.is_autocast_enabled(hidden_a.device.type)
-        else hidden_a.dtype
-    )
+    compute_dtype = product_dtype(hidden_a)
     if chunk_rows is None:
         chunk_rows = max(64, 2**20 // weight.size(0))  # two passes: half the rows per chunk
     with torch.autocast(hidden_a.device.type, enabled=False):
