@@ -107,6 +107,21 @@ def product_dtype(hidden: Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
 
 
+def real_positions(
+    states: tuple[Tensor, ...], target: Tensor, pad_id: int
+) -> tuple[tuple[Tensor, ...], Tensor]:
+    """Each (B, T, D) states tensor and the (B, T) target at the non-pad target positions only:
+    ((N, D), ...), (N,). The fused losses project nothing else."""
+    keep = target.ne(pad_id).flatten()
+    return tuple(s.flatten(0, 1)[keep] for s in states), target.flatten()[keep]
+
+
+def default_chunk_rows(weight: Tensor, passes: int) -> int:
+    """Target positions per chunk of a fused loss: ~8 MB of fp32 (rows, V) logits per pass
+    held at once, so a chunk's logits stay in cache."""
+    return max(64, 2**21 // (passes * weight.size(0)))
+
+
 def projected_label_smoothed_loss(
     states: Tensor,
     weight: Tensor,
@@ -121,12 +136,9 @@ def projected_label_smoothed_loss(
     Only non-pad positions are projected, `chunk_rows` at a time (None: ~8 MB of fp32 logits
     per chunk). Returns (smoothed loss sum, NLL sum).
     """
-    keep = target.ne(pad_id).flatten()
-    hidden = states.flatten(0, 1)[keep]  # (N, D)
-    target = target.flatten()[keep]
+    (hidden,), target = real_positions((states,), target, pad_id)
     compute_dtype = product_dtype(hidden)
-    if chunk_rows is None:
-        chunk_rows = max(64, 2**21 // weight.size(0))
+    chunk_rows = chunk_rows or default_chunk_rows(weight, passes=1)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(hidden.device.type, enabled=False):
         return ProjectedLabelSmoothedLoss.apply(
@@ -218,14 +230,9 @@ def projected_rdrop_loss(
     over both passes; NLL sum over both passes; sum over non-pad positions of
     KL(a||b) + KL(b||a)).
     """
-    first, second = states.chunk(2)
-    keep = target.ne(pad_id).flatten()
-    hidden_a = first.flatten(0, 1)[keep]
-    hidden_b = second.flatten(0, 1)[keep]
-    target = target.flatten()[keep]
+    (hidden_a, hidden_b), target = real_positions(states.chunk(2), target, pad_id)
     compute_dtype = product_dtype(hidden_a)
-    if chunk_rows is None:
-        chunk_rows = max(64, 2**20 // weight.size(0))  # two passes: half the rows per chunk
+    chunk_rows = chunk_rows or default_chunk_rows(weight, passes=2)
     with torch.autocast(hidden_a.device.type, enabled=False):
         return ProjectedRDropLoss.apply(
             hidden_a, hidden_b, weight, target, epsilon, kl_weight, chunk_rows, compute_dtype
