@@ -98,13 +98,14 @@ class OptimConfig:
 
     inverse_sqrt (the paper): lr(step) = lr_scale * d_model^-0.5 * min(step^-0.5,
     step * warmup_steps^-1.5). cosine: the same warmup to the same peak, then a half cosine
-    down to zero at total_steps (set it to the run's trainer.max_steps).
+    down to zero at total_steps; null ends it where the run's budget ends (trainer.max_steps,
+    or the steps trainer.max_time will reach, re-estimated every epoch: nmt.budget).
     """
 
     schedule: str = "inverse_sqrt"  # inverse_sqrt | cosine
     lr_scale: float = 1.0
     warmup_steps: int = 4000
-    total_steps: int | None = None  # cosine only: the step at which lr reaches zero
+    total_steps: int | None = None  # cosine only: lr reaches zero there; null: the budget's end
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9
     weight_decay: float = 0.0
@@ -122,11 +123,12 @@ class OptimConfig:
             raise ValueError(
                 f"optim.schedule must be inverse_sqrt or cosine, not {self.schedule!r}"
             )
-        if self.schedule == "cosine" and (self.total_steps or 0) <= self.warmup_steps:
-            raise ValueError(
-                f"optim.schedule=cosine needs optim.total_steps above warmup_steps="
-                f"{self.warmup_steps}, got {self.total_steps}"
-            )
+        if self.schedule == "cosine" and self.total_steps is not None:
+            if self.total_steps <= self.warmup_steps:
+                raise ValueError(
+                    f"optim.schedule=cosine needs optim.total_steps above warmup_steps="
+                    f"{self.warmup_steps} (or null: the budget's end), got {self.total_steps}"
+                )
 
 
 @dataclass
@@ -237,6 +239,12 @@ class TrainConfig:
         if self.on_nonfinite_loss not in ("stop", "skip"):
             raise ValueError(
                 f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
+            )
+        fitted = self.optim.schedule == "cosine" and self.optim.total_steps is None
+        if fitted and self.trainer.max_steps <= 0 and self.trainer.max_time is None:
+            raise ValueError(
+                "optim.schedule=cosine with optim.total_steps=null ends at the run's budget: "
+                "set trainer.max_steps or trainer.max_time (or optim.total_steps)"
             )
         if not self.val_bleu and self.checkpoint.monitor in ("val/bleu", "val/chrf"):
             raise ValueError(

@@ -245,23 +245,43 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, scale: float) ->
     return scale * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
-def cosine_lr(step: int, d_model: int, warmup_steps: int, scale: float, total_steps: int) -> float:
+def cosine_lr(
+    step: int, d_model: int, warmup_steps: int, scale: float, total_steps: int | None
+) -> float:
     """The same linear warmup to the same peak as `inverse_sqrt_lr`, then a half cosine from
-    the peak to zero at `total_steps` (zero after it). For a known budget of updates, ending at
-    zero learning rate gives the weights the settling that checkpoint averaging approximates."""
+    the peak to zero at `total_steps` (zero after it; the peak while it is None, not yet fitted
+    to the run's budget). For a known budget, ending at zero learning rate gives the weights
+    the settling that checkpoint averaging approximates."""
     step = max(step, 1)
     if step <= warmup_steps:
         return inverse_sqrt_lr(step, d_model, warmup_steps, scale)
     peak = inverse_sqrt_lr(warmup_steps, d_model, warmup_steps, scale)
+    if total_steps is None:
+        return peak
     progress = min((step - warmup_steps) / max(total_steps - warmup_steps, 1), 1.0)
     return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def learning_rate(step: int, cfg: OptimConfig, d_model: int) -> float:
-    """The learning rate of optimizer step `step` (counted from 1) under `cfg.schedule`."""
-    if cfg.schedule == "cosine":
-        return cosine_lr(step, d_model, cfg.warmup_steps, cfg.lr_scale, cfg.total_steps)
-    return inverse_sqrt_lr(step, d_model, cfg.warmup_steps, cfg.lr_scale)
+class Schedule:
+    """LambdaLR's factor for optimizer step index + 1 under `cfg.schedule` (the base lr is 1).
+
+    An object, not a closure: LambdaLR saves a callable object's attributes in checkpoints, so
+    a resumed run keeps a `total_steps` fitted during training (nmt.budget); they are plain
+    numbers and text, which weights-only loading accepts.
+    """
+
+    def __init__(self, cfg: OptimConfig, d_model: int):
+        self.schedule = cfg.schedule
+        self.d_model = d_model
+        self.warmup_steps = cfg.warmup_steps
+        self.lr_scale = cfg.lr_scale
+        self.total_steps = cfg.total_steps
+
+    def __call__(self, index: int) -> float:
+        step = index + 1  # LambdaLR counts from 0
+        if self.schedule == "cosine":
+            return cosine_lr(step, self.d_model, self.warmup_steps, self.lr_scale, self.total_steps)
+        return inverse_sqrt_lr(step, self.d_model, self.warmup_steps, self.lr_scale)
 
 
 def build_optimizer(
@@ -271,8 +291,5 @@ def build_optimizer(
     optimizer = torch.optim.Adam(
         params, lr=1.0, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
     )
-    # LambdaLR multiplies the base lr (1.0) by the factor; its step index starts at 0.
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda index: learning_rate(index + 1, cfg, d_model)
-    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, Schedule(cfg, d_model))
     return optimizer, schedule

@@ -28,6 +28,7 @@ from lightning.pytorch.plugins import TorchCheckpointIO
 from omegaconf import DictConfig, OmegaConf
 
 from nmt.average import average_checkpoints, checkpoints_by_step
+from nmt.budget import FitScheduleToBudget
 from nmt.checkpoint import (
     Translator,
     load_translator,
@@ -102,6 +103,8 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 save_top_k=max(ckpt.average_last_epochs),
             )
         )
+    if cfg.optim.schedule == "cosine" and cfg.optim.total_steps is None:
+        callbacks.append(FitScheduleToBudget())
     if ckpt.early_stopping_patience is not None:
         callbacks.append(
             EarlyStopping(

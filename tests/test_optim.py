@@ -1,6 +1,7 @@
 """Label-smoothed loss and the inverse-square-root schedule against hand computations."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -189,12 +190,48 @@ def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():
     )  # never rises after the peak
 
 
-def test_the_cosine_config_ends_at_the_runs_max_steps():
+def test_the_cosine_config_ends_at_the_runs_budget_or_at_total_steps():
     from conftest import compose_train_config
 
-    cfg = compose_train_config(
-        ["experiment=multi30k_cpu", "optim=cosine", "trainer.max_steps=5000"]
+    from nmt.budget import FitScheduleToBudget
+    from nmt.train import build_callbacks
+
+    cfg = compose_train_config(["experiment=multi30k_cpu", "optim=cosine"])
+    assert cfg.optim.schedule == "cosine" and cfg.optim.total_steps is None
+    assert any(isinstance(c, FitScheduleToBudget) for c in build_callbacks(cfg, Path("x")))
+    fixed = compose_train_config(
+        ["experiment=multi30k_cpu", "optim=cosine", "optim.total_steps=5000"]
     )
-    assert cfg.optim.schedule == "cosine" and cfg.optim.total_steps == 5000
+    assert fixed.optim.total_steps == 5000
+    assert not any(isinstance(c, FitScheduleToBudget) for c in build_callbacks(fixed, Path("x")))
+    with pytest.raises(ValueError, match="trainer.max_steps or trainer.max_time"):
+        compose_train_config(["experiment=multi30k_cpu", "optim=cosine", "trainer.max_time=null"])
     with pytest.raises(ValueError, match="total_steps"):
-        OptimConfig(schedule="cosine", warmup_steps=10, total_steps=None)
+        OptimConfig(schedule="cosine", warmup_steps=10, total_steps=10)
+
+
+def test_cosine_holds_the_peak_until_its_end_is_known():
+    from nmt.optim import cosine_lr
+
+    peak = inverse_sqrt_lr(100, 128, 100, 2.0)
+    assert cosine_lr(5000, 128, 100, 2.0, None) == pytest.approx(peak)
+
+
+def test_steps_that_fit_extrapolates_the_pace_so_far():
+    from nmt.budget import steps_that_fit
+
+    assert steps_that_fit(100, elapsed=50.0, remaining=25.0) == 150
+    assert steps_that_fit(100, elapsed=50.0, remaining=-3.0) == 100  # time is up
+    assert steps_that_fit(0, elapsed=5.0, remaining=25.0) is None  # no pace yet
+
+
+def test_a_fitted_schedule_end_is_saved_with_the_scheduler_and_loads_weights_only(tmp_path):
+    param = torch.nn.Parameter(torch.zeros(1))
+    cfg = OptimConfig(schedule="cosine", lr_scale=1.0, warmup_steps=10, total_steps=None)
+    _, schedule = build_optimizer([param], cfg, d_model=64)
+    schedule.lr_lambdas[0].total_steps = 250
+    torch.save(schedule.state_dict(), tmp_path / "schedule.pt")
+    _, resumed = build_optimizer([param], cfg, d_model=64)
+    resumed.load_state_dict(torch.load(tmp_path / "schedule.pt", weights_only=True))
+    assert resumed.lr_lambdas[0].total_steps == 250
+    assert resumed.lr_lambdas[0](249) == pytest.approx(0.0, abs=1e-15)  # step 250: the end

@@ -180,6 +180,46 @@ def test_rdrop_without_dropout_trains_exactly_like_one_pass(overfit_data, tmp_pa
         assert float(dropped[step]["train/rdrop_kl"]) > 1e-4
 
 
+def test_a_cosine_schedule_reaches_zero_where_the_budget_ends(overfit_data, tmp_path):
+    """optim=cosine with total_steps=null: with max_steps the last update has lr 0; with
+    max_time the end is estimated at every epoch end from the pace so far (here: minutes
+    left after a second or two, so far beyond the two epochs that max_epochs allows)."""
+    from conftest import compose_train_config, overfit_training
+
+    from nmt.optim import cosine_lr
+    from nmt.train import train
+
+    def run(name, *extra):
+        cfg = compose_train_config(
+            overfit_training(
+                overfit_data,
+                tmp_path,
+                *RESUME_OVERRIDES,
+                "optim=cosine",
+                "optim.warmup_steps=2",
+                *extra,
+            )
+        )
+        train(cfg, tmp_path / name)
+        return cfg, read_metrics_csv(tmp_path / name)
+
+    cfg, steps = run("by_steps", "trainer.max_steps=8")
+    lr = {step: float(row["lr-Adam"]) for step, row in steps.items() if "lr-Adam" in row}
+    d_model, scale = cfg.model.d_model, cfg.optim.lr_scale
+    assert lr[4] == pytest.approx(cosine_lr(5, d_model, 2, scale, 8))  # update 5 of 8
+    assert lr[7] == pytest.approx(0.0, abs=1e-12)  # the last update
+    _, timed = run(
+        "by_time", "trainer.max_steps=-1", "trainer.max_epochs=2", "trainer.max_time=00:00:10:00"
+    )
+    fitted = [
+        (s, float(r["train/scheduled_steps"]))
+        for s, r in timed.items()
+        if "train/scheduled_steps" in r
+    ]
+    assert len(fitted) == 2  # one estimate per epoch end
+    assert all(total > 50 * step for step, total in fitted)
+
+
 # torch's own modules, imported by the first compile, use a torch API that torch deprecates.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compile_reaches_the_layers_that_training_and_decoding_call():
