@@ -1,59 +1,74 @@
-"""Ending a cosine schedule where the run's budget ends: `trainer.max_steps`, or the update
-count that `trainer.max_time` will reach, estimated while the run goes."""
+"""Ending a cosine schedule where the run's budget ends: at the update count that
+`trainer.max_steps` or `max_epochs` fix, or that `trainer.max_time` will reach, estimated
+while the run goes."""
 
 from __future__ import annotations
+
+import math
+import time
 
 import lightning as L
 from lightning.pytorch.callbacks import Timer
 
 
-def steps_that_fit(step: int, elapsed: float, remaining: float) -> int | None:
-    """The update count a run at `step` after `elapsed` seconds reaches in `remaining` more
-    seconds at its average pace so far; None before its first update."""
-    if step <= 0 or elapsed <= 0:
-        return None
-    return step + int(max(remaining, 0.0) * step / elapsed)
+def steps_that_fit(step: int, steps_per_second: float, remaining: float) -> int:
+    """The update count a run at `step` reaches in `remaining` more seconds at this pace."""
+    return step + int(max(remaining, 0.0) * steps_per_second)
 
 
 class FitScheduleToBudget(L.Callback):
-    """Sets the cosine schedule's `total_steps` (nmt.optim.Schedule) to where the run stops.
+    """Sets the module's `lr_schedule.total_steps` (nmt.optim) to the run's last update.
 
-    With `trainer.max_steps` alone that is known at the start. With `trainer.max_time` it is
-    re-estimated at every training epoch end from the pace so far (`steps_that_fit`; the time
-    spent validating and saving checkpoints counts), capped by max_steps: the learning rate
-    reaches zero as time runs out on a fast machine or a slow one. Warmup does not depend on
-    it, and the first epochs' estimates are refined long before the decay matters. Rank 0's
-    estimate is broadcast, so DDP ranks follow one schedule. Logged as
-    `train/scheduled_steps`.
+    The step budget (`trainer.estimated_stepping_batches`: max_steps, or max_epochs times the
+    updates an epoch) is known at the start. With `trainer.max_time` the end is re-estimated
+    every `trainer.log_every_n_steps` updates from this session's pace so far (the time spent
+    validating and saving checkpoints counts) and the time left, capped by the step budget,
+    so the learning rate reaches zero as time runs out on a fast machine or a slow one. Until
+    the first estimate the end is the step budget, the one saved in the checkpoint resumed
+    from, or unknown (cosine then holds the peak after warmup). Rank 0's estimate is
+    broadcast: DDP ranks follow one schedule. Logged as `train/scheduled_steps`.
     """
 
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.max_steps > 0 and self._timer(trainer) is None:
-            self._set(trainer, trainer.max_steps)
+    def __init__(self):
+        self.total_steps: int | None = None  # saved in checkpoints: a resume starts from it
+        self._session_start: tuple[int, float] = (0, 0.0)  # (global step, monotonic time)
+        self._estimated_at = -1  # the step of the last estimate (accumulated batches share one)
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def state_dict(self) -> dict:
+        return {"total_steps": self.total_steps}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.total_steps = state_dict["total_steps"]
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._session_start = (trainer.global_step, time.monotonic())
+        step_budget = trainer.estimated_stepping_batches
+        if math.isfinite(step_budget) and (
+            self._timer(trainer) is None or self.total_steps is None
+        ):
+            self.total_steps = int(step_budget)
+        pl_module.lr_schedule.total_steps = self.total_steps
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
         timer = self._timer(trainer)
-        if timer is None:
+        start_step, start_time = self._session_start
+        steps_done = trainer.global_step - start_step
+        if timer is None or steps_done <= 0 or steps_done % trainer.log_every_n_steps:
             return
-        total = steps_that_fit(
-            trainer.global_step, timer.time_elapsed("train"), timer.time_remaining("train")
-        )
-        if total is None:
+        if trainer.global_step == self._estimated_at:
             return
-        if trainer.max_steps > 0:
-            total = min(total, trainer.max_steps)
-        total = trainer.strategy.broadcast(total, src=0)
-        self._set(trainer, total)
-        pl_module.log("train/scheduled_steps", float(total))
+        self._estimated_at = trainer.global_step
+        pace = steps_done / max(time.monotonic() - start_time, 1e-9)
+        total = steps_that_fit(trainer.global_step, pace, timer.time_remaining("train"))
+        step_budget = trainer.estimated_stepping_batches
+        if math.isfinite(step_budget):
+            total = min(total, int(step_budget))
+        self.total_steps = trainer.strategy.broadcast(total, src=0)
+        pl_module.lr_schedule.total_steps = self.total_steps
+        pl_module.log("train/scheduled_steps", float(self.total_steps))
 
     @staticmethod
     def _timer(trainer: L.Trainer) -> Timer | None:
-        """Lightning's own Timer, which `max_time` adds and which survives a resume."""
+        """Lightning's own Timer, which `max_time` adds (its elapsed time survives a resume)."""
         timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
         return timers[0] if timers and timers[0].time_remaining("train") is not None else None
-
-    @staticmethod
-    def _set(trainer: L.Trainer, total_steps: int) -> None:
-        for config in trainer.lr_scheduler_configs:
-            for schedule in config.scheduler.lr_lambdas:
-                schedule.total_steps = total_steps

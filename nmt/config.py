@@ -98,8 +98,9 @@ class OptimConfig:
 
     inverse_sqrt (the paper): lr(step) = lr_scale * d_model^-0.5 * min(step^-0.5,
     step * warmup_steps^-1.5). cosine: the same warmup to the same peak, then a half cosine
-    down to zero at total_steps; null ends it where the run's budget ends (trainer.max_steps,
-    or the steps trainer.max_time will reach, re-estimated every epoch: nmt.budget).
+    down to zero at total_steps; null ends it where the run's budget ends (trainer.max_steps
+    or max_epochs, or the update count max_time will reach, re-estimated as the run goes:
+    nmt.budget).
     """
 
     schedule: str = "inverse_sqrt"  # inverse_sqrt | cosine
@@ -241,10 +242,16 @@ class TrainConfig:
                 f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
             )
         fitted = self.optim.schedule == "cosine" and self.optim.total_steps is None
-        if fitted and self.trainer.max_steps <= 0 and self.trainer.max_time is None:
+        budgets = (self.trainer.max_steps > 0, self.trainer.max_epochs, self.trainer.max_time)
+        if fitted and not any(budgets):
             raise ValueError(
                 "optim.schedule=cosine with optim.total_steps=null ends at the run's budget: "
-                "set trainer.max_steps or trainer.max_time (or optim.total_steps)"
+                "set trainer.max_steps, max_epochs or max_time (or optim.total_steps)"
+            )
+        if fitted and 0 < self.trainer.max_steps <= self.optim.warmup_steps:
+            raise ValueError(
+                f"optim.schedule=cosine: trainer.max_steps={self.trainer.max_steps} ends "
+                f"within optim.warmup_steps={self.optim.warmup_steps}, before any decay"
             )
         if not self.val_bleu and self.checkpoint.monitor in ("val/bleu", "val/chrf"):
             raise ValueError(

@@ -17,7 +17,12 @@ from nmt.checkpoint import inference_payload
 from nmt.config import DecodeConfig, OptimConfig
 from nmt.evaluation import score, translate_across_processes
 from nmt.model import ModelConfig, Transformer, count_parameters
-from nmt.optim import build_optimizer, projected_label_smoothed_loss, projected_rdrop_loss
+from nmt.optim import (
+    LearningRateSchedule,
+    build_optimizer,
+    projected_label_smoothed_loss,
+    projected_rdrop_loss,
+)
 from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -39,6 +44,9 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.model = Transformer(model_cfg)
         self.optim_cfg = optim_cfg
+        self.lr_schedule = LearningRateSchedule(
+            optim_cfg, model_cfg.d_model
+        )  # nmt.budget may fit its end
         self.decode_cfg = decode_cfg
         self.seed = seed
         self.tokenizer: Tokenizer | None = None  # the datamodule's, set in setup()
@@ -168,10 +176,13 @@ class TranslationModule(L.LightningModule):
         self.log("val/chrf", scores.chrf)
 
     def configure_optimizers(self):
-        optimizer, schedule = build_optimizer(
-            self.model.parameters(), self.optim_cfg, self.model.cfg.d_model
+        optimizer, scheduler = build_optimizer(
+            self.model.parameters(), self.optim_cfg, self.lr_schedule
         )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step"},
+        }
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         # Makes a Lightning checkpoint usable by `translate`/`evaluate` and `nmt.average`.

@@ -262,12 +262,13 @@ def cosine_lr(
     return peak * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-class Schedule:
-    """LambdaLR's factor for optimizer step index + 1 under `cfg.schedule` (the base lr is 1).
+class LearningRateSchedule:
+    """The learning rate of optimizer step `step` (counted from 1) under `cfg.schedule`.
 
-    An object, not a closure: LambdaLR saves a callable object's attributes in checkpoints, so
-    a resumed run keeps a `total_steps` fitted during training (nmt.budget); they are plain
-    numbers and text, which weights-only loading accepts.
+    `total_steps` may be set while training (nmt.budget fits a cosine's end to the run's
+    budget). The optimizer's LambdaLR calls it through a plain function, which LambdaLR does
+    not save: a resumed run takes its schedule from its config, and the fitted end from the
+    callback that fits it.
     """
 
     def __init__(self, cfg: OptimConfig, d_model: int):
@@ -277,19 +278,19 @@ class Schedule:
         self.lr_scale = cfg.lr_scale
         self.total_steps = cfg.total_steps
 
-    def __call__(self, index: int) -> float:
-        step = index + 1  # LambdaLR counts from 0
+    def __call__(self, step: int) -> float:
         if self.schedule == "cosine":
             return cosine_lr(step, self.d_model, self.warmup_steps, self.lr_scale, self.total_steps)
         return inverse_sqrt_lr(step, self.d_model, self.warmup_steps, self.lr_scale)
 
 
 def build_optimizer(
-    params, cfg: OptimConfig, d_model: int
+    params, cfg: OptimConfig, schedule: LearningRateSchedule
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with `cfg.schedule`, stepped once per optimizer step."""
+    """Adam following `schedule`, stepped once per optimizer step."""
     optimizer = torch.optim.Adam(
         params, lr=1.0, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=cfg.weight_decay
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, Schedule(cfg, d_model))
-    return optimizer, schedule
+    # LambdaLR multiplies the base lr (1.0) by the factor; its step index starts at 0.
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda index: schedule(index + 1))
+    return optimizer, scheduler

@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from nmt.config import OptimConfig
-from nmt.optim import build_optimizer, inverse_sqrt_lr, label_smoothed_loss
+from nmt.optim import (
+    LearningRateSchedule,
+    build_optimizer,
+    inverse_sqrt_lr,
+    label_smoothed_loss,
+)
 
 
 def test_label_smoothed_loss_matches_a_hand_computation():
@@ -39,7 +44,7 @@ def test_schedule_values_at_one_warmup_and_four_times_warmup():
 def test_optimizer_follows_the_schedule_step_by_step():
     param = torch.nn.Parameter(torch.zeros(3))
     cfg = OptimConfig(warmup_steps=10)
-    optimizer, schedule = build_optimizer([param], cfg, d_model=64)
+    optimizer, schedule = build_optimizer([param], cfg, LearningRateSchedule(cfg, d_model=64))
     assert optimizer.defaults["betas"] == (0.9, 0.98) and optimizer.defaults["eps"] == 1e-9
     for step in range(1, 25):
         assert optimizer.param_groups[0]["lr"] == pytest.approx(inverse_sqrt_lr(step, 64, 10, 1.0))
@@ -204,8 +209,10 @@ def test_the_cosine_config_ends_at_the_runs_budget_or_at_total_steps():
     )
     assert fixed.optim.total_steps == 5000
     assert not any(isinstance(c, FitScheduleToBudget) for c in build_callbacks(fixed, Path("x")))
-    with pytest.raises(ValueError, match="trainer.max_steps or trainer.max_time"):
+    with pytest.raises(ValueError, match="set trainer.max_steps, max_epochs or max_time"):
         compose_train_config(["experiment=multi30k_cpu", "optim=cosine", "trainer.max_time=null"])
+    with pytest.raises(ValueError, match="before any decay"):
+        compose_train_config(["experiment=multi30k_cpu", "optim=cosine", "trainer.max_steps=2000"])
     with pytest.raises(ValueError, match="total_steps"):
         OptimConfig(schedule="cosine", warmup_steps=10, total_steps=10)
 
@@ -217,21 +224,29 @@ def test_cosine_holds_the_peak_until_its_end_is_known():
     assert cosine_lr(5000, 128, 100, 2.0, None) == pytest.approx(peak)
 
 
-def test_steps_that_fit_extrapolates_the_pace_so_far():
+def test_steps_that_fit_extrapolates_the_pace():
     from nmt.budget import steps_that_fit
 
-    assert steps_that_fit(100, elapsed=50.0, remaining=25.0) == 150
-    assert steps_that_fit(100, elapsed=50.0, remaining=-3.0) == 100  # time is up
-    assert steps_that_fit(0, elapsed=5.0, remaining=25.0) is None  # no pace yet
+    assert steps_that_fit(100, steps_per_second=2.0, remaining=25.0) == 150
+    assert steps_that_fit(100, steps_per_second=2.0, remaining=-3.0) == 100  # time is up
 
 
-def test_a_fitted_schedule_end_is_saved_with_the_scheduler_and_loads_weights_only(tmp_path):
+def test_the_fitted_end_is_kept_in_checkpoints_and_loads_weights_only(tmp_path):
+    from nmt.budget import FitScheduleToBudget
+
+    fitted = FitScheduleToBudget()
+    fitted.total_steps = 250
+    torch.save(fitted.state_dict(), tmp_path / "callback.pt")
+    resumed = FitScheduleToBudget()
+    resumed.load_state_dict(torch.load(tmp_path / "callback.pt", weights_only=True))
+    assert resumed.total_steps == 250
+
+
+def test_the_optimizer_saves_no_schedule_so_a_resume_follows_its_config():
     param = torch.nn.Parameter(torch.zeros(1))
     cfg = OptimConfig(schedule="cosine", lr_scale=1.0, warmup_steps=10, total_steps=None)
-    _, schedule = build_optimizer([param], cfg, d_model=64)
-    schedule.lr_lambdas[0].total_steps = 250
-    torch.save(schedule.state_dict(), tmp_path / "schedule.pt")
-    _, resumed = build_optimizer([param], cfg, d_model=64)
-    resumed.load_state_dict(torch.load(tmp_path / "schedule.pt", weights_only=True))
-    assert resumed.lr_lambdas[0].total_steps == 250
-    assert resumed.lr_lambdas[0](249) == pytest.approx(0.0, abs=1e-15)  # step 250: the end
+    schedule = LearningRateSchedule(cfg, d_model=64)
+    _, scheduler = build_optimizer([param], cfg, schedule)
+    schedule.total_steps = 250
+    assert scheduler.lr_lambdas[0](249) == pytest.approx(0.0, abs=1e-15)  # step 250: the end
+    assert scheduler.state_dict()["lr_lambdas"] == [None]  # a function: nothing saved
