@@ -44,9 +44,8 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.model = Transformer(model_cfg)
         self.optim_cfg = optim_cfg
-        self.lr_schedule = LearningRateSchedule(
-            optim_cfg, model_cfg.d_model
-        )  # nmt.budget may fit its end
+        # The learning rate per step; nmt.budget may fit a cosine's end while training.
+        self.lr_schedule = LearningRateSchedule(optim_cfg, model_cfg.d_model)
         self.decode_cfg = decode_cfg
         self.seed = seed
         self.tokenizer: Tokenizer | None = None  # the datamodule's, set in setup()
