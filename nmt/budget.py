@@ -33,6 +33,8 @@ class FitScheduleToBudget(L.Callback):
         self.total_steps: int | None = None  # saved in checkpoints: a resume starts from it
         self._session_start: tuple[int, float] = (0, 0.0)  # (global step, monotonic time)
         self._estimated_at = -1  # the step of the last estimate (accumulated batches share one)
+        self._timer: Timer | None = None  # Lightning's, with max_time
+        self._step_budget = math.inf  # trainer.estimated_stepping_batches
 
     def state_dict(self) -> dict:
         return {"total_steps": self.total_steps}
@@ -42,33 +44,26 @@ class FitScheduleToBudget(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._session_start = (trainer.global_step, time.monotonic())
-        step_budget = trainer.estimated_stepping_batches
-        if math.isfinite(step_budget) and (
-            self._timer(trainer) is None or self.total_steps is None
-        ):
-            self.total_steps = int(step_budget)
+        # Lightning's own Timer, which `max_time` adds (its elapsed time survives a resume).
+        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+        self._timer = timers[0] if timers and timers[0].time_remaining() is not None else None
+        self._step_budget = trainer.estimated_stepping_batches
+        if math.isfinite(self._step_budget) and (self._timer is None or self.total_steps is None):
+            self.total_steps = int(self._step_budget)
         pl_module.lr_schedule.total_steps = self.total_steps
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
-        timer = self._timer(trainer)
         start_step, start_time = self._session_start
         steps_done = trainer.global_step - start_step
-        if timer is None or steps_done <= 0 or steps_done % trainer.log_every_n_steps:
+        if self._timer is None or steps_done <= 0 or steps_done % trainer.log_every_n_steps:
             return
         if trainer.global_step == self._estimated_at:
             return
         self._estimated_at = trainer.global_step
         pace = steps_done / max(time.monotonic() - start_time, 1e-9)
-        total = steps_that_fit(trainer.global_step, pace, timer.time_remaining("train"))
-        step_budget = trainer.estimated_stepping_batches
-        if math.isfinite(step_budget):
-            total = min(total, int(step_budget))
+        total = steps_that_fit(trainer.global_step, pace, self._timer.time_remaining())
+        if math.isfinite(self._step_budget):
+            total = min(total, int(self._step_budget))
         self.total_steps = trainer.strategy.broadcast(total, src=0)
         pl_module.lr_schedule.total_steps = self.total_steps
         pl_module.log("train/scheduled_steps", float(self.total_steps))
-
-    @staticmethod
-    def _timer(trainer: L.Trainer) -> Timer | None:
-        """Lightning's own Timer, which `max_time` adds (its elapsed time survives a resume)."""
-        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-        return timers[0] if timers and timers[0].time_remaining("train") is not None else None

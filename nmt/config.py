@@ -117,6 +117,11 @@ class OptimConfig:
     # A step costs ~twice the compute for the same data.max_tokens. 0 = off, one pass.
     rdrop_alpha: float = 0.0
 
+    @property
+    def ends_at_budget(self) -> bool:
+        """A cosine whose end nmt.budget fits to the run's budget (total_steps null)."""
+        return self.schedule == "cosine" and self.total_steps is None
+
     def __post_init__(self) -> None:
         if self.rdrop_alpha < 0:
             raise ValueError(f"optim.rdrop_alpha must be >= 0, got {self.rdrop_alpha}")
@@ -241,7 +246,7 @@ class TrainConfig:
             raise ValueError(
                 f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
             )
-        fitted = self.optim.schedule == "cosine" and self.optim.total_steps is None
+        fitted = self.optim.ends_at_budget
         budgets = (self.trainer.max_steps > 0, self.trainer.max_epochs, self.trainer.max_time)
         if fitted and not any(budgets):
             raise ValueError(

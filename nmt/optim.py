@@ -138,7 +138,8 @@ def projected_label_smoothed_loss(
     """
     (hidden,), target = real_positions((states,), target, pad_id)
     compute_dtype = product_dtype(hidden)
-    chunk_rows = chunk_rows or default_chunk_rows(weight, passes=1)
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(weight, passes=1)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(hidden.device.type, enabled=False):
         return ProjectedLabelSmoothedLoss.apply(
@@ -232,7 +233,8 @@ def projected_rdrop_loss(
     """
     (hidden_a, hidden_b), target = real_positions(states.chunk(2), target, pad_id)
     compute_dtype = product_dtype(hidden_a)
-    chunk_rows = chunk_rows or default_chunk_rows(weight, passes=2)
+    if chunk_rows is None:
+        chunk_rows = default_chunk_rows(weight, passes=2)
     with torch.autocast(hidden_a.device.type, enabled=False):
         return ProjectedRDropLoss.apply(
             hidden_a, hidden_b, weight, target, epsilon, kl_weight, chunk_rows, compute_dtype
@@ -272,16 +274,15 @@ class LearningRateSchedule:
     """
 
     def __init__(self, cfg: OptimConfig, d_model: int):
-        self.schedule = cfg.schedule
+        self.cfg = cfg
         self.d_model = d_model
-        self.warmup_steps = cfg.warmup_steps
-        self.lr_scale = cfg.lr_scale
         self.total_steps = cfg.total_steps
 
     def __call__(self, step: int) -> float:
-        if self.schedule == "cosine":
-            return cosine_lr(step, self.d_model, self.warmup_steps, self.lr_scale, self.total_steps)
-        return inverse_sqrt_lr(step, self.d_model, self.warmup_steps, self.lr_scale)
+        cfg = self.cfg
+        if cfg.schedule == "cosine":
+            return cosine_lr(step, self.d_model, cfg.warmup_steps, cfg.lr_scale, self.total_steps)
+        return inverse_sqrt_lr(step, self.d_model, cfg.warmup_steps, cfg.lr_scale)
 
 
 def build_optimizer(

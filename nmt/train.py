@@ -103,7 +103,7 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 save_top_k=max(ckpt.average_last_epochs),
             )
         )
-    if cfg.optim.schedule == "cosine" and cfg.optim.total_steps is None:
+    if cfg.optim.ends_at_budget:
         callbacks.append(FitScheduleToBudget())
     if ckpt.early_stopping_patience is not None:
         callbacks.append(
