@@ -34,6 +34,7 @@ class ModelConfig:
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    token_dropout: float = 0.0  # word dropout: a whole input token's embedding zeroed (training)
     activation: str = "relu"  # of the FFN's hidden layer: "relu" (paper) or "gelu"
     norm: str = "post"  # "post" (paper) or "pre" (LayerNorm before each sublayer + final norm)
     tie_embeddings: bool = True  # source embedding = target embedding = output projection
@@ -46,6 +47,8 @@ class ModelConfig:
                 f"model.pad_id must be 0, the id the tokenizer and batches pad with, got "
                 f"{self.pad_id}"
             )
+        if not 0.0 <= self.token_dropout < 1.0:
+            raise ValueError(f"model.token_dropout must be in [0, 1), got {self.token_dropout}")
         if self.norm not in NORM_CHOICES:
             raise ValueError(f"model.norm must be one of {NORM_CHOICES}, got {self.norm!r}")
         if self.activation not in ACTIVATIONS:
@@ -359,16 +362,23 @@ class Transformer(nn.Module):
             self.tgt_embed.weight[self.cfg.pad_id].zero_()
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
-        """tokens (B, L) -> (B, L, D): scaled embedding + sinusoidal position, then dropout."""
+        """tokens (B, L) -> (B, L, D): scaled embedding + sinusoidal position, then dropout.
+
+        In training, `token_dropout` zeroes whole token embeddings first (the position stays),
+        so the model must fill in words from their context, on both sides. Kept tokens are not
+        rescaled: they look as they do at test time, and a dropped one looks like no word.
+        """
         L = tokens.size(1)
         if offset + L > self.cfg.max_positions:
             raise ValueError(
                 f"sequence of {offset + L} tokens exceeds "
                 f"model.max_positions={self.cfg.max_positions}"
             )
-        x = embedding(tokens) * self.embed_scale + self.positions[offset : offset + L].to(
-            embedding.weight.dtype
-        )
+        x = embedding(tokens) * self.embed_scale
+        if self.training and self.cfg.token_dropout > 0.0:
+            keep = torch.rand(tokens.shape, device=tokens.device) >= self.cfg.token_dropout
+            x = x * keep.unsqueeze(-1).to(x.dtype)
+        x = x + self.positions[offset : offset + L].to(embedding.weight.dtype)
         return self.embed_dropout(x)
 
     def source_padding_mask(self, src: Tensor) -> Tensor:

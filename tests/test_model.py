@@ -212,6 +212,8 @@ def test_config_rejects_bad_values():
         ModelConfig(d_model=30, n_heads=4)
     with pytest.raises(ValueError, match="activation"):
         ModelConfig(activation="tanh")
+    with pytest.raises(ValueError, match="token_dropout"):
+        ModelConfig(token_dropout=1.0)
     model = Transformer(ModelConfig(**{**TINY.__dict__, "max_positions": 8}))
     with pytest.raises(ValueError, match="max_positions"):
         model(torch.ones(1, 9, dtype=torch.long), torch.ones(1, 2, dtype=torch.long))
@@ -231,3 +233,22 @@ def test_dropout_keeps_the_rate_and_the_expectation():
     assert torch.equal(x.grad == 0, y == 0)  # the gradient flows exactly where values were kept
     dropout.eval()
     assert torch.equal(dropout(x), x)
+
+
+def test_token_dropout_zeroes_whole_tokens_in_training_only():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(**{**TINY.__dict__, "token_dropout": 0.25}))
+    plain = Transformer(TINY)
+    plain.load_state_dict(model.state_dict())
+    tokens = torch.randint(1, TINY.vocab_size, (64, 50))
+    positions = model.positions[:50]
+    embedded = model.embed(model.src_embed, tokens) - positions  # train mode: token part only
+    zeroed = embedded.eq(0).all(-1)  # (B, L): whole tokens, never single features
+    assert zeroed.float().mean().item() == pytest.approx(0.25, abs=0.02)
+    kept = model.src_embed(tokens)[~zeroed] * model.embed_scale
+    torch.testing.assert_close(embedded[~zeroed], kept)  # kept tokens are not rescaled
+    assert not embedded.eq(0).any(-1)[~zeroed].any()
+    model.eval()
+    plain.eval()
+    src, tgt = tokens[:4, :9], tokens[4:8, :7]
+    assert torch.equal(model(src, tgt), plain(src, tgt))  # off at test time
