@@ -374,3 +374,81 @@ def test_translate_batch_dispatches_and_warns(trained) -> None:
         translate_batch(model, src, DecodeConfig(strategy="greedy", len_penalty=0.6))
     with pytest.raises(ValueError, match="len_penalty must be set"):
         translate_batch(model, src, DecodeConfig(strategy="beam", beam_size=4))
+
+
+# Ensembles: a list of models decodes with the mean of their next-token probabilities.
+
+
+@pytest.fixture(scope="module")
+def perturbed(trained) -> Transformer:
+    """The trained model with noise on every weight: still a reverser, with other scores."""
+    model, _ = trained
+    other = Transformer(model.cfg)
+    generator = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for mine, theirs in zip(other.parameters(), model.parameters(), strict=True):
+            mine.copy_(theirs + 0.05 * torch.randn(theirs.shape, generator=generator))
+    return other.eval()
+
+
+def ensemble_teacher_forced(models: list[Transformer], source: list[int], tokens: list[int]):
+    """Sum over tokens + EOS of log(mean over members of p(token | prefix))."""
+    src = source_batch([source])
+    per_member = []
+    with torch.inference_mode():
+        for model in models:
+            logits = model(src, torch.tensor([[BOS_ID] + tokens]))
+            per_member.append(logits[0].float().log_softmax(dim=-1))  # (T + 1, V)
+    mean_log_probs = torch.stack(per_member).logsumexp(dim=0) - torch.log(torch.tensor(2.0))
+    return mean_log_probs.gather(1, torch.tensor(tokens + [EOS_ID])[:, None]).sum().item()
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_ensemble_of_copies_equals_the_model(trained, search: str) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    if search == "greedy":
+        run = lambda m: greedy_search(m, src, **GREEDY, record_attention=True)  # noqa: E731
+    else:
+        run = lambda m: beam_search(m, src, **BEAM, nbest=3, record_attention=True)  # noqa: E731
+    alone, ensemble = run(model), run([model, model])
+    assert_same(alone, ensemble)
+    for x, y in zip(sum(alone, []), sum(ensemble, []), strict=True):
+        assert torch.allclose(x.attention, y.attention, atol=1e-5)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_ensemble_scores_are_the_mean_probability(trained, perturbed, search: str) -> None:
+    """Each hypothesis's log-prob is the members' mean probability, teacher-forced; cached
+    equals recomputed and a batch equals its sentences alone, as for one model."""
+    model, sources = trained
+    members = [model, perturbed]
+    if search == "greedy":
+        run = lambda src, cache=True: greedy_search(  # noqa: E731
+            members, src, **GREEDY, use_cache=cache
+        )
+    else:
+        run = lambda src, cache=True: beam_search(  # noqa: E731
+            members, src, **BEAM, nbest=3, use_cache=cache
+        )
+    results = run(source_batch(sources))
+    moved_by_the_second_member = 0
+    for nbest, source in zip(results, sources, strict=True):
+        for h in nbest:
+            assert h.log_prob == pytest.approx(
+                ensemble_teacher_forced(members, source, h.tokens), abs=1e-4
+            )
+            alone, _ = teacher_forced(model, source, h.tokens)
+            moved_by_the_second_member += abs(h.log_prob - alone) > 1e-3
+    assert moved_by_the_second_member > 0
+    assert_same(results, run(source_batch(sources), cache=False))
+    assert_same(results, [run(source_batch([s]))[0] for s in sources])
+
+
+def test_ensemble_members_must_share_a_tokenizer(trained) -> None:
+    model, sources = trained
+    stranger = Transformer(ModelConfig(**{**vars(model.cfg), "vocab_size": VOCAB + 1})).eval()
+    with pytest.raises(ValueError, match="must share a tokenizer"):
+        greedy_search([model, stranger], source_batch(sources[:1]), **GREEDY)
+    with pytest.raises(ValueError, match="at least one model"):
+        greedy_search([], source_batch(sources[:1]), **GREEDY)

@@ -7,6 +7,8 @@ S source length, t tokens generated so far, V vocabulary.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,56 +45,88 @@ class Batch:
     max_lengths: Tensor
 
 
-def prepare(model: Transformer, src: Tensor, max_len_a: float, max_len_b: int) -> Batch:
-    """src (B, S) right-padded ids -> masks and length limits."""
-    src_pad_mask = model.source_padding_mask(src)
+def ensemble_members(model: Transformer | Sequence[Transformer]) -> list[Transformer]:
+    """One model, or an ensemble of models that share a tokenizer, as a list of members."""
+    members = [model] if isinstance(model, Transformer) else list(model)
+    if not members:
+        raise ValueError("an ensemble needs at least one model")
+    vocab_size, pad_id = members[0].cfg.vocab_size, members[0].cfg.pad_id
+    for member in members[1:]:
+        if (member.cfg.vocab_size, member.cfg.pad_id) != (vocab_size, pad_id):
+            raise ValueError(
+                "ensemble members must share a tokenizer: vocab_size/pad_id "
+                f"{member.cfg.vocab_size}/{member.cfg.pad_id} against {vocab_size}/{pad_id}"
+            )
+    return members
+
+
+def prepare(members: list[Transformer], src: Tensor, max_len_a: float, max_len_b: int) -> Batch:
+    """src (B, S) right-padded ids -> masks and length limits (within every member's reach)."""
+    src_pad_mask = members[0].source_padding_mask(src)
     src_lengths = (~src_pad_mask).sum(dim=1)
-    max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, model.cfg.max_positions)
+    max_positions = min(member.cfg.max_positions for member in members)
+    max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, max_positions)
     return Batch(src_pad_mask, src_lengths, max_lengths)
 
 
 class StepDecoder:
-    """Runs the decoder one output position at a time for N rows.
+    """Runs the decoder of every member one output position at a time for N rows.
 
-    Keeps memory (B', S, D), src_pad_mask (B', S) of the live sentences and, with `use_cache`,
-    the `DecoderCache` of every row's prefix, whose cross-attention K/V are projected once
-    per sentence (N = B' * beams rows share them). Without the cache each
-    step recomputes the whole prefix (slow; for the equality tests only).
+    Keeps each member's memory (B', S, D), the src_pad_mask (B', S) of the live sentences
+    and, with `use_cache`, each member's `DecoderCache` of every row's prefix, whose
+    cross-attention K/V are projected once per sentence (N = B' * beams rows share them).
+    Without the cache each step recomputes the whole prefix (slow; for the equality tests
+    only). An ensemble's next-token distribution is the mean of its members' probabilities.
     """
 
     def __init__(
         self,
-        model: Transformer,
+        members: list[Transformer],
         src: Tensor,
         src_pad_mask: Tensor,
         record_attention: bool,
         use_cache: bool,
     ):
-        self.model = model
+        self.members = members
         self.src_pad_mask = src_pad_mask
-        self.memory = model.encode(src, src_pad_mask)
+        self.memories = [member.encode(src, src_pad_mask) for member in members]
         self.record_attention = record_attention
-        self.cache = model.start_cache(self.memory, record_attention) if use_cache else None
+        self.caches = (
+            [
+                member.start_cache(memory, record_attention)
+                for member, memory in zip(members, self.memories, strict=True)
+            ]
+            if use_cache
+            else None
+        )
 
     def step(self, prefix: Tensor) -> tuple[Tensor, Tensor | None]:
         """prefix (N, t + 1) = BOS y_1..y_t -> log-probs of y_{t+1} (N, V) float32, and the
-        cross-attention of this position (N, S) if recorded."""
-        if self.cache is not None:
-            inputs, cache = prefix[:, -1:], self.cache
-        else:  # The whole prefix; a fresh cache is cache=None that can record attention.
-            inputs = prefix
-            cache = self.model.start_cache(self.memory, True) if self.record_attention else None
-        logits, cache = self.model.decode(inputs, self.memory, self.src_pad_mask, cache)
-        log_probs = logits[:, -1].float().log_softmax(dim=-1)  # (N, V)
-        attention = cache.cross_attention[:, -1] if self.record_attention else None
-        return log_probs, attention
+        cross-attention of this position (N, S), averaged over members, if recorded."""
+        log_probs, attentions = [], []
+        for i, (member, memory) in enumerate(zip(self.members, self.memories, strict=True)):
+            if self.caches is not None:
+                inputs, cache = prefix[:, -1:], self.caches[i]
+            else:  # The whole prefix; a fresh cache is cache=None that can record attention.
+                inputs = prefix
+                cache = member.start_cache(memory, True) if self.record_attention else None
+            logits, cache = member.decode(inputs, memory, self.src_pad_mask, cache)
+            log_probs.append(logits[:, -1].float().log_softmax(dim=-1))  # (N, V)
+            if self.record_attention:
+                attentions.append(cache.cross_attention[:, -1])
+        if len(log_probs) == 1:
+            step_log_probs = log_probs[0]
+        else:  # log of the mean probability
+            step_log_probs = torch.stack(log_probs).logsumexp(dim=0) - math.log(len(log_probs))
+        attention = torch.stack(attentions).mean(dim=0) if self.record_attention else None
+        return step_log_probs, attention
 
     def empty_attention(self) -> Tensor | None:
         """(N, 0, S) attention history to grow one row per step, or None when not recorded."""
         if not self.record_attention:
             return None
-        N, S, _ = self.memory.shape
-        return self.memory.new_zeros(N, 0, S)
+        N, S, _ = self.memories[0].shape
+        return self.memories[0].new_zeros(N, 0, S)
 
     def select(self, index: Tensor, sources: Tensor | None) -> None:
         """Keep (and repeat) rows `index` (N',): beams re-ranked, finished sentences dropped.
@@ -100,10 +134,10 @@ class StepDecoder:
         groups (`Transformer.decode`): N' must be a multiple of the sources kept."""
         if sources is not None:
             self.src_pad_mask = self.src_pad_mask.index_select(0, sources)
-        if self.cache is not None:  # the cache holds the cross-attention K/V: memory is done
-            self.cache = Transformer.reorder_cache(self.cache, index, sources)
+        if self.caches is not None:  # the caches hold the cross-attention K/V: memory is done
+            self.caches = [Transformer.reorder_cache(c, index, sources) for c in self.caches]
         elif sources is not None:
-            self.memory = self.memory.index_select(0, sources)
+            self.memories = [memory.index_select(0, sources) for memory in self.memories]
 
 
 class Finished:

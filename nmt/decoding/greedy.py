@@ -7,10 +7,19 @@ attention (N, t, S) or None. A row leaves the batch as soon as it emits EOS.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
-from nmt.decoding.common import Finished, Hypothesis, StepDecoder, prepare, start_prefix
+from nmt.decoding.common import (
+    Finished,
+    Hypothesis,
+    StepDecoder,
+    ensemble_members,
+    prepare,
+    start_prefix,
+)
 from nmt.decoding.constraints import constrain
 from nmt.model import Transformer
 from nmt.tokenizer import EOS_ID
@@ -18,7 +27,7 @@ from nmt.tokenizer import EOS_ID
 
 @torch.inference_mode()
 def greedy_search(
-    model: Transformer,
+    model: Transformer | Sequence[Transformer],
     src: Tensor,
     max_len_a: float,
     max_len_b: int,
@@ -29,10 +38,12 @@ def greedy_search(
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> one hypothesis per sentence.
 
-    Its score is its log_prob (no length penalty). Call `model.eval()` first.
+    Its score is its log_prob (no length penalty). `model` may be a list of models sharing a
+    tokenizer, an ensemble (`StepDecoder`). Call `model.eval()` first.
     """
-    batch = prepare(model, src, max_len_a, max_len_b)
-    decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
+    members = ensemble_members(model)
+    batch = prepare(members, src, max_len_a, max_len_b)
+    decoder = StepDecoder(members, src, batch.src_pad_mask, record_attention, use_cache)
     finished = Finished(src.size(0))
     sentence = torch.arange(src.size(0), device=src.device)
     prefix = start_prefix(src.size(0), src.device)
