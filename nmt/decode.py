@@ -12,11 +12,11 @@ from torch import Tensor
 
 from nmt.config import DecodeConfig
 from nmt.decoding.beam import beam_search
-from nmt.decoding.common import Hypothesis
+from nmt.decoding.common import Ensemble, Hypothesis
 from nmt.decoding.greedy import greedy_search
 from nmt.model import Transformer
 
-__all__ = ["Hypothesis", "beam_search", "greedy_search", "translate_batch"]
+__all__ = ["Ensemble", "Hypothesis", "beam_search", "greedy_search", "translate_batch"]
 
 
 def warn_unused_greedy_settings(cfg: DecodeConfig) -> None:
@@ -37,7 +37,7 @@ def warn_unused_greedy_settings(cfg: DecodeConfig) -> None:
 
 
 def translate_batch(
-    model: Transformer, src: Tensor, cfg: DecodeConfig, record_attention: bool = False
+    model: Transformer | Ensemble, src: Tensor, cfg: DecodeConfig, record_attention: bool = False
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids ending in EOS -> per sentence, its n-best list (1 for greedy).
 

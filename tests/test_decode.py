@@ -17,7 +17,7 @@ from torch import Tensor
 from nmt.config import DecodeConfig
 from nmt.decode import Hypothesis, beam_search, greedy_search, translate_batch
 from nmt.decoding import beam as beam_module
-from nmt.decoding.common import StepDecoder
+from nmt.decoding.common import Ensemble, StepDecoder
 from nmt.decoding.constraints import repeated_ngram_mask
 from nmt.decoding.penalties import (
     best_reachable_score,
@@ -376,7 +376,7 @@ def test_translate_batch_dispatches_and_warns(trained) -> None:
         translate_batch(model, src, DecodeConfig(strategy="beam", beam_size=4))
 
 
-# Ensembles: a list of models decodes with the mean of their next-token probabilities.
+# Ensembles: models searched as one, with the mean of their next-token probabilities.
 
 
 @pytest.fixture(scope="module")
@@ -411,7 +411,7 @@ def test_ensemble_of_copies_equals_the_model(trained, search: str) -> None:
         run = lambda m: greedy_search(m, src, **GREEDY, record_attention=True)  # noqa: E731
     else:
         run = lambda m: beam_search(m, src, **BEAM, nbest=3, record_attention=True)  # noqa: E731
-    alone, ensemble = run(model), run([model, model])
+    alone, ensemble = run(model), run(Ensemble([model, model]))
     assert_same(alone, ensemble)
     for x, y in zip(sum(alone, []), sum(ensemble, []), strict=True):
         assert torch.allclose(x.attention, y.attention, atol=1e-5)
@@ -422,7 +422,7 @@ def test_ensemble_scores_are_the_mean_probability(trained, perturbed, search: st
     """Each hypothesis's log-prob is the members' mean probability, teacher-forced; cached
     equals recomputed and a batch equals its sentences alone, as for one model."""
     model, sources = trained
-    members = [model, perturbed]
+    members = Ensemble([model, perturbed])
     if search == "greedy":
         run = lambda src, cache=True: greedy_search(  # noqa: E731
             members, src, **GREEDY, use_cache=cache
@@ -436,7 +436,7 @@ def test_ensemble_scores_are_the_mean_probability(trained, perturbed, search: st
     for nbest, source in zip(results, sources, strict=True):
         for h in nbest:
             assert h.log_prob == pytest.approx(
-                ensemble_teacher_forced(members, source, h.tokens), abs=1e-4
+                ensemble_teacher_forced([model, perturbed], source, h.tokens), abs=1e-4
             )
             alone, _ = teacher_forced(model, source, h.tokens)
             moved_by_the_second_member += abs(h.log_prob - alone) > 1e-3
@@ -449,6 +449,6 @@ def test_ensemble_members_must_share_a_tokenizer(trained) -> None:
     model, sources = trained
     stranger = Transformer(ModelConfig(**{**vars(model.cfg), "vocab_size": VOCAB + 1})).eval()
     with pytest.raises(ValueError, match="must share a tokenizer"):
-        greedy_search([model, stranger], source_batch(sources[:1]), **GREEDY)
+        Ensemble([model, stranger])
     with pytest.raises(ValueError, match="at least one model"):
-        greedy_search([], source_batch(sources[:1]), **GREEDY)
+        Ensemble([])

@@ -21,16 +21,14 @@ since log-probs only fall and lp only grows. Done sentences leave the batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import Tensor
 
 from nmt.decoding.common import (
+    Ensemble,
     Finished,
     Hypothesis,
     StepDecoder,
-    ensemble_members,
     prepare,
     start_prefix,
 )
@@ -71,7 +69,7 @@ def top_candidates(
 
 @torch.inference_mode()
 def beam_search(
-    model: Transformer | Sequence[Transformer],
+    model: Transformer | Ensemble,
     src: Tensor,
     beam_size: int,
     len_penalty: float,
@@ -84,13 +82,12 @@ def beam_search(
     use_cache: bool = True,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> `nbest` hypotheses per sentence,
-    best score first. len_penalty is alpha of the GNMT penalty. `model` may be a list of models
-    sharing a tokenizer, an ensemble (`StepDecoder`). Call `model.eval()` first."""
-    members = ensemble_members(model)
-    check_arguments(beam_size, len_penalty, nbest, members[0].cfg.vocab_size)
+    best score first. len_penalty is alpha of the GNMT penalty. `model` may be an
+    `Ensemble`. Call `model.eval()` first."""
+    check_arguments(beam_size, len_penalty, nbest, model.cfg.vocab_size)
     k, alpha, device = beam_size, len_penalty, src.device
-    batch = prepare(members, src, max_len_a, max_len_b)
-    decoder = StepDecoder(members, src, batch.src_pad_mask, record_attention, use_cache)
+    batch = prepare(model, src, max_len_a, max_len_b)
+    decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
     finished = Finished(src.size(0))
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
     sentence = torch.arange(src.size(0), device=device)

@@ -7,12 +7,13 @@ S source length, t tokens generated so far, V vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from nmt.decoding.penalties import max_output_lengths
 from nmt.model import Transformer
@@ -45,27 +46,38 @@ class Batch:
     max_lengths: Tensor
 
 
-def ensemble_members(model: Transformer | Sequence[Transformer]) -> list[Transformer]:
-    """One model, or an ensemble of models that share a tokenizer, as a list of members."""
-    members = [model] if isinstance(model, Transformer) else list(model)
-    if not members:
-        raise ValueError("an ensemble needs at least one model")
-    vocab_size, pad_id = members[0].cfg.vocab_size, members[0].cfg.pad_id
-    for member in members[1:]:
-        if (member.cfg.vocab_size, member.cfg.pad_id) != (vocab_size, pad_id):
-            raise ValueError(
-                "ensemble members must share a tokenizer: vocab_size/pad_id "
-                f"{member.cfg.vocab_size}/{member.cfg.pad_id} against {vocab_size}/{pad_id}"
-            )
-    return members
+class Ensemble(nn.Module):
+    """Models that share a tokenizer, searched as one: the next-token distribution is the mean
+    of theirs (`StepDecoder`). Members may differ in shape. `cfg` is the first member's with
+    the shortest reach (max_positions), which is what line encoding and length limits read."""
+
+    def __init__(self, members: Sequence[Transformer]):
+        super().__init__()
+        if not members:
+            raise ValueError("an ensemble needs at least one model")
+        first = members[0].cfg
+        for member in members[1:]:
+            if (member.cfg.vocab_size, member.cfg.pad_id) != (first.vocab_size, first.pad_id):
+                raise ValueError(
+                    "ensemble members must share a tokenizer: vocab_size/pad_id "
+                    f"{member.cfg.vocab_size}/{member.cfg.pad_id} against "
+                    f"{first.vocab_size}/{first.pad_id}"
+                )
+        self.members = nn.ModuleList(members)
+        self.cfg = dataclasses.replace(
+            first, max_positions=min(member.cfg.max_positions for member in members)
+        )
+
+    def source_padding_mask(self, src: Tensor) -> Tensor:
+        """src (B, S) -> (B, S) bool, True at padding (the members share the pad id)."""
+        return self.members[0].source_padding_mask(src)
 
 
-def prepare(members: list[Transformer], src: Tensor, max_len_a: float, max_len_b: int) -> Batch:
-    """src (B, S) right-padded ids -> masks and length limits (within every member's reach)."""
-    src_pad_mask = members[0].source_padding_mask(src)
+def prepare(model: Transformer | Ensemble, src: Tensor, max_len_a: float, max_len_b: int) -> Batch:
+    """src (B, S) right-padded ids -> masks and length limits."""
+    src_pad_mask = model.source_padding_mask(src)
     src_lengths = (~src_pad_mask).sum(dim=1)
-    max_positions = min(member.cfg.max_positions for member in members)
-    max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, max_positions)
+    max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, model.cfg.max_positions)
     return Batch(src_pad_mask, src_lengths, max_lengths)
 
 
@@ -81,13 +93,13 @@ class StepDecoder:
 
     def __init__(
         self,
-        members: list[Transformer],
+        model: Transformer | Ensemble,
         src: Tensor,
         src_pad_mask: Tensor,
         record_attention: bool,
         use_cache: bool,
     ):
-        self.members = members
+        self.members = members = list(model.members) if isinstance(model, Ensemble) else [model]
         self.src_pad_mask = src_pad_mask
         self.memories = [member.encode(src, src_pad_mask) for member in members]
         self.record_attention = record_attention

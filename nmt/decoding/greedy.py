@@ -7,16 +7,14 @@ attention (N, t, S) or None. A row leaves the batch as soon as it emits EOS.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 from torch import Tensor
 
 from nmt.decoding.common import (
+    Ensemble,
     Finished,
     Hypothesis,
     StepDecoder,
-    ensemble_members,
     prepare,
     start_prefix,
 )
@@ -27,7 +25,7 @@ from nmt.tokenizer import EOS_ID
 
 @torch.inference_mode()
 def greedy_search(
-    model: Transformer | Sequence[Transformer],
+    model: Transformer | Ensemble,
     src: Tensor,
     max_len_a: float,
     max_len_b: int,
@@ -38,12 +36,11 @@ def greedy_search(
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> one hypothesis per sentence.
 
-    Its score is its log_prob (no length penalty). `model` may be a list of models sharing a
-    tokenizer, an ensemble (`StepDecoder`). Call `model.eval()` first.
+    Its score is its log_prob (no length penalty). `model` may be an `Ensemble`. Call
+    `model.eval()` first.
     """
-    members = ensemble_members(model)
-    batch = prepare(members, src, max_len_a, max_len_b)
-    decoder = StepDecoder(members, src, batch.src_pad_mask, record_attention, use_cache)
+    batch = prepare(model, src, max_len_a, max_len_b)
+    decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
     finished = Finished(src.size(0))
     sentence = torch.arange(src.size(0), device=src.device)
     prefix = start_prefix(src.size(0), src.device)
