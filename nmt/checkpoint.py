@@ -18,7 +18,7 @@ import torch
 
 from nmt import cpu
 from nmt.files import atomic_path
-from nmt.model import ModelConfig, Transformer
+from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-inference-1"
@@ -26,9 +26,10 @@ FORMAT = "nmt-inference-1"
 
 @dataclass
 class Translator:
-    """A model with its tokenizer and direction: what decoding a raw sentence needs."""
+    """A model (or an ensemble) with its tokenizer and direction: what decoding a raw sentence
+    needs."""
 
-    model: Transformer
+    model: Transformer | Ensemble
     tokenizer: Tokenizer
     src_lang: str
     tgt_lang: str
@@ -131,6 +132,35 @@ def load_translator(
     cpu.warn_if_emulated_bf16(device, dtype == "bfloat16", f"dtype={dtype}")
     model.to(device=device, dtype=DTYPES[dtype]).eval()
     return translator
+
+
+def load_ensemble(
+    paths: list[str], device: str | torch.device = "cpu", dtype: str = "float32"
+) -> Translator:
+    """One checkpoint, as `load_translator` loads it, or several searched as one `Ensemble`
+    (the mean of their next-token probabilities). Members must share the tokenizer and the
+    direction; the first one's info is kept, with the members' paths under "ensemble"."""
+    members = [load_translator(path, device, dtype) for path in paths]
+    first = members[0]
+    if len(members) == 1:
+        return first
+    for path, member in zip(paths[1:], members[1:], strict=True):
+        if member.tokenizer.model_bytes != first.tokenizer.model_bytes:
+            raise CheckpointError(
+                f"{path} has another tokenizer than {paths[0]}: ensemble members must share one"
+            )
+        if (member.src_lang, member.tgt_lang) != (first.src_lang, first.tgt_lang):
+            raise CheckpointError(
+                f"{path} translates {member.src_lang}->{member.tgt_lang} but {paths[0]} "
+                f"{first.src_lang}->{first.tgt_lang}"
+            )
+    return Translator(
+        Ensemble([member.model for member in members]),
+        first.tokenizer,
+        first.src_lang,
+        first.tgt_lang,
+        {**first.info, "ensemble": [str(Path(path).resolve()) for path in paths]},
+    )
 
 
 def read_checkpoint(path: Path, mmap: bool = False) -> dict:

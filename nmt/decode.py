@@ -12,9 +12,9 @@ from torch import Tensor
 
 from nmt.config import DecodeConfig
 from nmt.decoding.beam import beam_search
-from nmt.decoding.common import Ensemble, Hypothesis
+from nmt.decoding.common import Hypothesis
 from nmt.decoding.greedy import greedy_search
-from nmt.model import Transformer
+from nmt.model import Ensemble, Transformer
 
 __all__ = ["Ensemble", "Hypothesis", "beam_search", "greedy_search", "translate_batch"]
 

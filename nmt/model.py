@@ -11,7 +11,8 @@ methods: `encode`, `decode` (one or many steps, with an explicit `DecoderCache`)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
@@ -507,6 +508,31 @@ class Transformer(nn.Module):
         memory = self.encode(src, src_pad_mask)
         states, _ = self.decode_states(tgt_in, memory, src_pad_mask)
         return states
+
+
+class Ensemble(nn.Module):
+    """Models that share a tokenizer, searched as one: the next-token distribution is the mean
+    of theirs (`StepDecoder`). Members may differ in shape. `cfg` is the first member's with
+    the shortest reach (max_positions), which is what line encoding and length limits read."""
+
+    def __init__(self, members: Sequence[Transformer]):
+        super().__init__()
+        if not members:
+            raise ValueError("an ensemble needs at least one model")
+        first = members[0].cfg
+        for member in members[1:]:
+            if (member.cfg.vocab_size, member.cfg.pad_id) != (first.vocab_size, first.pad_id):
+                raise ValueError(
+                    "ensemble members must share a tokenizer: vocab_size/pad_id "
+                    f"{member.cfg.vocab_size}/{member.cfg.pad_id} against "
+                    f"{first.vocab_size}/{first.pad_id}"
+                )
+        self.members = nn.ModuleList(members)
+        self.cfg = replace(first, max_positions=min(member.cfg.max_positions for member in members))
+
+    def source_padding_mask(self, src: Tensor) -> Tensor:
+        """src (B, S) -> (B, S) bool, True at padding (the members share the pad id)."""
+        return self.members[0].source_padding_mask(src)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -27,7 +27,7 @@ from nmt.analysis import (
     scores_by_length,
     sentence_bleu,
 )
-from nmt.checkpoint import Translator, load_translator, pick_device
+from nmt.checkpoint import Translator, load_ensemble, pick_device
 from nmt.config import DataConfig, DecodeConfig
 from nmt.data import load_splits
 from nmt.evaluation import Scores, translate_and_score
@@ -44,6 +44,7 @@ class EvaluateConfig:
     """`python -m nmt.evaluate`: one checkpoint, some split roles of a dataset, one search."""
 
     ckpt: str = MISSING
+    ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
     data: DataConfig = MISSING
     decode: DecodeConfig = MISSING
     splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
@@ -274,6 +275,7 @@ def report_markdown(report: dict[str, Any], results: list[SplitResult], examples
         "",
         f"- direction: {ckpt['src_lang']} -> {ckpt['tgt_lang']}, data: {report['data']['name']}",
         f"- parameters: {ckpt['parameters']:,}",
+        *[f"- ensembled with: {path}" for path in ckpt["info"].get("ensemble", [])[1:]],
         f"- decode: {decode}",
         f"- overrides: {' '.join(report['overrides']) or '(none)'}",
         "",
@@ -306,7 +308,7 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
     the runs of a sweep apart.
     """
     check_request(cfg)
-    translator = load_translator(cfg.ckpt, pick_device(cfg.device), cfg.dtype)
+    translator = load_ensemble([cfg.ckpt, *cfg.ensemble], pick_device(cfg.device), cfg.dtype)
     check_direction(cfg.data, translator, cfg.ckpt)
     data = load_roles(cfg.data, cfg.splits)
     first = data[cfg.splits[0]]

@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TextIO
 
 import hydra
@@ -23,7 +23,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 from tqdm import tqdm
 
-from nmt.checkpoint import load_translator, pick_device
+from nmt.checkpoint import load_ensemble, pick_device
 from nmt.config import DecodeConfig, register_configs
 from nmt.files import decode_lines
 from nmt.inference import best_text, one_line, translate_lines
@@ -34,6 +34,7 @@ log = logging.getLogger("nmt.translate")
 @dataclass
 class TranslateConfig:
     ckpt: str = MISSING
+    ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
     input: str | None = None
     output: str | None = None
     decode: DecodeConfig = MISSING
@@ -73,7 +74,7 @@ def translate_stream(
     cfg: TranslateConfig, source: io.BufferedReader, sink: TextIO, show_progress: bool
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
-    translator = load_translator(cfg.ckpt, pick_device(cfg.device), cfg.dtype)
+    translator = load_ensemble([cfg.ckpt, *cfg.ensemble], pick_device(cfg.device), cfg.dtype)
     log.info(
         "%s -> %s model from %s, weights in %s",
         translator.src_lang,

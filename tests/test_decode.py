@@ -17,7 +17,7 @@ from torch import Tensor
 from nmt.config import DecodeConfig
 from nmt.decode import Hypothesis, beam_search, greedy_search, translate_batch
 from nmt.decoding import beam as beam_module
-from nmt.decoding.common import Ensemble, StepDecoder
+from nmt.decoding.common import StepDecoder
 from nmt.decoding.constraints import repeated_ngram_mask
 from nmt.decoding.penalties import (
     best_reachable_score,
@@ -26,7 +26,7 @@ from nmt.decoding.penalties import (
     normalized_score,
     sentence_done,
 )
-from nmt.model import ModelConfig, Transformer
+from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 VOCAB = 64

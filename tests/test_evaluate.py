@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
@@ -21,12 +22,19 @@ import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from nmt.checkpoint import Translator, save_inference_checkpoint
+from nmt.checkpoint import (
+    CheckpointError,
+    Translator,
+    load_ensemble,
+    load_translator,
+    save_inference_checkpoint,
+)
+from nmt.config import TokenizerConfig
 from nmt.evaluate import EvaluateConfig  # also registers the schemas
 from nmt.model import ModelConfig, Transformer
 from nmt.report import main as report_main
 from nmt.reporting import evaluate
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_or_load
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -228,3 +236,45 @@ def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkp
     markdown = (sweep / "report.md").read_text()
     assert "| decode.max_len_b |" in markdown and "bs:200" in markdown
     assert (sweep / "bleu_by_parameter.png").stat().st_size > 0
+
+
+def test_an_ensemble_of_copies_scores_like_its_model(tiny_checkpoint, tmp_path):
+    ckpt, data_dir = tiny_checkpoint
+    base = [*data_overrides(ckpt, data_dir, tmp_path), "decode=beam", "splits=[test]"]
+    both = [*base, f"ensemble=[{ckpt}]"]
+    with one_thread():
+        alone = evaluate(compose_evaluate(base), tmp_path / "alone", base)
+        ensemble = evaluate(compose_evaluate(both), tmp_path / "ensemble", both)
+    assert read(tmp_path / "ensemble" / "hyp.test.txt") == read(tmp_path / "alone" / "hyp.test.txt")
+    assert ensemble["splits"]["test"]["bleu"] == alone["splits"]["test"]["bleu"] > 20
+    assert ensemble["checkpoint"]["parameters"] == 2 * alone["checkpoint"]["parameters"]
+    assert ensemble["checkpoint"]["info"]["ensemble"] == [str(ckpt.resolve())] * 2
+    assert (
+        f"- ensembled with: {ckpt.resolve()}" in (tmp_path / "ensemble" / "report.md").read_text()
+    )
+
+
+def test_ensemble_members_must_share_tokenizer_and_direction(
+    tiny_checkpoint, multi30k_dir, tmp_path
+):
+    ckpt, _ = tiny_checkpoint
+    translator = load_translator(ckpt)
+    save_inference_checkpoint(
+        tmp_path / "de_en.pt", replace(translator, src_lang="de", tgt_lang="en")
+    )
+    with pytest.raises(CheckpointError, match="de_en.pt translates de->en but .* en->de"):
+        load_ensemble([str(ckpt), str(tmp_path / "de_en.pt")])
+    texts = []
+    for lang in ("en", "de"):  # other lines than tiny_tokenizer's: other pieces, as many
+        with open(multi30k_dir / f"train.{lang}", encoding="utf-8") as lines:
+            texts += [line.rstrip("\n") for line in islice(lines, 3000, 6000)]
+    other = train_or_load(
+        TokenizerConfig(
+            name="other", dir=str(tmp_path), vocab_size=translator.tokenizer.vocab_size
+        ),
+        texts,
+        "multi30k train[3000:6000] en+de",
+    )
+    save_inference_checkpoint(tmp_path / "other.pt", replace(translator, tokenizer=other))
+    with pytest.raises(CheckpointError, match="other.pt has another tokenizer"):
+        load_ensemble([str(ckpt), str(tmp_path / "other.pt")])

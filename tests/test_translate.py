@@ -70,6 +70,15 @@ def test_nbest_is_tab_separated_and_sorted(model_pt, overfit_pairs, tmp_path):
         assert fields[0] == reference
 
 
+def test_an_ensemble_of_copies_translates_like_the_model(model_pt, overfit_pairs, tmp_path):
+    sources, references = overfit_pairs
+    stdin = ("\n".join(sources[:4]) + "\n").encode()
+    args = [f"ckpt={model_pt}", f"ensemble=[{model_pt},{model_pt}]", "decode=beam"]
+    result = run_translate(args, stdin, tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().split("\n") == references[:4] + [""]
+
+
 def test_bad_checkpoint_is_a_one_line_error(tmp_path):
     result = run_translate([f"ckpt={tmp_path / 'missing.pt'}"], b"hello\n", tmp_path)
     assert result.returncode != 0

@@ -25,7 +25,6 @@ import torch
 from torch import Tensor
 
 from nmt.decoding.common import (
-    Ensemble,
     Finished,
     Hypothesis,
     StepDecoder,
@@ -34,7 +33,7 @@ from nmt.decoding.common import (
 )
 from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import normalized_score, sentence_done
-from nmt.model import Transformer
+from nmt.model import Ensemble, Transformer
 from nmt.tokenizer import EOS_ID
 
 

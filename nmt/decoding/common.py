@@ -7,16 +7,14 @@ S source length, t tokens generated so far, V vocabulary.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from nmt.decoding.penalties import max_output_lengths
-from nmt.model import Transformer
+from nmt.model import Ensemble, Transformer
 from nmt.tokenizer import BOS_ID
 
 
@@ -44,33 +42,6 @@ class Batch:
     src_pad_mask: Tensor
     src_lengths: Tensor
     max_lengths: Tensor
-
-
-class Ensemble(nn.Module):
-    """Models that share a tokenizer, searched as one: the next-token distribution is the mean
-    of theirs (`StepDecoder`). Members may differ in shape. `cfg` is the first member's with
-    the shortest reach (max_positions), which is what line encoding and length limits read."""
-
-    def __init__(self, members: Sequence[Transformer]):
-        super().__init__()
-        if not members:
-            raise ValueError("an ensemble needs at least one model")
-        first = members[0].cfg
-        for member in members[1:]:
-            if (member.cfg.vocab_size, member.cfg.pad_id) != (first.vocab_size, first.pad_id):
-                raise ValueError(
-                    "ensemble members must share a tokenizer: vocab_size/pad_id "
-                    f"{member.cfg.vocab_size}/{member.cfg.pad_id} against "
-                    f"{first.vocab_size}/{first.pad_id}"
-                )
-        self.members = nn.ModuleList(members)
-        self.cfg = dataclasses.replace(
-            first, max_positions=min(member.cfg.max_positions for member in members)
-        )
-
-    def source_padding_mask(self, src: Tensor) -> Tensor:
-        """src (B, S) -> (B, S) bool, True at padding (the members share the pad id)."""
-        return self.members[0].source_padding_mask(src)
 
 
 def prepare(model: Transformer | Ensemble, src: Tensor, max_len_a: float, max_len_b: int) -> Batch:

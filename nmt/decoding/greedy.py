@@ -11,7 +11,6 @@ import torch
 from torch import Tensor
 
 from nmt.decoding.common import (
-    Ensemble,
     Finished,
     Hypothesis,
     StepDecoder,
@@ -19,7 +18,7 @@ from nmt.decoding.common import (
     start_prefix,
 )
 from nmt.decoding.constraints import constrain
-from nmt.model import Transformer
+from nmt.model import Ensemble, Transformer
 from nmt.tokenizer import EOS_ID
 
 
