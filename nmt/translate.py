@@ -74,12 +74,13 @@ def translate_stream(
     cfg: TranslateConfig, source: io.BufferedReader, sink: TextIO, show_progress: bool
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
-    translator = load_ensemble([cfg.ckpt, *cfg.ensemble], pick_device(cfg.device), cfg.dtype)
+    paths = [cfg.ckpt, *cfg.ensemble]
+    translator = load_ensemble(paths, pick_device(cfg.device), cfg.dtype)
     log.info(
         "%s -> %s model from %s, weights in %s",
         translator.src_lang,
         translator.tgt_lang,
-        cfg.ckpt,
+        " + ".join(paths),
         translator.dtype,
     )
     total = 0
