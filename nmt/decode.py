@@ -16,7 +16,7 @@ from nmt.decoding.common import Hypothesis
 from nmt.decoding.greedy import greedy_search
 from nmt.model import Ensemble, Transformer
 
-__all__ = ["Ensemble", "Hypothesis", "beam_search", "greedy_search", "translate_batch"]
+__all__ = ["Hypothesis", "beam_search", "greedy_search", "translate_batch"]
 
 
 def warn_unused_greedy_settings(cfg: DecodeConfig) -> None:
