@@ -162,7 +162,8 @@ class TranslationModule(L.LightningModule):
             return
         valid = self.trainer.datamodule.splits["valid"]
         # Each rank decodes its share of the lines and gets all of them back: all ranks log
-        # the same BLEU.
+        # the same BLEU. sync_dist averages those equal values (one scalar each), as Lightning
+        # wants of epoch-level metrics under DDP, and silences its warning.
         hypotheses = translate_across_processes(
             self.model,
             self.tokenizer,
@@ -171,8 +172,8 @@ class TranslationModule(L.LightningModule):
             self.trainer.datamodule.data_cfg.eval_max_tokens,
         )
         scores = score(hypotheses, list(valid["tgt"]))
-        self.log("val/bleu", scores.bleu, prog_bar=True)
-        self.log("val/chrf", scores.chrf)
+        self.log("val/bleu", scores.bleu, prog_bar=True, sync_dist=True)
+        self.log("val/chrf", scores.chrf, sync_dist=True)
 
     def configure_optimizers(self):
         optimizer, scheduler = build_optimizer(
