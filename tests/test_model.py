@@ -86,6 +86,38 @@ def test_a_sentence_alone_equals_it_inside_a_padded_batch():
     torch.testing.assert_close(batch_logits[1], model(long_src, long_tgt)[0], atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_bf16_training_attention_matches_float32_sdpa(causal):
+    """bf16 training on the CPU takes the written-out attention (not SDPA): the same output
+    and gradients as float32 SDPA, to bf16's precision, with padded keys or the causal mask."""
+    torch.manual_seed(0)
+    attention = Transformer(TINY).decoder_layers[0].self_attn
+    x = torch.randn(3, 6, TINY.d_model)
+    mask = None
+    if not causal:
+        mask = torch.ones(3, 1, 1, 6, dtype=torch.bool)
+        mask[0, ..., 4:] = False  # the first row's last two keys are padding
+
+    def output_and_grads(bf16: bool):
+        attention.zero_grad()
+        inputs = x.clone().requires_grad_()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out, _ = attention.attend(*attention.project_self(inputs), mask, is_causal=causal)
+        out.float().square().sum().backward()
+        return [out.float(), inputs.grad, attention.qkv_proj.weight.grad.clone()]
+
+    want = output_and_grads(bf16=False)  # SDPA in float32
+    got = output_and_grads(bf16=True)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=0.05 * w.abs().max().item(), rtol=0.05)
+    if not causal:  # the padded keys are ignored: changing them changes nothing
+        inputs = x.clone()
+        inputs[0, 4:] = torch.randn(2, TINY.d_model)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            changed, _ = attention.attend(*attention.project_self(inputs.requires_grad_()), mask)
+        torch.testing.assert_close(changed[0, :4].float(), got[0][0, :4], atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("chunks", [[1] * 6, [2, 3, 1], [6]])
 def test_incremental_decoding_equals_full_recomputation(chunks):
     torch.manual_seed(0)
