@@ -118,7 +118,8 @@ class Dropout(nn.Dropout):
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention through `scaled_dot_product_attention`.
+    """Multi-head attention through `scaled_dot_product_attention`, or written out when the
+    weights are wanted or when training in bf16 on the CPU (see `attend`).
 
     Self-attention projects Q, K and V with one fused matrix; cross-attention projects Q from
     the decoder and K, V (fused) from the encoder memory, which the cache keeps.
