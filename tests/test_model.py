@@ -114,7 +114,7 @@ def test_bf16_training_attention_matches_float32_sdpa(causal):
         inputs = x.clone()
         inputs[0, 4:] = torch.randn(2, TINY.d_model)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            changed, _ = attention.attend(*attention.project_self(inputs.requires_grad_()), mask)
+            changed, _ = attention.attend(*attention.project_self(inputs), mask)  # grad mode on
         torch.testing.assert_close(changed[0, :4].float(), got[0][0, :4], atol=0, rtol=0)
 
 
