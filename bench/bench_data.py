@@ -33,7 +33,9 @@ def write_corpus(folder: Path, pairs: int) -> None:
 
 def ours(folder: Path) -> dict:
     from nmt.config import DataConfig
-    from nmt.data import TokenBatchSampler, clean_train, encode_split, load_split, token_lengths
+    from nmt.data.batching import TokenBatchSampler
+    from nmt.data.encoding import clean_train, encode_split, token_lengths
+    from nmt.data.sources import load_split
 
     tokenizer = multi30k_tokenizer()
     cfg = DataConfig(

@@ -40,7 +40,7 @@ def source_batches(tokenizer, sentences: int, batch_size: int) -> list[torch.Ten
 @torch.inference_mode()
 def time_ours(model, batches, beam: int, length: int) -> float:
     from nmt.config import DecodeConfig
-    from nmt.decode import translate_batch
+    from nmt.decoding.search import translate_batch
 
     cfg = DecodeConfig(
         strategy="beam" if beam > 1 else "greedy",

@@ -29,7 +29,7 @@ from common import Record, default_precisions, multi30k_tokenizer, peak_rss_mib,
 
 from nmt.config import TrainConfig
 from nmt.cpu import set_onednn_kernel_cache
-from nmt.optim import projected_label_smoothed_loss
+from nmt.training.losses import projected_label_smoothed_loss
 
 SHAPES = {
     "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6),
@@ -45,7 +45,7 @@ def real_batches(tokenizer, count: int, max_tokens: int = 4096):
     """`count` Multi30k training batches from our token-bucketed sampler (seed 0)."""
     from common import read_lines
 
-    from nmt.data import TokenBatchSampler, collate
+    from nmt.data.batching import TokenBatchSampler, collate
 
     src = tokenizer.encode(read_lines("train.en"))
     tgt = tokenizer.encode(read_lines("train.de"))

@@ -89,7 +89,7 @@ def data_dir() -> Path:
 def multi30k_tokenizer():
     """The Multi30k 5k joint BPE of the multi30k experiments (trained once, then reused)."""
     from nmt.config import DataConfig, TokenizerConfig
-    from nmt.data import build_tokenizer
+    from nmt.data.encoding import build_tokenizer
 
     data = DataConfig(source="multi30k", name="multi30k", dir=str(data_dir()))
     tok = TokenizerConfig(

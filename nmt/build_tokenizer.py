@@ -8,27 +8,27 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from nmt.config import TrainConfig, register_configs
-from nmt.data import build_tokenizer
+from nmt.cli import one_line_errors, setup_logging
+from nmt.config import CONF_DIR, TrainConfig, register_configs, with_experiment
+from nmt.data.encoding import build_tokenizer
 from nmt.tokenizer import tokenizer_paths
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+log = logging.getLogger("nmt.build_tokenizer")
 
 
 def main(overrides: list[str]) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    setup_logging()
     register_configs()
-    try:
+    overrides, experiment = with_experiment(overrides)
+    log.info(experiment)
+    with one_line_errors("nmt.build_tokenizer", "python -m nmt.build_tokenizer"):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
             cfg: TrainConfig = OmegaConf.to_object(compose("train", overrides=overrides))
         tokenizer = build_tokenizer(cfg.data, cfg.tokenizer)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"nmt.build_tokenizer: error: {error}")
     print(f"{tokenizer_paths(cfg.tokenizer)[0]}: {tokenizer.vocab_size} pieces")
 
 

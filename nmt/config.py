@@ -1,20 +1,25 @@
-"""Typed configs: one dataclass per component, mirrored by the YAML files under `conf/`.
+"""Typed configs: one dataclass per component and per command, extended by the YAML files
+under `nmt/conf/`.
 
-The dataclasses are registered with Hydra's ConfigStore as schemas, so a misspelt key or a
-value of the wrong type fails at start-up with Hydra's own message. Defaults live here and
-nowhere else; code reads fields, never `cfg.get(name, default)`.
+Every default lives here and nowhere else: an option file under `nmt/conf/` states only what
+differs from these (a recipe's values, interpolations, the fields a dataclass leaves MISSING).
+`register_configs` registers the dataclasses with Hydra's ConfigStore as schemas, so a
+misspelt key or a value of the wrong type fails at start-up with Hydra's own message. Code
+reads fields, never `cfg.get(name, default)`. Hydra is imported only by `register_configs`:
+the model, the tokenizer and the searches read these dataclasses without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import MISSING
 
-from nmt.cpu import precision_for_this_cpu
 from nmt.model import ModelConfig
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 
@@ -100,12 +105,17 @@ class OptimConfig:
     step * warmup_steps^-1.5). cosine: the same warmup to the same peak, then a half cosine
     down to zero at total_steps; null ends it where the run's budget ends (trainer.max_steps
     or max_epochs, or the update count max_time will reach, re-estimated as the run goes:
-    nmt.budget).
+    nmt.training.budget).
     """
 
     schedule: str = "inverse_sqrt"  # inverse_sqrt | cosine
     lr_scale: float = 1.0
     warmup_steps: int = 4000
+    # The warmup follows the run's budget: min(warmup_steps, warmup_fraction x the updates the
+    # budget allows, as nmt.training.budget estimates them), with the peak lr of warmup_steps
+    # kept, so a slow machine's run, which reaches fewer updates in its max_time, still warms
+    # up and decays in the same proportions. null = always warmup_steps.
+    warmup_fraction: float | None = None
     total_steps: int | None = None  # cosine only: lr reaches zero there; null: the budget's end
     betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
     eps: float = 1e-9
@@ -119,10 +129,19 @@ class OptimConfig:
 
     @property
     def ends_at_budget(self) -> bool:
-        """A cosine whose end nmt.budget fits to the run's budget (total_steps null)."""
+        """A cosine whose end nmt.training.budget fits to the run's budget (total_steps null)."""
         return self.schedule == "cosine" and self.total_steps is None
 
+    @property
+    def follows_budget(self) -> bool:
+        """Whether the schedule needs the run's update count (its end, or its warmup)."""
+        return self.ends_at_budget or self.warmup_fraction is not None
+
     def __post_init__(self) -> None:
+        if self.warmup_fraction is not None and not 0.0 < self.warmup_fraction < 1.0:
+            raise ValueError(
+                f"optim.warmup_fraction must be in (0, 1) or null, got {self.warmup_fraction}"
+            )
         if self.rdrop_alpha < 0:
             raise ValueError(f"optim.rdrop_alpha must be >= 0, got {self.rdrop_alpha}")
         if self.schedule not in ("inverse_sqrt", "cosine"):
@@ -142,7 +161,7 @@ class TrainerConfig:
     """Arguments handed to `lightning.Trainer` unchanged."""
 
     accelerator: str = "auto"
-    devices: Any = "auto"
+    devices: Any = 1
     num_nodes: int = 1
     strategy: str = "auto"
     precision: str = "32-true"  # 32-true, bf16-mixed, 16-mixed
@@ -253,6 +272,11 @@ class TrainConfig:
                 "optim.schedule=cosine with optim.total_steps=null ends at the run's budget: "
                 "set trainer.max_steps, max_epochs or max_time (or optim.total_steps)"
             )
+        if self.optim.warmup_fraction is not None and not any(budgets):
+            raise ValueError(
+                "optim.warmup_fraction fits the warmup to the run's budget: set "
+                "trainer.max_steps, max_epochs or max_time (or optim.warmup_fraction=null)"
+            )
         if fitted and 0 < self.trainer.max_steps <= self.optim.warmup_steps:
             raise ValueError(
                 f"optim.schedule=cosine: trainer.max_steps={self.trainer.max_steps} ends "
@@ -265,12 +289,67 @@ class TrainConfig:
             )
 
 
+@dataclass
+class TranslateConfig:
+    """`python -m nmt.translate`: raw text in, one line out per line in."""
+
+    ckpt: str = MISSING
+    ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
+    input: str | None = None  # default: stdin
+    output: str | None = None  # default: stdout
+    decode: DecodeConfig = MISSING
+    nbest: int = 1  # >1 writes "hyp<TAB>score" pairs on each line (needs decode=beam)
+    max_tokens: int = 4096  # padded source tokens x beam rows per batch
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
+    chunk_lines: int = 10000  # lines read, translated and written at a time
+    progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
+
+
+@dataclass
+class EvaluateConfig:
+    """`python -m nmt.evaluate`: one checkpoint, some split roles of a dataset, one search."""
+
+    ckpt: str = MISSING
+    ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
+    data: DataConfig = MISSING
+    decode: DecodeConfig = MISSING
+    splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
+    max_tokens: int = 4096  # padded source tokens x beam rows per batch
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
+    length_buckets: list[int] = field(default_factory=lambda: [10, 20, 30])  # upper edges, words
+    examples: int = 5  # best and worst sentences (by sentence BLEU) listed in report.md
+    attention: list[int] = field(default_factory=list)  # line indices of the first split to plot
+
+
+@dataclass
+class AverageConfig:
+    """`python -m nmt.average`: the mean weights of some checkpoints."""
+
+    dir: str | None = None  # a folder of .ckpt/.pt checkpoints
+    checkpoints: list[str] = field(default_factory=list)  # or an explicit list
+    last: int = 5
+    output: str | None = None  # default: <dir>/averaged_last<N>.pt
+
+
 def register_configs() -> None:
-    """Register the schemas that the YAML files under conf/ extend, and the resolvers they
-    use."""
+    """Register the schemas that the YAML files under nmt/conf/ extend, and the resolvers they
+    use. Safe to call more than once."""
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    from nmt.cpu import precision_for_this_cpu
+
     OmegaConf.register_new_resolver("cpu_precision", precision_for_this_cpu, replace=True)
     cs = ConfigStore.instance()
-    cs.store(name="train_schema", node=TrainConfig)
+    for name, node in [
+        ("train_schema", TrainConfig),
+        ("translate_schema", TranslateConfig),
+        ("evaluate_schema", EvaluateConfig),
+        ("average", AverageConfig),
+    ]:
+        cs.store(name=name, node=node)
     for group, node in [
         ("data", DataConfig),
         ("tokenizer", TokenizerConfig),
@@ -280,3 +359,25 @@ def register_configs() -> None:
         ("decode", DecodeConfig),
     ]:
         cs.store(group=group, name="schema", node=node)
+
+
+def machine_experiment() -> tuple[str, str]:
+    """The experiment `nmt.train` runs when none is named, and why: the paper's base model
+    where there is a CUDA GPU, else the CPU recipe (a 60-minute budget on the cores at hand)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "multi30k_base", f"a CUDA GPU is present ({torch.cuda.get_device_name(0)})"
+    return "multi30k_cpu", "no CUDA GPU here, so the CPU recipe (60 minutes on this CPU)"
+
+
+def with_experiment(overrides: list[str]) -> tuple[list[str], str]:
+    """`overrides` with `experiment=...` first if they name none, and a line saying which
+    experiment runs and why."""
+    named = [o for o in overrides if o.lstrip("+~").partition("=")[0] == "experiment"]
+    if named:
+        return overrides, f"Experiment: {named[-1].partition('=')[2]} (from the command line)"
+    name, why = machine_experiment()
+    return [f"experiment={name}", *overrides], (
+        f"Experiment: {name}, since {why}; experiment=NAME picks another"
+    )

@@ -7,36 +7,34 @@ Hydra's run dir (reports/<date_time>/), or one numbered folder per job of a mult
     python -m nmt.evaluate -m ckpt=PATH decode.beam_size=1,4,8 decode.len_penalty=0.6,1.0
 
 Scores go to stdout; logs and sacreBLEU signatures to stderr and evaluate.log. The logic lives
-in `nmt.reporting`.
+in `nmt.evaluation.split_report`.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
-from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.config import register_configs
-from nmt.reporting import EvaluateConfig, evaluate, summary
+from nmt.cli import one_line_errors
+from nmt.config import EvaluateConfig, register_configs
+from nmt.evaluation.split_report import evaluate, summary
+
+EXAMPLE = "python -m nmt.evaluate ckpt=outputs/<run>/model.pt splits=[valid,test]"
 
 register_configs()
-ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="evaluate")
+@hydra.main(version_base=None, config_path="conf", config_name="evaluate")
 def main(dict_cfg: DictConfig) -> float:
     """Returns the first split's BLEU: what a Hydra sweeper would optimise."""
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
-    try:
+    with one_line_errors("nmt.evaluate", EXAMPLE):
         cfg: EvaluateConfig = OmegaConf.to_object(dict_cfg)
         report = evaluate(cfg, run_dir, list(hydra_cfg.overrides.task))
-    except (FileNotFoundError, ValueError, OSError) as error:
-        sys.exit(f"nmt.evaluate: error: {error}")
     print(summary(report, run_dir), flush=True)
     return report["splits"][cfg.splits[0]]["bleu"]
 

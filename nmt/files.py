@@ -60,6 +60,18 @@ def read_lines(path: str | Path) -> Iterator[str]:
         yield from decode_lines(f, str(path))
 
 
+def read_chunks(stream: Iterable[bytes], size: int, name: str) -> Iterator[list[str]]:
+    """The lines of a binary stream as text (see `decode_lines`), `size` at a time."""
+    chunk: list[str] = []
+    for line in decode_lines(stream, name):
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
     """Binary lines as text. Only "\\n" ends a line, and one final "\\r" is dropped (CRLF
     files); bytes that are not UTF-8 become U+FFFD, with a warning naming the first such line

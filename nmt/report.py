@@ -3,17 +3,18 @@
 Finds every evaluate report folder and training run folder under DIR (e.g. a Hydra multirun
 folder), and writes DIR/report.md, DIR/report.csv and DIR/bleu_by_parameter.png: the overrides
 that differ between runs, BLEU and chrF per split, paired-bootstrap significance against the
-best run, parameters, training time, decoding speed. The table is printed too. Logic: `nmt.runs`.
+best run, parameters, training time, decoding speed. The table is printed too. Logic:
+`nmt.evaluation.runs_table`. Starts without torch.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
-from nmt.runs import report_runs
+from nmt.cli import one_line_errors, setup_logging
+from nmt.evaluation.runs_table import report_runs
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -29,15 +30,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    args = parse_args(argv)  # argparse answers a missing DIR with usage and exit code 2
+    setup_logging()
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # one line per system otherwise
-    try:
+    with one_line_errors("nmt.report", "python -m nmt.report multirun/evaluate/<date_time>"):
         text = report_runs(args.dir, args.split, args.bootstrap)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"nmt.report: error: {error}")
     print(text, end="")
 
 

@@ -10,68 +10,35 @@ stdout holds only translations; logs and the progress bar go to stderr.
 
 from __future__ import annotations
 
-import io
 import logging
 import sys
-from collections.abc import Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 import hydra
-from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, OmegaConf
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from nmt.checkpoint import load_ensemble, pick_device
-from nmt.config import DecodeConfig, register_configs
-from nmt.files import decode_lines
-from nmt.inference import best_text, one_line, translate_lines
+from nmt.cli import one_line_errors, setup_logging
+from nmt.config import TranslateConfig, register_configs
+from nmt.decoding.text import output_lines, translate_lines
+from nmt.files import read_chunks
 
 log = logging.getLogger("nmt.translate")
+EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<run>/model.pt"
 
 
-@dataclass
-class TranslateConfig:
-    ckpt: str = MISSING
-    ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
-    input: str | None = None
-    output: str | None = None
-    decode: DecodeConfig = MISSING
-    nbest: int = 1
-    max_tokens: int = 4096
-    device: str = "auto"
-    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
-    chunk_lines: int = 10000
-    progress: str = "auto"
-
-
-def read_chunks(stream: io.BufferedReader, size: int) -> Iterator[list[str]]:
-    """Lines of a binary stream as text (see `nmt.files.decode_lines`), `size` at a time."""
-    chunk: list[str] = []
-    for line in decode_lines(stream, getattr(stream, "name", "input")):
-        chunk.append(line)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def format_lines(tokenizer, nbest_lists, nbest: int) -> list[str]:
-    if nbest == 1:
-        return best_text(tokenizer, nbest_lists)
-    lines = []
-    for hyps in nbest_lists:
-        texts = tokenizer.decode([h.tokens for h in hyps])
-        lines.append(
-            "\t".join(f"{one_line(t)}\t{h.score:.4f}" for t, h in zip(texts, hyps, strict=True))
-        )
-    return lines
+def check_request(cfg: TranslateConfig) -> None:
+    """Refuse settings that cannot work before loading anything."""
+    if cfg.nbest > 1 and cfg.decode.strategy != "beam":
+        raise ValueError(f"nbest={cfg.nbest} needs beam search: add decode=beam")
+    if cfg.decode.strategy == "beam" and cfg.nbest > cfg.decode.beam_size:
+        raise ValueError(f"nbest={cfg.nbest} exceeds decode.beam_size={cfg.decode.beam_size}")
 
 
 def translate_stream(
-    cfg: TranslateConfig, source: io.BufferedReader, sink: TextIO, show_progress: bool
+    cfg: TranslateConfig, source: BinaryIO, sink: TextIO, show_progress: bool
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
     paths = [cfg.ckpt, *cfg.ensemble]
@@ -84,12 +51,13 @@ def translate_stream(
         translator.dtype,
     )
     total = 0
+    name = getattr(source, "name", "input")
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
-        for lines in read_chunks(source, cfg.chunk_lines):
+        for lines in read_chunks(source, cfg.chunk_lines, name):
             nbest = translate_lines(
                 translator.model, translator.tokenizer, lines, cfg.decode, cfg.max_tokens, total + 1
             )
-            for line in format_lines(translator.tokenizer, nbest, cfg.nbest):
+            for line in output_lines(translator.tokenizer, nbest, cfg.nbest):
                 sink.write(line + "\n")
             sink.flush()
             total += len(lines)
@@ -98,10 +66,7 @@ def translate_stream(
 
 
 def run(cfg: TranslateConfig) -> int:
-    if cfg.nbest > 1 and cfg.decode.strategy != "beam":
-        raise ValueError(f"nbest={cfg.nbest} needs beam search: add decode=beam")
-    if cfg.decode.strategy == "beam" and cfg.nbest > cfg.decode.beam_size:
-        raise ValueError(f"nbest={cfg.nbest} exceeds decode.beam_size={cfg.decode.beam_size}")
+    check_request(cfg)
     with ExitStack() as stack:
         source = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
         if cfg.output:
@@ -114,18 +79,13 @@ def run(cfg: TranslateConfig) -> int:
 
 
 register_configs()
-ConfigStore.instance().store(name="translate_schema", node=TranslateConfig)
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="translate")
+@hydra.main(version_base=None, config_path="conf", config_name="translate")
 def main(dict_cfg) -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
-    try:
+    setup_logging()
+    with one_line_errors("nmt.translate", EXAMPLE):
         run(OmegaConf.to_object(dict_cfg))
-    except (FileNotFoundError, ValueError, OSError) as error:
-        sys.exit(f"nmt.translate: error: {error}")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,72 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
 import pytest
+import torch
 
-from nmt.config import TokenizerConfig
-from nmt.tokenizer import Tokenizer, train_or_load
+from nmt.config import CONF_DIR, TokenizerConfig
+from nmt.tokenizer import PAD_ID, Tokenizer, train_or_load
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# --- helpers: tensors, threads, configs and command lines ---
+
+
+def pad(rows: list[list[int]]) -> torch.Tensor:
+    """Id lists -> (B, L) long, right-padded with PAD."""
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread: these tensors are too small to gain from more, and spinning
+    threads slow down many-fold when the cores are shared (another test run, a build)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def compose(config_name: str, overrides: list[str]):
+    """A real config under nmt/conf (train, translate, evaluate) with overrides, typed."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from nmt.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return OmegaConf.to_object(hydra_compose(config_name, overrides=overrides))
+
+
+def run_module(
+    module: str, args: list[str], cwd: Path, stdin: bytes = b"", timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """`python -m module args...` in `cwd` on one thread, this checkout first on the path;
+    stdout and stderr as bytes."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
+
 
 # --- data: the real Multi30k files and a tiny tokenizer trained on them ---
 
@@ -63,9 +122,8 @@ def tiny_tokenizer(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     return train_or_load(cfg, texts, "multi30k train[:3000] en+de")
 
 
-# --- training: the real config, shrunk, and a tiny model trained once per session ---
+# --- training: the real config, shrunk, and the one tiny model trained per session ---
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 OVERFIT_PAIRS = 64
 
 # multi30k_cpu shrunk to seconds on 2 cores: what the decoding, translate and evaluate tests
@@ -96,15 +154,11 @@ TINY_TRAINING = [
 
 
 def compose_train_config(overrides: list[str]):
-    """The real training config (conf/train.yaml) with overrides, as a typed TrainConfig."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    """The real training config (nmt/conf/train.yaml) with overrides, as a typed TrainConfig;
+    the experiment this machine would pick unless `overrides` name one."""
+    from nmt.config import with_experiment
 
-    from nmt.config import register_configs
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return OmegaConf.to_object(compose("train", overrides=overrides))
+    return compose("train", with_experiment(overrides)[0])
 
 
 def write_split_files(folder: Path, pairs: dict[str, tuple[list[str], list[str]]]) -> Path:
@@ -147,7 +201,7 @@ def overfit_training(data_dir: Path, work_dir: Path, *extra: str) -> list[str]:
 def overfit_run(overfit_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
     overfit pairs: model.pt, checkpoints/, logs/, metrics.json."""
-    from nmt.train import train
+    from nmt.training.fit import train
 
     run_dir = tmp_path_factory.mktemp("overfit_run")
     train(compose_train_config(overfit_training(overfit_data, run_dir)), run_dir)
@@ -160,3 +214,9 @@ def overfit_translator(overfit_run: Path):
     from nmt.checkpoint import load_translator
 
     return load_translator(overfit_run / "model.pt")
+
+
+@pytest.fixture(scope="session")
+def model_pt(overfit_run: Path) -> Path:
+    """The overfit run's inference checkpoint."""
+    return overfit_run / "model.pt"

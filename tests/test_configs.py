@@ -1,30 +1,19 @@
 """Every config file composes, typed, and every experiment composes with its overrides."""
 
-from pathlib import Path
-
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import compose, compose_train_config
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
-from nmt.config import TrainConfig, register_configs
+from nmt.config import CONF_DIR, TrainConfig, TranslateConfig
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 GROUPS = ["data", "tokenizer", "model", "optim", "trainer", "decode"]
-EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-
-register_configs()
-
-
-def compose_train(overrides: list[str]) -> TrainConfig:
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("train", overrides=overrides)
-    return OmegaConf.to_object(cfg)
+EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+compose_train = compose_train_config
 
 
 @pytest.mark.parametrize(
     "group,option",
-    [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))],
+    [(g, p.stem) for g in GROUPS for p in sorted((CONF_DIR / g).glob("*.yaml"))],
 )
 def test_every_group_option_composes(group, option):
     overrides = [f"{group}={option}"]
@@ -55,7 +44,24 @@ def test_experiments_state_the_papers_recipes():
     big = compose_train(["experiment=wmt14_big"])
     assert (big.model.d_model, big.model.n_heads, big.model.d_ff) == (1024, 16, 4096)
     assert big.trainer.max_steps == 300_000
-    assert compose_train([]).experiment_name == "multi30k_base"
+
+
+@pytest.mark.parametrize("gpu,expected", [(True, "multi30k_base"), (False, "multi30k_cpu")])
+def test_the_machine_picks_the_experiment_unless_one_is_named(monkeypatch, gpu, expected):
+    import torch
+
+    from nmt.config import with_experiment
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "a test GPU")
+    overrides, line = with_experiment(["trainer.max_steps=7"])
+    assert overrides == [f"experiment={expected}", "trainer.max_steps=7"]
+    assert line.startswith(f"Experiment: {expected}, since ") and "experiment=NAME" in line
+    assert compose_train(overrides).experiment_name == expected
+    named = ["experiment=wmt14_big"]
+    assert with_experiment(named) == (named, "Experiment: wmt14_big (from the command line)")
+    with pytest.raises(ConfigCompositionException, match="You must specify 'experiment'"):
+        compose("train", [])  # without the entry point's choice, the config names none
 
 
 @pytest.mark.parametrize(
@@ -83,11 +89,7 @@ def test_values_out_of_range_fail_at_start_up_naming_the_key(override, message):
 
 
 def test_translate_config_composes():
-    from nmt.translate import TranslateConfig  # registers translate_schema
-
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        cfg = compose("translate", overrides=["ckpt=x.pt", "decode=beam", "nbest=3"])
-    cfg = OmegaConf.to_object(cfg)
+    cfg = compose("translate", ["ckpt=x.pt", "decode=beam", "nbest=3"])
     assert isinstance(cfg, TranslateConfig)
     assert cfg.decode.beam_size == 4 and cfg.decode.nbest == 3
 

@@ -19,16 +19,11 @@ from lightning.fabric.utilities.data import _set_sampler_epoch
 from torch.utils.data import DataLoader
 
 from nmt.config import DataConfig, TokenizerConfig
-from nmt.data import (
-    TokenBatchSampler,
-    TranslationDataModule,
-    clean_train,
-    collate,
-    encode_split,
-    load_splits,
-    read_lines,
-    token_lengths,
-)
+from nmt.data.batching import TokenBatchSampler, collate
+from nmt.data.datamodule import TranslationDataModule
+from nmt.data.encoding import clean_train, encode_split, token_lengths
+from nmt.data.sources import load_splits
+from nmt.files import read_lines
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}

@@ -1,116 +1,36 @@
-"""nmt.evaluate on a tiny overfit checkpoint and real Multi30k lines: the report folder, its
-scores against sacreBLEU's own, the CLI, and a decoding sweep turned into a table by nmt.report.
+"""nmt.evaluate on the session's overfit checkpoint and its real Multi30k lines: the report
+folder, its scores against sacreBLEU's own, the CLI, and a decoding sweep turned into a table
+by nmt.report.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
 import pytest
 import sacrebleu
-import torch
-import torch.nn.functional as F
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from conftest import OVERFIT_PAIRS, compose, one_thread, run_module
 
 from nmt.checkpoint import (
     CheckpointError,
-    Translator,
     load_ensemble,
     load_translator,
     save_inference_checkpoint,
 )
-from nmt.config import TokenizerConfig
-from nmt.evaluate import EvaluateConfig  # also registers the schemas
-from nmt.model import ModelConfig, Transformer
+from nmt.config import EvaluateConfig, TokenizerConfig
+from nmt.evaluation.split_report import evaluate
 from nmt.report import main as report_main
-from nmt.reporting import evaluate
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_or_load
-
-ROOT = Path(__file__).resolve().parents[1]
-CONF = ROOT / "conf"
-PAIRS, STEPS = 32, 80  # overfit to a corpus BLEU of roughly 60-90 in a few seconds
+from nmt.tokenizer import train_or_load
 
 
-def pad(rows: list[list[int]]) -> torch.Tensor:
-    """(len(rows), longest) right-padded ids."""
-    out = torch.full((len(rows), max(map(len, rows))), PAD_ID)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
-
-
-@contextmanager
-def one_thread() -> Iterator[None]:
-    """Torch on one thread: these tensors are too small to gain from more, and spinning
-    threads slow down many-fold when the cores are shared (another test run, a build)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def overfit(model: Transformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]]) -> None:
-    """Teacher forcing on one full batch: src + EOS; BOS + y in; y + EOS out."""
-    src = pad([ids + [EOS_ID] for ids in tokenizer.encode([s for s, _ in pairs])])
-    ys = tokenizer.encode([t for _, t in pairs])
-    tgt_in, tgt_out = pad([[BOS_ID] + y for y in ys]), pad([y + [EOS_ID] for y in ys])
-    optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-    with one_thread():
-        for _ in range(STEPS):
-            logits = model(src, tgt_in)  # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD_ID)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    model.eval()
-
-
-def write_split(folder: Path, split: str, pairs: list[tuple[str, str]]) -> None:
-    for lang, column in (("en", 0), ("de", 1)):
-        text = "".join(pair[column] + "\n" for pair in pairs)
-        (folder / f"{split}.{lang}").write_text(text, encoding="utf-8")
-
-
-@pytest.fixture(scope="session")
-def tiny_checkpoint(
-    tiny_tokenizer: Tokenizer, multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[Path, Path]:
-    """(model.pt of a tiny en->de model overfit on 32 short Multi30k pairs, a data folder whose
-    `test` split is those pairs and `valid` split their first half)."""
-    with (
-        open(multi30k_dir / "train.en", encoding="utf-8", newline="\n") as en,
-        open(multi30k_dir / "train.de", encoding="utf-8", newline="\n") as de,
-    ):
-        lines = ((s.rstrip("\n"), t.rstrip("\n")) for s, t in zip(en, de, strict=True))
-        pairs = list(islice((p for p in lines if len(p[0].split()) <= 10), PAIRS))
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        vocab_size=tiny_tokenizer.vocab_size, d_model=32, n_heads=4, d_ff=64,
-        encoder_layers=2, decoder_layers=2, dropout=0.0,
-    )  # fmt: skip
-    model = Transformer(cfg)
-    overfit(model, tiny_tokenizer, pairs)
-    folder = tmp_path_factory.mktemp("tiny_checkpoint")
-    ckpt = folder / "model.pt"
-    info = {"experiment": "tiny_overfit", "global_step": STEPS}
-    save_inference_checkpoint(ckpt, Translator(model, tiny_tokenizer, "en", "de", info))
-    data_dir = folder / "data"
-    data_dir.mkdir()
-    write_split(data_dir, "test", pairs)
-    write_split(data_dir, "valid", pairs[: PAIRS // 2])
-    return ckpt, data_dir
+@pytest.fixture(scope="module")
+def tiny_checkpoint(model_pt: Path, overfit_data: Path) -> tuple[Path, Path]:
+    """(the overfit model.pt, its data folder: valid and test are the memorised pairs)."""
+    return model_pt, overfit_data
 
 
 def data_overrides(ckpt: Path, data_dir: Path, tmp_path: Path) -> list[str]:
@@ -118,19 +38,24 @@ def data_overrides(ckpt: Path, data_dir: Path, tmp_path: Path) -> list[str]:
     return [
         f"ckpt={ckpt}",
         f"data.dir={data_dir}",
-        "data.splits={valid: valid, test: test}",
         f"data.cache_dir={tmp_path / 'hf'}",
         "device=cpu",
     ]
 
 
 def compose_evaluate(overrides: list[str]) -> EvaluateConfig:
-    with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return OmegaConf.to_object(compose("evaluate", overrides=overrides))
+    return compose("evaluate", overrides)
 
 
 def read(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").removesuffix("\n").split("\n")
+
+
+def run_cli(args: list[str], cwd: Path):
+    """`python -m module ...` with text output."""
+    done = run_module(args[1], args[2:], cwd)
+    done.stdout, done.stderr = done.stdout.decode(), done.stderr.decode()
+    return done
 
 
 def test_evaluate_writes_the_report_folder(tiny_checkpoint, tmp_path):
@@ -151,8 +76,8 @@ def test_evaluate_writes_the_report_folder(tiny_checkpoint, tmp_path):
         assert (run / name).stat().st_size > 0, name
     assert report == json.loads((run / "report.json").read_text())
 
-    hyps, refs = read(run / "hyp.test.txt"), read(data_dir / "test.de")
-    assert len(hyps) == len(refs) == PAIRS and read(run / "ref.test.txt") == refs
+    hyps, refs = read(run / "hyp.test.txt"), read(data_dir / "test_2016_flickr.de")
+    assert len(hyps) == len(refs) == OVERFIT_PAIRS and read(run / "ref.test.txt") == refs
     test = report["splits"]["test"]
     assert test["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=1e-9)
     assert test["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-9)
@@ -164,10 +89,10 @@ def test_evaluate_writes_the_report_folder(tiny_checkpoint, tmp_path):
     speed = test["decoding"]
     assert speed["sentences_per_second"] > 0 and speed["tokens_per_second"] > 0
     assert [b["label"] for b in test["by_length"]] == ["1-10", "11-20", "21-30", "31+"]
-    assert sum(b["sentences"] for b in test["by_length"]) == PAIRS
+    assert sum(b["sentences"] for b in test["by_length"]) == OVERFIT_PAIRS
     assert report["overrides"] == overrides
     assert report["checkpoint"]["parameters"] > 0
-    assert report["checkpoint"]["info"]["experiment"] == "tiny_overfit"
+    assert report["checkpoint"]["info"]["experiment"] == "multi30k_cpu"
     assert report["decode"]["strategy"] == "greedy"
 
     markdown = (run / "report.md").read_text()
@@ -189,14 +114,6 @@ def test_evaluate_refuses_unknown_roles_and_lines(tiny_checkpoint, tmp_path):
         evaluate(compose_evaluate([*base, "splits=[dev]"]), tmp_path / "a", [])
     with pytest.raises(ValueError, match=r"attention=\[999\]"):
         evaluate(compose_evaluate([*base, "attention=[999]"]), tmp_path / "b", [])
-
-
-def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """`python args...` in `cwd`, on one thread (see one_thread)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 def test_cli_prints_scores_and_writes_a_dated_report_folder(tiny_checkpoint, tmp_path):

@@ -1,18 +1,15 @@
 """Label-smoothed loss and the inverse-square-root schedule against hand computations."""
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 from nmt.config import OptimConfig
-from nmt.optim import (
-    LearningRateSchedule,
-    build_optimizer,
-    inverse_sqrt_lr,
-    label_smoothed_loss,
-)
+from nmt.training.losses import label_smoothed_loss
+from nmt.training.schedules import LearningRateSchedule, build_optimizer, inverse_sqrt_lr
 
 
 def test_label_smoothed_loss_matches_a_hand_computation():
@@ -55,7 +52,7 @@ def test_optimizer_follows_the_schedule_step_by_step():
 @pytest.mark.parametrize("chunk_rows", [None, 8])  # one chunk; four full ones and a part
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype, chunk_rows):
-    from nmt.optim import projected_label_smoothed_loss
+    from nmt.training.losses import projected_label_smoothed_loss
 
     torch.manual_seed(0)
     states = torch.randn(5, 7, 16, dtype=dtype, requires_grad=True)
@@ -77,7 +74,7 @@ def test_fused_projection_loss_equals_the_plain_loss_and_its_gradients(dtype, ch
 def test_fused_projection_loss_under_bf16_autocast_matches_bf16_logits():
     """Under autocast the products run in bf16 and the softmax in fp32: the same loss and
     gradients as plain fp32 cross-entropy over logits from the same bf16 product."""
-    from nmt.optim import projected_label_smoothed_loss
+    from nmt.training.losses import projected_label_smoothed_loss
 
     torch.manual_seed(0)
     states = torch.randn(5, 7, 16, requires_grad=True)
@@ -101,7 +98,7 @@ def test_fused_projection_loss_under_bf16_autocast_matches_bf16_logits():
 def test_fused_rdrop_loss_equals_cross_entropies_and_kl_divergences_with_gradients(chunk_rows):
     import torch.nn.functional as F
 
-    from nmt.optim import projected_rdrop_loss
+    from nmt.training.losses import projected_rdrop_loss
 
     torch.manual_seed(0)
     batch, length, dim, vocab = 3, 5, 8, 11
@@ -134,7 +131,7 @@ def test_fused_rdrop_loss_equals_cross_entropies_and_kl_divergences_with_gradien
 
 
 def test_rdrop_loss_of_two_identical_passes_is_twice_the_plain_loss_and_no_divergence():
-    from nmt.optim import projected_label_smoothed_loss, projected_rdrop_loss
+    from nmt.training.losses import projected_label_smoothed_loss, projected_rdrop_loss
 
     torch.manual_seed(0)
     states = torch.randn(4, 6, 16, requires_grad=True)
@@ -151,7 +148,7 @@ def test_rdrop_loss_of_two_identical_passes_is_twice_the_plain_loss_and_no_diver
 def test_fused_rdrop_loss_under_bf16_autocast_matches_bf16_logits():
     import torch.nn.functional as F
 
-    from nmt.optim import projected_rdrop_loss
+    from nmt.training.losses import projected_rdrop_loss
 
     torch.manual_seed(0)
     states = torch.randn(6, 7, 16, requires_grad=True)
@@ -180,7 +177,7 @@ def test_fused_rdrop_loss_under_bf16_autocast_matches_bf16_logits():
 
 
 def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():
-    from nmt.optim import cosine_lr
+    from nmt.training.schedules import cosine_lr
 
     d, w, s, total = 128, 100, 2.0, 1100
     peak = inverse_sqrt_lr(w, d, w, s)
@@ -198,14 +195,15 @@ def test_cosine_schedule_warms_up_like_inverse_sqrt_then_falls_to_zero():
 def test_the_cosine_config_ends_at_the_runs_budget_or_at_total_steps():
     from conftest import compose_train_config
 
-    from nmt.budget import FitScheduleToBudget
-    from nmt.train import build_callbacks
+    from nmt.training.budget import FitScheduleToBudget
+    from nmt.training.fit import build_callbacks
 
     cfg = compose_train_config(["experiment=multi30k_cpu", "optim=cosine"])
     assert cfg.optim.schedule == "cosine" and cfg.optim.total_steps is None
     assert any(isinstance(c, FitScheduleToBudget) for c in build_callbacks(cfg, Path("x")))
     fixed = compose_train_config(
         ["experiment=multi30k_cpu", "optim=cosine", "optim.total_steps=5000"]
+        + ["optim.warmup_fraction=null"]  # the recipe's warmup follows the budget too
     )
     assert fixed.optim.total_steps == 5000
     assert not any(isinstance(c, FitScheduleToBudget) for c in build_callbacks(fixed, Path("x")))
@@ -217,22 +215,44 @@ def test_the_cosine_config_ends_at_the_runs_budget_or_at_total_steps():
         OptimConfig(schedule="cosine", warmup_steps=10, total_steps=10)
 
 
+def test_a_fitted_warmup_keeps_the_peak_and_the_shape_of_the_schedule():
+    """warmup_fraction: on a budget of 1,000 updates a warmup of 2,000 becomes 200 (20%), the
+    peak stays 2,000's, and the decay after it is the same curve in proportion."""
+    cfg = OptimConfig(lr_scale=2.0, warmup_steps=2000, warmup_fraction=0.2)
+    schedule = LearningRateSchedule(cfg, d_model=128)
+    peak = inverse_sqrt_lr(2000, 128, 2000, 2.0)
+    unfitted = [schedule(step) for step in (1, 1000, 2000)]
+    assert unfitted == [inverse_sqrt_lr(s, 128, 2000, 2.0) for s in (1, 1000, 2000)]
+    schedule.total_steps = 1000
+    assert schedule.warmup_steps == 200
+    assert schedule(200) == pytest.approx(peak)  # the peak, reached after 20% of the run
+    assert schedule(100) == pytest.approx(peak / 2)  # linear warmup
+    assert schedule(1000) == pytest.approx(peak * (200 / 1000) ** 0.5)  # as 2,000 of 10,000
+    schedule.total_steps = 50_000
+    assert schedule.warmup_steps == 2000 and schedule(2000) == pytest.approx(peak)  # capped
+    cosine = LearningRateSchedule(replace(cfg, schedule="cosine"), d_model=128)
+    cosine.total_steps = 1000
+    assert cosine(200) == pytest.approx(peak) and cosine(1000) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="warmup_fraction must be in"):
+        OptimConfig(warmup_fraction=1.5)
+
+
 def test_cosine_holds_the_peak_until_its_end_is_known():
-    from nmt.optim import cosine_lr
+    from nmt.training.schedules import cosine_lr
 
     peak = inverse_sqrt_lr(100, 128, 100, 2.0)
     assert cosine_lr(5000, 128, 100, 2.0, None) == pytest.approx(peak)
 
 
 def test_steps_that_fit_extrapolates_the_pace():
-    from nmt.budget import steps_that_fit
+    from nmt.training.budget import steps_that_fit
 
     assert steps_that_fit(100, steps_per_second=2.0, remaining=25.0) == 150
     assert steps_that_fit(100, steps_per_second=2.0, remaining=-3.0) == 100  # time is up
 
 
 def test_the_fitted_end_is_kept_in_checkpoints_and_loads_weights_only(tmp_path):
-    from nmt.budget import FitScheduleToBudget
+    from nmt.training.budget import FitScheduleToBudget
 
     fitted = FitScheduleToBudget()
     fitted.total_steps = 250

@@ -14,24 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TRAINING, overfit_training, write_split_files
+from conftest import ROOT, TINY_TRAINING, overfit_training, run_module, write_split_files
 
 from nmt.checkpoint import CheckpointError, Translator, load_translator, save_inference_checkpoint
 from nmt.files import atomic_path, read_lines, write_bytes
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_module(module: str, args: list[str], cwd: Path, stdin: bytes = b"", **kw):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=kw.get("timeout", 300),
-    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, module: str, *words: str) -> str:
@@ -49,11 +35,6 @@ def assert_one_line_error(result: subprocess.CompletedProcess, module: str, *wor
     for word in words:
         assert word in errors[0], (word, errors[0])
     return errors[0]
-
-
-@pytest.fixture(scope="module")
-def model_pt(overfit_run: Path) -> Path:
-    return overfit_run / "model.pt"
 
 
 # --- bad input to translate and evaluate ---
@@ -202,6 +183,7 @@ def test_impossible_settings_are_one_line_errors(model_pt, overfit_data, tmp_pat
     result = run_module("nmt.translate", [f"ckpt={model_pt}", "decode.beam_size=0"], tmp_path)
     assert_one_line_error(result, "nmt.translate", "beam_size")
     base = [f"data.dir={overfit_data}", f"hydra.run.dir={tmp_path / 'run'}"]
+    base.append("experiment=multi30k_base")
     for override, words in [
         ("model.n_heads=7", ["d_model=512", "n_heads=7"]),
         ("data.max_tokens=100", ["data.max_tokens=100", "max_len=250"]),

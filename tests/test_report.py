@@ -11,8 +11,8 @@ import pytest
 import sacrebleu
 import yaml
 
+from nmt.evaluation.runs_table import duration, parse_overrides
 from nmt.report import main as report_main
-from nmt.runs import duration, parse_overrides
 
 REFERENCES = [f"Ein Hund Nummer {i} läuft schnell über die grüne Wiese ." for i in range(60)]
 
@@ -133,12 +133,18 @@ def test_a_mixed_folder_shows_what_differs_within_each_kind_of_run(tmp_path):
     assert [r["run"] for r in rows] == ["eval/1", "eval/0", "train/0", "train/1"]  # test first
 
 
-def test_report_explains_what_it_cannot_use(tmp_path):
-    with pytest.raises(SystemExit, match="no runs under"):
-        report_main([str(tmp_path)])
+def test_report_explains_what_it_cannot_use(tmp_path, capsys):
+    def refusal(folder: Path) -> str:
+        with pytest.raises(SystemExit) as stop:
+            report_main([str(folder)])
+        assert stop.value.code == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("nmt.report: error: ")
+        return line
+
+    assert "no runs under" in refusal(tmp_path)
     write_eval_run(tmp_path / "run", ["decode.beam_size=4"], REFERENCES)
-    with pytest.raises(SystemExit, match="is one evaluate report folder"):
-        report_main([str(tmp_path / "run")])
+    assert "is one evaluate report folder" in refusal(tmp_path / "run")
 
 
 def test_small_helpers():

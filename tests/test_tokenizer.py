@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from nmt.config import TokenizerConfig
-from nmt.data import read_lines
+from nmt.files import read_lines
 from nmt.tokenizer import Tokenizer, tokenizer_paths, train_or_load
 
 

@@ -12,11 +12,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing
 
-import nmt.evaluation
+import nmt.evaluation.scoring
 from nmt.checkpoint import load_translator
 from nmt.config import DecodeConfig
-from nmt.evaluation import translate_across_processes
-from nmt.inference import best_text, translate_lines
+from nmt.decoding.text import best_text, translate_lines
+from nmt.evaluation.scoring import translate_across_processes
 
 GREEDY = DecodeConfig()
 
@@ -76,7 +76,7 @@ RESUME_OVERRIDES = [
 def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_path, recwarn):
     from conftest import compose_train_config, overfit_training
 
-    from nmt.train import train
+    from nmt.training.fit import train
 
     def config(run_dir, extra):
         return compose_train_config(
@@ -108,8 +108,8 @@ def test_each_accumulated_batch_draws_its_own_dropout(overfit_data, tmp_path, mo
     stream, the same masks where their shapes match)."""
     from conftest import compose_train_config, overfit_training
 
-    from nmt import module
-    from nmt.train import train
+    from nmt.training import lightning_module as module
+    from nmt.training.fit import train
 
     seeds = []
     manual_seed = torch.manual_seed
@@ -135,7 +135,7 @@ def test_bidirectional_epochs_come_first_then_the_task_direction(overfit_data, t
     trains on the pairs both ways (about twice the batches), epoch 1 on the pairs as they are."""
     from conftest import compose_train_config, overfit_training
 
-    from nmt.train import train
+    from nmt.training.fit import train
 
     cfg = compose_train_config(
         overfit_training(
@@ -158,7 +158,7 @@ def test_rdrop_without_dropout_trains_exactly_like_one_pass(overfit_data, tmp_pa
     step as the one-pass run. With dropout they differ (positive divergence every step)."""
     from conftest import compose_train_config, overfit_training
 
-    from nmt.train import train
+    from nmt.training.fit import train
 
     def run(name, *extra):
         cfg = compose_train_config(
@@ -186,8 +186,8 @@ def test_a_cosine_schedule_reaches_zero_where_the_budget_ends(overfit_data, tmp_
     learning rate is near zero when the time runs out, whatever the machine's speed."""
     from conftest import compose_train_config, overfit_training
 
-    from nmt.optim import cosine_lr, inverse_sqrt_lr
-    from nmt.train import train
+    from nmt.training.fit import train
+    from nmt.training.schedules import cosine_lr, inverse_sqrt_lr
 
     def run(name, *extra):
         cfg = compose_train_config(
@@ -226,6 +226,28 @@ def test_a_cosine_schedule_reaches_zero_where_the_budget_ends(overfit_data, tmp_
     assert lr[last - 1] < 0.05 * inverse_sqrt_lr(2, d_model, 2, scale)  # near zero at the end
 
 
+def test_a_run_shorter_than_the_warmup_still_warms_up_and_decays(overfit_data, tmp_path):
+    """The recipe's warmup of 2,000 updates on a budget of 20 (a slow machine's hour, shrunk):
+    warmup_fraction 0.2 makes it 4 updates to the same peak, then the inverse-sqrt decay, so
+    the run ends at the share of the peak a full-speed run ends at."""
+    from conftest import compose_train_config, overfit_training
+
+    from nmt.training.fit import train
+    from nmt.training.schedules import inverse_sqrt_lr
+
+    overrides = ["optim.warmup_steps=2000", "trainer.max_steps=20", "val_bleu=false"]
+    overrides += ["checkpoint.monitor=val/loss", "checkpoint.mode=min", "report.splits=[]"]
+    cfg = compose_train_config(overfit_training(overfit_data, tmp_path, *overrides))
+    assert cfg.optim.warmup_fraction == 0.2  # the recipe's
+    train(cfg, tmp_path / "run")
+    rows = read_metrics_csv(tmp_path / "run")
+    lr = {step + 1: float(row["lr-Adam"]) for step, row in rows.items() if "lr-Adam" in row}
+    peak = inverse_sqrt_lr(2000, cfg.model.d_model, 2000, cfg.optim.lr_scale)
+    assert lr[2] == pytest.approx(peak / 2) and lr[4] == pytest.approx(peak)
+    assert lr[20] == pytest.approx(peak * (4 / 20) ** 0.5)
+    assert max(lr.values()) == pytest.approx(peak)
+
+
 # torch's own modules, imported by the first compile, use a torch API that torch deprecates.
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
 def test_compile_reaches_the_layers_that_training_and_decoding_call():
@@ -234,7 +256,7 @@ def test_compile_reaches_the_layers_that_training_and_decoding_call():
     call; in place, so parameter names (and checkpoints) do not change."""
     from nmt.config import DecodeConfig, OptimConfig
     from nmt.model import ModelConfig
-    from nmt.module import TranslationModule
+    from nmt.training.lightning_module import TranslationModule
 
     cfg = ModelConfig(vocab_size=64, d_model=16, n_heads=2, d_ff=32)
     module = TranslationModule(
@@ -253,7 +275,7 @@ def test_skipping_nonfinite_batches_is_refused_under_ddp(overfit_data, tmp_path)
     refused before any process starts."""
     from conftest import compose_train_config, overfit_training
 
-    from nmt.train import train
+    from nmt.training.fit import train
 
     cfg = compose_train_config(
         overfit_training(
@@ -282,6 +304,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "experiment=multi30k_cpu",
         "trainer.max_steps=20",
         "trainer.enable_progress_bar=false",
+        "report.splits=[]",  # the report step has its own test (the overfit run's)
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -310,8 +333,8 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
 
 
 def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
-    from nmt.average import average_checkpoints
     from nmt.checkpoint import load_translator, save_inference_checkpoint
+    from nmt.training.averaging import average_checkpoints
 
     paths = sorted((overfit_run / "checkpoints").glob("step*.ckpt")) + [
         overfit_run / "checkpoints" / "last.ckpt"
@@ -333,8 +356,8 @@ def test_checkpoints_are_ordered_by_the_step_they_were_saved_at(overfit_run, tmp
     them (as `nmt.average` does by default) are left out."""
     import shutil
 
-    from nmt.average import checkpoints_by_step
     from nmt.checkpoint import save_inference_checkpoint, saved_step
+    from nmt.training.averaging import checkpoints_by_step
 
     lightning = overfit_run / "checkpoints" / "last.ckpt"
     step = saved_step(lightning)
@@ -362,7 +385,7 @@ def test_model_pt_is_the_best_of_the_checkpoint_and_each_averaging_window(
     from conftest import TINY_TRAINING, compose_train_config
 
     from nmt.checkpoint import save_inference_checkpoint
-    from nmt.train import best_or_average
+    from nmt.training.selection import best_or_average
 
     def perturbed(scale: float, step: int):
         translator = load_translator(overfit_run / "model.pt")
@@ -404,13 +427,13 @@ def _decode_in_process_group(rank: int, world_size: int, ckpt: Path, lines, fold
     )
     torch.set_num_threads(1)
     decoded = []
-    translate = nmt.evaluation.translate_lines
+    translate = nmt.evaluation.scoring.translate_lines
 
     def counting(model, tokenizer, own_lines, *args):
         decoded.append(len(own_lines))
         return translate(model, tokenizer, own_lines, *args)
 
-    nmt.evaluation.translate_lines = counting
+    nmt.evaluation.scoring.translate_lines = counting
     translator = load_translator(ckpt)
     texts = translate_across_processes(
         translator.model, translator.tokenizer, lines, GREEDY, max_tokens=4096

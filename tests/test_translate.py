@@ -1,27 +1,16 @@
 """`python -m nmt.translate`: one output line per input line, in order, whatever the line holds."""
 
-import subprocess
-import sys
+import io
 
 import pytest
 import torch
+from conftest import run_module
 
-from nmt.translate import read_chunks
-
-
-def run_translate(args: list[str], stdin: bytes, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "nmt.translate", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        timeout=300,
-    )
+from nmt.files import read_chunks
 
 
-@pytest.fixture(scope="module")
-def model_pt(overfit_run):
-    return overfit_run / "model.pt"
+def run_translate(args: list[str], stdin: bytes, cwd):
+    return run_module("nmt.translate", args, cwd, stdin)
 
 
 def test_cli_keeps_line_count_and_order_with_empty_and_odd_lines(model_pt, overfit_pairs, tmp_path):
@@ -92,18 +81,23 @@ def test_nbest_without_beam_is_refused(model_pt, tmp_path):
     assert result.returncode != 0 and "decode=beam" in result.stderr.decode()
 
 
-def test_undecodable_bytes_still_give_one_line(tmp_path):
-    import io
+@pytest.mark.parametrize("module", ["nmt.translate", "nmt.evaluate"])
+def test_a_missing_checkpoint_setting_is_one_line_naming_it_with_an_example(module, tmp_path):
+    result = run_module(module, [], tmp_path, b"hi\n")
+    err = result.stderr.decode().strip().splitlines()
+    assert result.returncode == 2, err
+    assert err == [err[0]] and err[0].startswith(f"{module}: error: ckpt is required, e.g. ")
+    assert f"python -m {module} ckpt=" in err[0] and result.stdout == b""
 
+
+def test_undecodable_bytes_still_give_one_line(tmp_path):
     stream = io.BytesIO(b"good\n\xff\xfebad\nlast")
-    chunks = list(read_chunks(stream, size=2))
+    chunks = list(read_chunks(stream, 2, "input"))
     assert chunks == [["good", "\ufffd\ufffdbad"], ["last"]]
 
 
 def test_windows_line_endings_and_no_split_on_unicode_separators():
-    import io
-
-    chunks = list(read_chunks(io.BytesIO("a\r\nb\u2028c\n".encode()), size=10))
+    chunks = list(read_chunks(io.BytesIO("a\r\nb\u2028c\n".encode()), 10, "input"))
     assert chunks == [["a", "b\u2028c"]]
 
 

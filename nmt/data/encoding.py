@@ -1,4 +1,5 @@
-"""Token ids for every split, and the cleaning of the training split.
+"""The joint tokenizer fitted to the training split, token ids for every split, and the
+cleaning of the training split.
 
 Encoding runs through `Dataset.map`, so its output is cached under the datasets fingerprint of
 (input data, function, tokenizer): the Tokenizer pickles as its model bytes, so a retrained
@@ -14,9 +15,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from nmt.tokenizer import Tokenizer
+from nmt.config import DataConfig, TokenizerConfig
+from nmt.data.sources import load_split
+from nmt.tokenizer import Tokenizer, train_or_load
 
 log = logging.getLogger(__name__)
+
+
+def build_tokenizer(data_cfg: DataConfig, tok_cfg: TokenizerConfig) -> Tokenizer:
+    """Train the joint tokenizer on the training split's source and target text, or load it if
+    it was already trained with these settings on this text."""
+    return tokenizer_for(data_cfg, tok_cfg, load_split(data_cfg, "train"))
+
+
+def tokenizer_for(
+    data_cfg: DataConfig, tok_cfg: TokenizerConfig, train: datasets.Dataset
+) -> Tokenizer:
+    """`build_tokenizer` on an already loaded training split."""
+    description = (
+        f"{data_cfg.name}: {data_cfg.source} split {data_cfg.splits['train']!r}, "
+        f"{data_cfg.src_lang}+{data_cfg.tgt_lang}, {len(train)} pairs"
+    )
+    return train_or_load(tok_cfg, train["src"][:] + train["tgt"][:], description)
 
 
 ENCODE_BATCH_ROWS = 20_000

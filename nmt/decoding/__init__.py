@@ -1,7 +1,11 @@
-"""Greedy and beam search over `Transformer.encode` / `decode` / `reorder_cache`.
+"""Decoding: raw text in, translations out, over `Transformer.encode` / `decode` /
+`reorder_cache`. Plain PyTorch: nothing here imports Lightning or Hydra.
 
+text: lines -> encoded, length-sorted batches -> n-best lists -> output lines (the layer
+    translate, evaluate and validation BLEU call).
+search: `translate_batch`, the dispatcher that picks a search from a DecodeConfig.
+greedy, beam: the two searches.
+state: `Hypothesis`, the step-by-step decoder, the finished-hypothesis list.
 penalties: length penalty, score, maximum length, early-stop rule (pure functions).
 constraints: tokens forbidden at a step (PAD, BOS, early EOS, repeated n-grams, forced end).
-common: `Hypothesis`, the step-by-step decoder, the finished-hypothesis list.
-greedy, beam: the two searches. `nmt.decode.translate_batch` picks one from a DecodeConfig.
 """

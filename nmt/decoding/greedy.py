@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.decoding.common import Finished, Hypothesis, StepDecoder, prepare, start_prefix
 from nmt.decoding.constraints import constrain
+from nmt.decoding.state import Finished, Hypothesis, StepDecoder, prepare, start_prefix
 from nmt.model import Ensemble, Transformer
 from nmt.tokenizer import EOS_ID
 

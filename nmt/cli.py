@@ -1,0 +1,41 @@
+"""What every command line shares: logging to stderr, and errors as one line.
+
+A refusal is one line on stderr, `nmt.<command>: error: <what went wrong>`, never a
+traceback: exit code 2 for a missing mandatory setting (with an example of the command that
+works), 1 for everything else (a file that is not there, a value out of range).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from omegaconf.errors import MissingMandatoryValue
+
+
+def setup_logging() -> None:
+    """INFO and above on stderr: stdout is for results (translations, scores)."""
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+def fail(command: str, message: str, code: int = 1) -> None:
+    """End the command with one line on stderr."""
+    print(f"{command}: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+@contextmanager
+def one_line_errors(command: str, example: str) -> Iterator[None]:
+    """Turn the errors a user can cause into one line each. `example`: a command that works,
+    shown when a mandatory setting is missing."""
+    try:
+        yield
+    except MissingMandatoryValue as error:
+        key = error.full_key or str(error).splitlines()[0]
+        fail(command, f"{key} is required, e.g. {example}", code=2)
+    except (OSError, ValueError, FloatingPointError) as error:
+        fail(command, str(error))

@@ -1,0 +1,85 @@
+"""Decode raw source lines and score them with sacreBLEU: the one path that validation BLEU
+during training and `nmt.evaluate` share, so the two never disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sacrebleu
+import torch.distributed as dist
+
+from nmt.config import DecodeConfig
+from nmt.decoding.state import Hypothesis
+from nmt.decoding.text import best_text, translate_lines
+from nmt.model import Transformer
+from nmt.tokenizer import Tokenizer
+
+
+@dataclass
+class Scores:
+    """Corpus scores and their sacreBLEU signatures."""
+
+    bleu: float  # cased, 13a tokenization
+    chrf: float  # chrF2
+    bleu_lowercase: float
+    brevity_penalty: float
+    length_ratio: float
+    bleu_signature: str
+    chrf_signature: str
+    bleu_lowercase_signature: str
+
+
+def score(hypotheses: list[str], references: list[str]) -> Scores:
+    """BLEU (cased, 13a), chrF2 and lowercased BLEU of detokenized text against raw references."""
+    bleu, chrf, bleu_lc = sacrebleu.BLEU(), sacrebleu.CHRF(), sacrebleu.BLEU(lowercase=True)
+    b = bleu.corpus_score(hypotheses, [references])
+    c = chrf.corpus_score(hypotheses, [references])
+    lc = bleu_lc.corpus_score(hypotheses, [references])
+    return Scores(
+        bleu=b.score,
+        chrf=c.score,
+        bleu_lowercase=lc.score,
+        brevity_penalty=b.bp,
+        length_ratio=b.ratio,
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        bleu_lowercase_signature=str(bleu_lc.get_signature()),
+    )
+
+
+def translate_and_score(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sources: list[str],
+    references: list[str],
+    cfg: DecodeConfig,
+    max_tokens: int,
+) -> tuple[list[str], list[list[Hypothesis]], Scores]:
+    """Translate raw source lines; return the best hypotheses as text, the n-best lists and
+    the scores against the raw references."""
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} source lines but {len(references)} references")
+    nbest = translate_lines(model, tokenizer, sources, cfg, max_tokens)
+    text = best_text(tokenizer, nbest)
+    return text, nbest, score(text, references)
+
+
+def translate_across_processes(
+    model: Transformer, tokenizer: Tokenizer, sources: list[str], cfg: DecodeConfig, max_tokens: int
+) -> list[str]:
+    """The best translation of every line as text, in order, on every process.
+
+    Under torch.distributed (DDP) each process decodes every world_size-th line and the
+    processes exchange their outputs, so validation BLEU on N devices costs 1/N of the
+    decoding instead of N copies of it. Without a process group: all lines here.
+    """
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    mine = best_text(
+        tokenizer, translate_lines(model, tokenizer, sources[rank::world_size], cfg, max_tokens)
+    )
+    if world_size == 1:
+        return mine
+    shards: list[list[str] | None] = [None] * world_size
+    dist.all_gather_object(shards, mine)
+    return [shards[i % world_size][i // world_size] for i in range(len(sources))]

@@ -1,0 +1,262 @@
+"""One training run, start to finish: the Trainer and its callbacks, fit (or resume), then
+model.pt, metrics.json and the post-training report.
+
+Each run writes to its own folder (Hydra's output dir): the composed config (.hydra/),
+checkpoints/ (best-k by the monitored metric, last, optional periodic and last-epochs),
+logs/ (CSV and TensorBoard), model.pt (an inference checkpoint of the best weights, or of
+the average of the last N epochs, for the window N that scores highest on validation) and
+metrics.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.plugins import TorchCheckpointIO
+
+from nmt.checkpoint import (
+    Translator,
+    load_translator,
+    read_checkpoint,
+    save_inference_checkpoint,
+)
+from nmt.config import EvaluateConfig, TrainConfig
+from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
+from nmt.data.datamodule import TranslationDataModule
+from nmt.evaluation.split_report import evaluate, summary
+from nmt.files import atomic_path, write_text
+from nmt.training.budget import FitScheduleToBudget
+from nmt.training.lightning_module import TranslationModule
+from nmt.training.selection import best_or_average
+
+log = logging.getLogger(__name__)
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning checkpoints written atomically beside their target (a kill mid-write leaves
+    the previous file, never a truncated one) and read with `weights_only=True` (a planted
+    file cannot run code), with one-line errors. Remote (fsspec URL) paths use Lightning's own
+    writer."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        if "://" in str(path):
+            return super().save_checkpoint(checkpoint, path, storage_options)
+        with atomic_path(path) as tmp:
+            torch.save(checkpoint, tmp)
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict:
+        if "://" in str(path):
+            return super().load_checkpoint(path, weights_only=True)
+        return read_checkpoint(Path(path))
+
+
+def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
+    ckpt = cfg.checkpoint
+    safe_metric = ckpt.monitor.replace("/", "_")
+    callbacks: list[L.Callback] = [
+        ModelCheckpoint(
+            dirpath=checkpoint_dir,
+            filename=f"step{{step:06d}}-{safe_metric}{{{ckpt.monitor}:.3f}}",
+            auto_insert_metric_name=False,
+            monitor=ckpt.monitor,
+            mode=ckpt.mode,
+            save_top_k=ckpt.save_top_k,
+            save_last=ckpt.save_last,
+        ),
+        LearningRateMonitor(logging_interval="step"),
+    ]
+    if ckpt.every_n_train_steps:
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=checkpoint_dir / "periodic",
+                filename="step{step:06d}",
+                auto_insert_metric_name=False,
+                every_n_train_steps=ckpt.every_n_train_steps,
+                save_top_k=-1,
+            )
+        )
+    if ckpt.average_last_epochs:
+        callbacks.append(
+            ModelCheckpoint(  # monitoring the step keeps the latest N epoch ends
+                dirpath=checkpoint_dir / "epochs",
+                filename="epoch{epoch:03d}-step{step:06d}",
+                auto_insert_metric_name=False,
+                every_n_epochs=1,
+                save_on_train_epoch_end=True,  # every epoch, not only those that validate
+                monitor="step",
+                mode="max",
+                save_top_k=max(ckpt.average_last_epochs),
+            )
+        )
+    if cfg.optim.follows_budget:
+        callbacks.append(FitScheduleToBudget())
+    if ckpt.early_stopping_patience is not None:
+        callbacks.append(
+            EarlyStopping(
+                monitor=ckpt.monitor, mode=ckpt.mode, patience=ckpt.early_stopping_patience
+            )
+        )
+    return callbacks
+
+
+def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
+    """`last` means the newest checkpoint this run folder has written (checkpoints/**/*.ckpt,
+    periodic and per-epoch ones included); anything else is a path."""
+    if ckpt_path is None:
+        return None
+    if ckpt_path == "last":
+        written = sorted(checkpoint_dir.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime_ns)
+        if not written:
+            raise FileNotFoundError(f"ckpt_path=last: no checkpoint under {checkpoint_dir}")
+        return str(written[-1])
+    if not Path(ckpt_path).is_file():
+        raise FileNotFoundError(f"ckpt_path={ckpt_path}: no checkpoint there")
+    return ckpt_path
+
+
+def train(cfg: TrainConfig, run_dir: Path) -> dict:
+    """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
+    set_onednn_kernel_cache(cfg.onednn_kernel_cache)
+    L.seed_everything(cfg.seed, workers=True)
+    # Lightning runs the datamodule's prepare_data (tokenizer training, caches) once per node
+    # before setup on every rank; the module takes the tokenizer from it in its own setup.
+    datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed)
+    module = TranslationModule(
+        cfg.model,
+        cfg.optim,
+        cfg.decode,
+        cfg.seed,
+        cfg.data.src_lang,
+        cfg.data.tgt_lang,
+        val_bleu=cfg.val_bleu,
+        compile_model=cfg.compile,
+        on_nonfinite_loss=cfg.on_nonfinite_loss,
+    )
+    log.info("Model: %s parameters", f"{module.num_parameters:,}")
+    on_cpu = cfg.trainer.accelerator == "cpu" or not torch.cuda.is_available()
+    warn_if_emulated_bf16(
+        torch.device("cpu" if on_cpu else "cuda"),
+        cfg.trainer.precision.startswith("bf16"),
+        f"trainer.precision={cfg.trainer.precision}",
+    )
+    checkpoint_dir = run_dir / "checkpoints"
+    trainer = L.Trainer(
+        **asdict(cfg.trainer),
+        default_root_dir=run_dir,
+        callbacks=build_callbacks(cfg, checkpoint_dir),
+        logger=[
+            CSVLogger(run_dir, name="logs", version=""),
+            TensorBoardLogger(run_dir, name="logs", version=""),
+        ],
+        use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
+        # Bidirectional epochs read another loader than the ones after them (the data module).
+        reload_dataloaders_every_n_epochs=1 if cfg.data.bidirectional_epochs else 0,
+        plugins=[SafeCheckpointIO()],
+    )
+    if cfg.on_nonfinite_loss == "skip" and trainer.world_size > 1:
+        raise ValueError(
+            f"on_nonfinite_loss=skip is for one process: with {trainer.world_size} DDP "
+            "processes the others would wait for the skipped batch's gradients; use stop"
+        )
+    threads = torch.get_num_threads()  # CPU DDP lowers it to cores // processes for the fit
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        # Lightning calls a mid-epoch resume unreliable unless the DataLoader is stateful; the
+        # data module's state_dict restores the position in the epoch instead (tested).
+        warnings.filterwarnings("ignore", message="You're resuming from a checkpoint that ended")
+        # Lightning's own use of a torch API that torch 2.13 deprecates; nothing for users to do.
+        warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`")
+        trainer.fit(
+            module,
+            datamodule=datamodule,
+            ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir),
+            weights_only=True,
+        )
+    train_seconds = time.perf_counter() - start
+    torch.set_num_threads(threads)  # what follows runs on rank 0 alone
+
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if best:
+        translator = load_translator(best)
+    else:
+        translator = Translator(
+            module.model, datamodule.tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {}
+        )
+    translator.info.update(
+        {"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"}
+    )
+    selection = None
+    epochs_dir = checkpoint_dir / "epochs"
+    averaging = cfg.checkpoint.average_last_epochs and any(epochs_dir.glob("*.ckpt"))
+    if trainer.is_global_zero and averaging:
+        translator, selection = best_or_average(
+            cfg, translator, epochs_dir, datamodule.splits["valid"], module.device
+        )
+    metrics = {
+        "experiment": cfg.experiment_name,
+        "parameters": module.num_parameters,
+        "global_step": trainer.global_step,
+        "epoch": trainer.current_epoch,
+        "train_seconds": train_seconds,
+        "best_checkpoint": best,
+        "best_score": _as_float(trainer.checkpoint_callback.best_model_score) if best else None,
+        "monitor": cfg.checkpoint.monitor,
+        "selection": selection,
+        "final_metrics": {k: _as_float(v) for k, v in trainer.callback_metrics.items()},
+    }
+    write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
+    if trainer.is_global_zero:
+        save_inference_checkpoint(run_dir / "model.pt", translator)
+        log.info("Inference checkpoint: %s", run_dir / "model.pt")
+        write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
+        if cfg.report.splits:  # after metrics.json, which the report shows
+            metrics["report"] = final_report(cfg, run_dir)
+            write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
+    return metrics
+
+
+def final_report(cfg: TrainConfig, run_dir: Path) -> dict:
+    """Score model.pt on `cfg.report.splits` with `cfg.report.decode`, as `nmt.evaluate`
+    would, into run_dir/report/; returns each split's BLEU, lowercased BLEU and chrF2."""
+    eval_cfg = EvaluateConfig(
+        ckpt=str(run_dir / "model.pt"),
+        data=cfg.data,
+        decode=cfg.report.decode,
+        splits=cfg.report.splits,
+        max_tokens=cfg.report.max_tokens,
+    )
+    report_dir = run_dir / "report"
+    report = evaluate(eval_cfg, report_dir, overrides=[])
+    log.info("Final report:\n%s", summary(report, report_dir))
+    keys = ("bleu", "bleu_lowercase", "chrf")
+    return {role: {k: s[k] for k in keys} for role, s in report["splits"].items()}
+
+
+def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule) -> None:
+    """What this rank ended with: DDP ranks must agree on the step and the weights, and
+    must have trained on different batches."""
+    digest = hashlib.sha256()
+    for tensor in module.model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    summary = {
+        "global_step": trainer.global_step,
+        "parameter_checksum": digest.hexdigest(),
+        "first_batch": module.first_batch_indices,
+    }
+    write_text(path, json.dumps(summary))
+
+
+def _as_float(value) -> float | None:
+    return (
+        None if value is None else float(value.item() if isinstance(value, torch.Tensor) else value)
+    )

@@ -1,0 +1,117 @@
+"""The package's shape: what imports what, and a wheel that works outside the checkout."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+from conftest import ROOT, run_module
+
+FRAMEWORKS = ("hydra", "lightning", "lightning_fabric", "pytorch_lightning")
+
+
+def loaded_frameworks(*modules: str) -> list[str]:
+    """The framework modules a fresh interpreter holds after importing `modules`."""
+    code = (
+        f"import sys, json\nfor m in {list(modules)!r}: __import__(m)\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return json.loads(done.stdout)
+
+
+def test_the_model_tokenizer_and_searches_load_neither_hydra_nor_lightning():
+    core = ["nmt.model", "nmt.tokenizer", "nmt.checkpoint", "nmt.decoding.text"]
+    assert loaded_frameworks(*core, "nmt.decoding.search", "nmt.decoding.beam") == []
+
+
+def test_evaluation_and_reports_load_no_lightning():
+    loaded = loaded_frameworks("nmt.evaluation.split_report", "nmt.evaluation.runs_table")
+    assert not [m for m in loaded if "lightning" in m]
+
+
+def imports_of(path: Path) -> set[str]:
+    """Top-level packages a source file imports, anywhere in it."""
+    text = path.read_text()
+    found = re.findall(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", text, flags=re.MULTILINE)
+    return {name.split(".")[0] for name in found}
+
+
+def test_only_training_and_the_datamodule_import_lightning_and_only_config_registers():
+    package = ROOT / "nmt"
+    lightning = sorted(
+        str(p.relative_to(package))
+        for p in package.rglob("*.py")
+        if imports_of(p) & {"lightning", "pytorch_lightning"}
+    )
+    assert lightning and all(
+        p.startswith("training/") or p == "data/datamodule.py" for p in lightning
+    ), lightning
+    registering = [p.name for p in package.rglob("*.py") if "ConfigStore" in p.read_text()]
+    assert registering == ["config.py"]
+
+
+def test_a_wheel_installed_in_a_fresh_venv_runs_the_commands_from_anywhere(
+    model_pt, overfit_pairs, tmp_path
+):
+    """Built from the checkout's tracked files, installed without the checkout on the path:
+    the configs ship inside the package."""
+    source = tmp_path / "source"
+    tracked = subprocess.run(
+        ["git", "ls-files", "pyproject.toml", "README.md", "nmt"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    for name in tracked:
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")]
+    subprocess.run([*build, str(source)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("nmt-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    # The dependencies come from this environment, through a path file: only nmt is new.
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    Path(purelib, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([*pip, "--python", str(python), "install", "--no-deps", str(wheel)], check=True)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path)}
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [python, *args], input=stdin, capture_output=True, text=True, cwd=elsewhere, env=env
+        )
+
+    where = run("-c", "import nmt.config as c; print(c.__file__); print(c.CONF_DIR)")
+    module_file, conf_dir = where.stdout.split()
+    assert module_file.startswith(str(venv)) and Path(conf_dir, "train.yaml").is_file()
+    sources, references = overfit_pairs
+    done = run("-m", "nmt.translate", f"ckpt={model_pt}", stdin=sources[0] + "\n")
+    assert done.returncode == 0 and done.stdout == references[0] + "\n", done.stderr[-2000:]
+    done = run("-m", "nmt.train", "experiment=multi30k_cpu", "--cfg", "job")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "experiment_name: multi30k_cpu" in done.stdout and "d_model: 128" in done.stdout
+    assert not (elsewhere / "outputs").exists()
+
+
+def test_every_command_answers_a_missing_setting_in_one_line(tmp_path):
+    done = run_module("nmt.average", [], tmp_path)
+    (line,) = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and line.startswith("nmt.average: error: give dir=FOLDER")
+    done = run_module("nmt.report", [], tmp_path)
+    assert (
+        done.returncode == 2 and "the following arguments are required: dir" in done.stderr.decode()
+    )
