@@ -41,7 +41,7 @@ format: install ## Apply ruff's fixes and formatting
 tokenizer: install ## Train (or reuse) the experiment's sentencepiece model in tokenizers/
 	$(PY) -m nmt.build_tokenizer $(ARGS)
 
-train: install ## Train: default experiment multi30k_base
+train: install ## Train the experiment that suits this machine (ARGS="experiment=NAME" picks one)
 	$(PY) -m nmt.train $(ARGS)
 
 translate: install ## Translate stdin (or input=FILE): ARGS="ckpt=outputs/.../model.pt"

@@ -12,7 +12,7 @@ log = logging.getLogger(__name__)
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX, through oneDNN).
-    Elsewhere bf16 is emulated: 24x slower than float32 seen on an AVX2-only CPU."""
+    Elsewhere bf16 is emulated, many times slower than float32 (docs/benchmarks.md)."""
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
@@ -38,8 +38,8 @@ def set_onednn_kernel_cache(capacity: int | None) -> None:
     With native bf16 (AVX-512 BF16, AMX) every new product shape compiles a kernel, ~2 ms
     each. Token-budget batches come in a few hundred shapes that recur every epoch (see
     TokenBatchSampler), several thousand kernels for a whole step's products: with the
-    default cache they are compiled again every epoch (tiny model, bf16, second epoch: 11.9k
-    target tokens/s with 1,024, 14.3k with 16,384). oneDNN reads the capacity when it
+    default cache they are compiled again every epoch (docs/benchmarks.md has the cost).
+    oneDNN reads the capacity when it
     creates its first kernel, so call this first. None leaves oneDNN's own setting
     (ONEDNN_PRIMITIVE_CACHE_CAPACITY) alone.
     """

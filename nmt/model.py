@@ -103,8 +103,8 @@ def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
 class Dropout(nn.Dropout):
     """nn.Dropout with a cheaper mask on the CPU, where `bernoulli_` is slow. Each 32-bit draw
     of torch's generator gives two 15-bit integers, compared with round(p * 2^15) (p exact to
-    2^-15); the mask is made once as a scaled float tensor, so backward is one multiply. About
-    a third of nn.Dropout's time, forward and backward. Other devices use the fused kernel."""
+    2^-15); the mask is made once as a scaled float tensor, so backward is one multiply
+    (measured in docs/benchmarks.md). Other devices use the fused kernel."""
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
@@ -183,9 +183,9 @@ class MultiHeadAttention(nn.Module):
             q.device.type == "cpu" and q.dtype != torch.float32 and torch.is_grad_enabled()
         ):
             # Written out, for the weights; and for bf16 training on the CPU, where SDPA's
-            # reduced-precision backward is ~6x slower than float32's (torch 2.13) and the
-            # products at our lengths are small: the base model's bf16 step runs 1.19x faster in
-            # 15% less memory this way, the tiny one's at 0.98-1.04x (docs/benchmarks.md).
+            # reduced-precision backward is far slower than float32's (torch 2.13) while the
+            # products at our lengths are small, so the plain products win
+            # (docs/benchmarks.md).
             scores = q @ k.transpose(-2, -1) * (1.0 / math.sqrt(Dh))  # (B, H, Lq, Lk)
             if is_causal:
                 mask = torch.ones(Lq, k.size(2), dtype=torch.bool, device=q.device).tril()
@@ -506,7 +506,7 @@ class Transformer(nn.Module):
 
     def teacher_forced_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """`forward` before the vocabulary projection: final decoder states (B, T, D). Training
-        projects only the non-pad positions, fused with the loss (nmt.optim)."""
+        projects only the non-pad positions, fused with the loss (nmt.training.losses)."""
         src_pad_mask = self.source_padding_mask(src)
         memory = self.encode(src, src_pad_mask)
         states, _ = self.decode_states(tgt_in, memory, src_pad_mask)

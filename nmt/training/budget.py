@@ -1,6 +1,6 @@
-"""Ending a cosine schedule where the run's budget ends: at the update count that
-`trainer.max_steps` or `max_epochs` fix, or that `trainer.max_time` will reach, estimated
-while the run goes."""
+"""Fitting the learning-rate schedule to the run's budget (a cosine's end, a fitted warmup):
+the update count that `trainer.max_steps` or `max_epochs` fix, or that `trainer.max_time`
+will reach, estimated while the run goes."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def steps_that_fit(step: int, steps_per_second: float, remaining: float) -> int:
 
 
 class FitScheduleToBudget(L.Callback):
-    """Sets the module's `lr_schedule.total_steps` (nmt.optim) to the run's last update.
+    """Sets the module's `lr_schedule.total_steps` (nmt.training.schedules) to the run's last
+    update.
 
     The step budget (`trainer.estimated_stepping_batches`: max_steps, or max_epochs times the
     updates an epoch) is known at the start. With `trainer.max_time` the end is re-estimated

@@ -40,7 +40,7 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.model = Transformer(model_cfg)
         self.optim_cfg = optim_cfg
-        # The learning rate per step; nmt.budget may fit a cosine's end while training.
+        # The learning rate per step; nmt.training.budget may fit its end and warmup while training.
         self.lr_schedule = LearningRateSchedule(optim_cfg, model_cfg.d_model)
         self.decode_cfg = decode_cfg
         self.seed = seed

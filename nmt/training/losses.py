@@ -53,9 +53,8 @@ class ProjectedLabelSmoothedLoss(torch.autograd.Function):
         grad_weight = (
             torch.zeros(weight.shape, dtype=exact, device=weight.device) if need_grad else None
         )
-        # One (chunk, V) buffer reused by every chunk, worked on in place: a fresh 8 MB result
-        # per operation is slow to come by (logsumexp's own subtraction took ~4 ms a chunk,
-        # an in-place exp of the same size 0.6 ms).
+        # One (chunk, V) buffer reused by every chunk, worked on in place: allocating a fresh
+        # 8 MB result per operation costs several times the operation (docs/benchmarks.md).
         rows = min(chunk_rows, hidden.size(0))
         logits_buffer = hidden.new_empty((rows, V), dtype=exact)
         low_buffer = (
