@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch
 ARGS ?=
+TEST_WORKERS ?= 2  # pytest processes for `make test`, one thread each
 # A local Multi30k copy beside the project (as in CI) is used when NMT_DATA_DIR is unset.
 ifneq ($(wildcard ../shared/data/multi30k),)
 export NMT_DATA_DIR ?= $(abspath ../shared/data/multi30k)
@@ -24,8 +25,8 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed ## Create .venv: torch from TORCH_SPEC first, then nmt with [dev]
 
-test: install ## The fast test suite
-	$(PY) -m pytest -q $(ARGS)
+test: install ## The fast test suite (TEST_WORKERS processes)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
 
 test-slow: install ## The slow tests (multi-process DDP, longer training)
 	$(PY) -m pytest -q -m slow $(ARGS)

@@ -18,6 +18,12 @@ from nmt.tokenizer import PAD_ID, Tokenizer, train_or_load
 
 ROOT = Path(__file__).resolve().parents[1]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One test process per core (make test): a thread each, for this process and the commands
+    # it starts, since threads that spin for a busy core slow down many-fold.
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"
+
 # --- helpers: tensors, threads, configs and command lines ---
 
 
