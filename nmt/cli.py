@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 from omegaconf.errors import MissingMandatoryValue
 
@@ -22,7 +23,7 @@ def setup_logging() -> None:
     )
 
 
-def fail(command: str, message: str, code: int = 1) -> None:
+def fail(command: str, message: str, code: int = 1) -> NoReturn:
     """End the command with one line on stderr."""
     print(f"{command}: error: {message}", file=sys.stderr, flush=True)
     raise SystemExit(code)
