@@ -12,7 +12,7 @@ export NMT_DATA_DIR ?= $(abspath ../shared/data/multi30k)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-slow lint format tokenizer train translate evaluate sweep report bench clean
+.PHONY: help install test test-slow lint format tokenizer train translate evaluate export sweep report bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ translate: install ## Translate stdin (or input=FILE): ARGS="ckpt=outputs/.../mo
 
 evaluate: install ## BLEU/chrF report: ARGS="ckpt=... splits=[valid]"
 	$(PY) -m nmt.evaluate $(ARGS)
+
+export: install ## A CTranslate2 model dir: ARGS="ckpt=outputs/.../model.pt out=DIR quantization=int8"
+	$(PY) -m nmt.export $(ARGS)
 
 sweep: install ## Training sweep (Hydra multirun): ARGS="experiment=multi30k_cpu model.d_model=128,256"
 	$(PY) -m nmt.train -m $(ARGS)

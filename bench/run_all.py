@@ -1,5 +1,6 @@
 """`make bench`: every benchmark in turn (never alongside another heavy job), then a summary
-of bench/results.json."""
+of bench/results.json. NMT_BENCH_CKPT=outputs/<run>/model.pt adds the BLEU figures of a
+trained model to bench_inference.py."""
 
 import json
 import subprocess
@@ -10,7 +11,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from common import format_line  # noqa: E402
 
-for script in ("bench_data.py", "bench_train.py", "bench_decode.py"):
+for script in ("bench_data.py", "bench_train.py", "bench_decode.py", "bench_inference.py"):
     print(f"== {script}", flush=True)
     subprocess.run([sys.executable, str(HERE / script)], check=True, cwd=HERE)
 

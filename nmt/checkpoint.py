@@ -3,7 +3,8 @@
 Format (a plain dict, loadable with `torch.load(weights_only=True)`):
   format: "nmt-inference-1"; model_config: ModelConfig as a dict; state_dict: the weights;
   src_lang, tgt_lang: the direction; sentencepiece: the tokenizer model as a uint8 tensor;
-  info: free-form provenance (experiment, step, metrics).
+  info: free-form provenance (experiment, step, metrics); search (optional): the DecodeConfig
+  chosen for this model as a dict, which translate and evaluate run unless told otherwise.
 A Lightning training checkpoint (`*.ckpt` written by `nmt.train`) loads through the same call.
 """
 
@@ -17,6 +18,9 @@ from typing import Any
 import torch
 
 from nmt import cpu
+from nmt.config import DecodeConfig
+from nmt.decoding.state import Hypothesis
+from nmt.decoding.text import translate_lines
 from nmt.files import atomic_path
 from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
@@ -34,6 +38,25 @@ class Translator:
     src_lang: str
     tgt_lang: str
     info: dict[str, Any]
+    search: DecodeConfig | None = None  # the search chosen for this model; None: not stored
+
+    backend = "torch"
+
+    def translate(
+        self,
+        lines: list[str],
+        cfg: DecodeConfig,
+        max_tokens: int,
+        first_line_number: int = 1,
+        prefixes: list[str] | None = None,
+    ) -> list[list[Hypothesis]]:
+        """One n-best list per line (`nmt.decoding.text.translate_lines`)."""
+        return translate_lines(
+            self.model, self.tokenizer, lines, cfg, max_tokens, first_line_number, prefixes
+        )
+
+    def describe(self) -> str:
+        return f"torch, weights in {str(self.dtype).removeprefix('torch.')}"
 
     @property
     def device(self) -> torch.device:
@@ -46,11 +69,16 @@ class Translator:
 
 
 def inference_payload(
-    model_cfg: ModelConfig, tokenizer: Tokenizer, src_lang: str, tgt_lang: str, info: dict
+    model_cfg: ModelConfig,
+    tokenizer: Tokenizer,
+    src_lang: str,
+    tgt_lang: str,
+    info: dict,
+    search: DecodeConfig | None = None,
 ) -> dict[str, Any]:
     """Everything an inference checkpoint holds but the weights. A Lightning checkpoint carries
     it too (TranslationModule.on_save_checkpoint), so translate and nmt.average read both."""
-    return {
+    payload = {
         "format": FORMAT,
         "model_config": asdict(model_cfg),
         "src_lang": src_lang,
@@ -58,6 +86,9 @@ def inference_payload(
         "sentencepiece": torch.frombuffer(bytearray(tokenizer.model_bytes), dtype=torch.uint8),
         "info": info,
     }
+    if search is not None:
+        payload["search"] = asdict(search)
+    return payload
 
 
 def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
@@ -67,6 +98,7 @@ def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
         translator.src_lang,
         translator.tgt_lang,
         translator.info,
+        translator.search,
     )
     payload["state_dict"] = {k: v.detach().cpu() for k, v in translator.model.state_dict().items()}
     with atomic_path(path) as tmp:
@@ -117,8 +149,14 @@ def load_translator(
         model = Transformer(ModelConfig(**payload["model_config"]))
         model.load_state_dict(payload["state_dict"])
         tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
+        search = DecodeConfig(**payload["search"]) if "search" in payload else None
         translator = Translator(
-            model, tokenizer, payload["src_lang"], payload["tgt_lang"], dict(payload["info"])
+            model,
+            tokenizer,
+            payload["src_lang"],
+            payload["tgt_lang"],
+            dict(payload["info"]),
+            search,
         )
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{path} is damaged: {_first_line(error)}") from None
@@ -160,6 +198,7 @@ def load_ensemble(
         first.src_lang,
         first.tgt_lang,
         {**first.info, "ensemble": [str(Path(path).resolve()) for path in paths]},
+        first.search,
     )
 
 
@@ -192,6 +231,18 @@ def read_inference_payload(path: Path, mmap: bool = False) -> dict:
     Lightning checkpoint of `nmt.train`."""
     payload = read_checkpoint(path, mmap)
     return payload if payload.get("format") == FORMAT else _from_lightning(payload, path)
+
+
+def store_search(path: str | Path, search: DecodeConfig) -> None:
+    """Write `search` into a checkpoint (inference or Lightning) as the one chosen for it."""
+    path = Path(path)
+    payload = read_checkpoint(path)
+    target = payload if payload.get("format") == FORMAT else payload.get("nmt")
+    if target is None:
+        raise CheckpointError(f"{path} is not an nmt checkpoint: cannot store a search in it")
+    target["search"] = asdict(search)
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
 
 
 def saved_info(path: str | Path) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """What every command line shares: logging to stderr, and errors as one line.
 
 A refusal is one line on stderr, `nmt.<command>: error: <what went wrong>`, never a
-traceback: exit code 2 for a missing mandatory setting (with an example of the command that
-works), 1 for everything else (a file that is not there, a value out of range).
+traceback: exit code 2 for a bad command line (a missing mandatory setting, with an example
+of the command that works, or a `UsageError`: settings that cannot go together, a path given
+that is not there), 1 for everything else (a damaged file, data that fails).
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 from omegaconf.errors import MissingMandatoryValue
+
+
+class UsageError(ValueError):
+    """A command line that cannot work as given (exit code 2); the message is one line."""
 
 
 def setup_logging() -> None:
@@ -38,5 +43,7 @@ def one_line_errors(command: str, example: str) -> Iterator[None]:
     except MissingMandatoryValue as error:
         key = error.full_key or str(error).splitlines()[0]
         fail(command, f"{key} is required, e.g. {example}", code=2)
+    except UsageError as error:
+        fail(command, str(error), code=2)
     except (OSError, ValueError, FloatingPointError) as error:
         fail(command, str(error))

@@ -11,7 +11,7 @@ the model, the tokenizer and the searches read these dataclasses without it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -181,26 +181,96 @@ class TrainerConfig:
 
 @dataclass
 class DecodeConfig:
-    """Search settings shared by validation BLEU, translate and evaluate."""
+    """Search settings shared by validation BLEU, translate, evaluate and an exported model.
 
-    strategy: str = "greedy"  # greedy | beam
+    A checkpoint carries the search chosen for it (`Translator.search`); commands use it unless
+    the command line names `decode=...` or `decode.FIELD=...` (see `chosen_search`).
+    """
+
+    strategy: str = "greedy"  # greedy | beam | sample
     beam_size: int = 1
-    len_penalty: float | None = None  # GNMT alpha for beam search; greedy ignores it
+    len_penalty: float | None = None  # alpha of the length penalty (beam only)
+    # gnmt: score = log P / ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, ours);
+    # power: log P / |Y| ** alpha (CTranslate2's); |Y| counts EOS. docs/guide.md maps one to
+    # the other.
+    length_norm: str = "gnmt"
     max_len_a: float = 1.0  # maximum output length = a * source_length + b (paper: |x| + 50)
     max_len_b: int = 50
     min_len: int = 0  # EOS is forbidden before this many tokens
     no_repeat_ngram_size: int = 0  # 0 = off
-    nbest: int = 1  # hypotheses returned per sentence (beam only)
+    nbest: int = 1  # hypotheses (beam) or samples (sample) returned per sentence
+    # Sampling: the next token is drawn from softmax(log-probs / temperature) restricted to the
+    # top_k most probable tokens (0 = all) and to the smallest set whose probability reaches
+    # top_p (1.0 = all); temperature 0 is greedy. The same seed and the same batches give the
+    # same samples.
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.strategy not in ("greedy", "beam"):
-            raise ValueError(f"decode.strategy must be greedy or beam, not {self.strategy!r}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(
+                f"decode.strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}"
+            )
+        if self.length_norm not in LENGTH_NORMS:
+            raise ValueError(f"decode.length_norm must be gnmt or power, not {self.length_norm!r}")
         for name in ("beam_size", "nbest"):
             if getattr(self, name) < 1:
                 raise ValueError(f"decode.{name} must be at least 1, not {getattr(self, name)}")
-        for name in ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size"):
+        for name in ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size", "top_k"):
             if getattr(self, name) < 0:
                 raise ValueError(f"decode.{name} must not be negative, not {getattr(self, name)}")
+        if self.temperature < 0:
+            raise ValueError(f"decode.temperature must not be negative, not {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"decode.top_p must be in (0, 1], not {self.top_p}")
+
+
+STRATEGIES = ("greedy", "beam", "sample")
+LENGTH_NORMS = ("gnmt", "power")
+
+
+def describe_search(cfg: DecodeConfig) -> str:
+    """The search in a few words, for logs and reports."""
+    if cfg.strategy == "greedy":
+        text = "greedy"
+    elif cfg.strategy == "beam":
+        norm = "GNMT" if cfg.length_norm == "gnmt" else "power"
+        text = f"beam {cfg.beam_size}, {norm} length penalty {cfg.len_penalty}"
+    else:
+        text = (
+            f"sampling (temperature {cfg.temperature}, top-k {cfg.top_k or 'all'}, "
+            f"top-p {cfg.top_p}, seed {cfg.seed})"
+        )
+    if cfg.nbest > 1:
+        text += f", {cfg.nbest} {'samples' if cfg.strategy == 'sample' else 'best'}"
+    return text
+
+
+def chosen_search(
+    command: DecodeConfig, stored: DecodeConfig | None, overrides: list[str]
+) -> tuple[DecodeConfig, str]:
+    """The search a command runs, and where it comes from.
+
+    `command`: the command's composed `decode`; `stored`: the checkpoint's own search, None for
+    a checkpoint written before searches were stored; `overrides`: the command line. A
+    `decode=NAME` override takes the command's whole search; `decode.FIELD=...` overrides
+    change those fields of the checkpoint's search; with neither, the checkpoint's search
+    runs. A checkpoint without one falls back to the command's default.
+    """
+    keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
+    if "decode" in keys:
+        return command, "decode= from the command line"
+    if stored is None:
+        return command, (
+            "the checkpoint stores no search (written before nmt stored one), so this "
+            f"command's default: {describe_search(command)}"
+        )
+    fields = [k.removeprefix("decode.") for k in keys if k.startswith("decode.")]
+    search = replace(stored, **{name: getattr(command, name) for name in fields})
+    where = "the checkpoint's own"
+    return search, where + (f", with {', '.join(fields)} from the command line" if fields else "")
 
 
 @dataclass
@@ -298,10 +368,17 @@ class TranslateConfig:
     input: str | None = None  # default: stdin
     output: str | None = None  # default: stdout
     decode: DecodeConfig = MISSING
-    nbest: int = 1  # >1 writes "hyp<TAB>score" pairs on each line (needs decode=beam)
+    # >1 writes "hyp<TAB>score" pairs on each line (n best of decode=beam, or n samples)
+    nbest: int = 1
+    # A file aligned with the input: line i's text starts every translation of input line i
+    # (the search continues it); an empty line forces nothing.
+    prefix_file: str | None = None
     max_tokens: int = 4096  # padded source tokens x beam rows per batch
+    backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
+    dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
+    compute_type: str = "default"  # ctranslate2: default (as exported) | int8 | float32 | ...
+    threads: int = 0  # CPU threads; 0 = torch's default (the cores)
     chunk_lines: int = 10000  # lines read, translated and written at a time
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
 
@@ -316,11 +393,28 @@ class EvaluateConfig:
     decode: DecodeConfig = MISSING
     splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
     max_tokens: int = 4096  # padded source tokens x beam rows per batch
+    backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto (bf16 where native)
+    dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
+    compute_type: str = "default"  # ctranslate2: default (as exported) | int8 | float32 | ...
+    threads: int = 0  # CPU threads; 0 = torch's default (the cores)
+    # Store the search this run used in the checkpoint (model.pt, or an exported dir's
+    # nmt.json), so translate and evaluate use it from then on: e.g. the best of a sweep on val.
+    save_search: bool = False
     length_buckets: list[int] = field(default_factory=lambda: [10, 20, 30])  # upper edges, words
     examples: int = 5  # best and worst sentences (by sentence BLEU) listed in report.md
     attention: list[int] = field(default_factory=list)  # line indices of the first split to plot
+
+
+@dataclass
+class ExportConfig:
+    """`python -m nmt.export`: a checkpoint as a CTranslate2 model directory."""
+
+    ckpt: str = MISSING
+    format: str = "ctranslate2"
+    quantization: str = "int8"  # int8 | int8_float32 | int16 | float32 | float16 | bfloat16 ...
+    out: str = MISSING  # a new directory (overwrite=true replaces an existing one)
+    overwrite: bool = False
 
 
 @dataclass
@@ -348,6 +442,7 @@ def register_configs() -> None:
         ("translate_schema", TranslateConfig),
         ("evaluate_schema", EvaluateConfig),
         ("average", AverageConfig),
+        ("export_schema", ExportConfig),
     ]:
         cs.store(name=name, node=node)
     for group, node in [

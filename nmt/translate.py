@@ -1,11 +1,15 @@
 """`python -m nmt.translate ckpt=PATH [input=FILE] [output=FILE] [decode=beam] [nbest=N]`.
 
-Raw text in, raw text out, through the checkpoint's own sentencepiece model. Exactly one
-output line per input line, in input order; an empty or whitespace-only line gives an empty
-line. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
-first (scores: the search's length-normalised log-probabilities). Input is read, translated
-and written `chunk_lines` lines at a time, so memory stays bounded for any input size.
-stdout holds only translations; logs and the progress bar go to stderr.
+Raw text in, raw text out, through the model's own sentencepiece model. Exactly one output
+line per input line, in input order; an empty or whitespace-only line gives an empty line.
+The search is the one stored with the model unless the command line names one
+(`decode=beam`, `decode=sample`, or single fields such as `decode.beam_size=8`); the log says
+which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
+first (the n best of beam search, or N samples). prefix_file=FILE (aligned with the input)
+forces the start of each translation. backend=ctranslate2 translates with a directory
+written by `python -m nmt.export`, with the same contract. Input is read, translated and
+written `chunk_lines` lines at a time, so memory stays bounded for any input size. stdout
+holds only translations; logs and the progress bar go to stderr.
 """
 
 from __future__ import annotations
@@ -13,16 +17,19 @@ from __future__ import annotations
 import logging
 import sys
 from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
 from typing import BinaryIO, TextIO
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from nmt.checkpoint import load_ensemble, pick_device
-from nmt.cli import one_line_errors, setup_logging
-from nmt.config import TranslateConfig, register_configs
-from nmt.decoding.text import output_lines, translate_lines
+from nmt.backends import check_backend, load_backend, search_for
+from nmt.cli import UsageError, one_line_errors, setup_logging
+from nmt.config import DecodeConfig, TranslateConfig, register_configs
+from nmt.decoding.text import output_lines
 from nmt.files import read_chunks
 
 log = logging.getLogger("nmt.translate")
@@ -31,51 +38,82 @@ EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<ru
 
 def check_request(cfg: TranslateConfig) -> None:
     """Refuse settings that cannot work before loading anything."""
-    if cfg.nbest > 1 and cfg.decode.strategy != "beam":
-        raise ValueError(f"nbest={cfg.nbest} needs beam search: add decode=beam")
-    if cfg.decode.strategy == "beam" and cfg.nbest > cfg.decode.beam_size:
-        raise ValueError(f"nbest={cfg.nbest} exceeds decode.beam_size={cfg.decode.beam_size}")
+    check_backend(cfg.backend, cfg.ensemble)
+    for name in ("ckpt", "input", "prefix_file"):
+        path = getattr(cfg, name)
+        if path is not None and not Path(path).exists():
+            raise UsageError(f"{name}={path} does not exist")
+
+
+def check_search(search: DecodeConfig) -> None:
+    """Refuse an n-best list the search cannot give."""
+    if search.nbest > 1 and search.strategy == "greedy":
+        raise UsageError(
+            f"nbest={search.nbest} needs decode=beam (n best) or decode=sample (n samples)"
+        )
+    if search.strategy == "beam" and search.nbest > search.beam_size:
+        raise UsageError(f"nbest={search.nbest} exceeds decode.beam_size={search.beam_size}")
 
 
 def translate_stream(
-    cfg: TranslateConfig, source: BinaryIO, sink: TextIO, show_progress: bool
+    cfg: TranslateConfig,
+    overrides: list[str],
+    source: BinaryIO,
+    sink: TextIO,
+    show_progress: bool,
+    prefixes: BinaryIO | None = None,
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
-    paths = [cfg.ckpt, *cfg.ensemble]
-    translator = load_ensemble(paths, pick_device(cfg.device), cfg.dtype)
+    translator = load_backend(
+        cfg.backend, cfg.ckpt, cfg.ensemble, cfg.device, cfg.dtype, cfg.compute_type, cfg.threads
+    )
     log.info(
-        "%s -> %s model from %s, weights in %s",
+        "%s -> %s model from %s (%s)",
         translator.src_lang,
         translator.tgt_lang,
-        " + ".join(paths),
-        translator.dtype,
+        " + ".join([cfg.ckpt, *cfg.ensemble]),
+        translator.describe(),
     )
+    search = search_for(translator, cfg.decode, overrides)
+    search = replace(search, nbest=cfg.nbest)  # translate's own nbest= always counts
+    check_search(search)
     total = 0
     name = getattr(source, "name", "input")
+    prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
     with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
         for lines in read_chunks(source, cfg.chunk_lines, name):
-            nbest = translate_lines(
-                translator.model, translator.tokenizer, lines, cfg.decode, cfg.max_tokens, total + 1
-            )
+            forced = None
+            if prefix_chunks is not None:
+                forced = next(prefix_chunks, [])
+                if len(forced) != len(lines):
+                    raise UsageError(
+                        f"prefix_file={cfg.prefix_file} has fewer lines than the input "
+                        f"(from line {total + len(forced) + 1})"
+                    )
+            nbest = translator.translate(lines, search, cfg.max_tokens, total + 1, forced)
             for line in output_lines(translator.tokenizer, nbest, cfg.nbest):
                 sink.write(line + "\n")
             sink.flush()
             total += len(lines)
             bar.update(len(lines))
+    if prefix_chunks is not None and next(prefix_chunks, None):
+        raise UsageError(f"prefix_file={cfg.prefix_file} has more lines than the input ({total})")
     return total
 
 
-def run(cfg: TranslateConfig) -> int:
+def run(cfg: TranslateConfig, overrides: list[str]) -> int:
+    """`overrides`: the command line, which decides the search (`chosen_search`)."""
     check_request(cfg)
     with ExitStack() as stack:
         source = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
+        prefixes = stack.enter_context(open(cfg.prefix_file, "rb")) if cfg.prefix_file else None
         if cfg.output:
             sink = stack.enter_context(open(cfg.output, "w", encoding="utf-8", newline="\n"))
         else:
             sys.stdout.reconfigure(encoding="utf-8", newline="\n")
             sink = sys.stdout
         show = cfg.progress == "true" or (cfg.progress == "auto" and cfg.input is not None)
-        return translate_stream(cfg, source, sink, show)
+        return translate_stream(cfg, overrides, source, sink, show, prefixes)
 
 
 register_configs()
@@ -85,7 +123,7 @@ register_configs()
 def main(dict_cfg) -> None:
     setup_logging()
     with one_line_errors("nmt.translate", EXAMPLE):
-        run(OmegaConf.to_object(dict_cfg))
+        run(OmegaConf.to_object(dict_cfg), list(HydraConfig.get().overrides.task))
 
 
 if __name__ == "__main__":

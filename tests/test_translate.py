@@ -1,11 +1,14 @@
 """`python -m nmt.translate`: one output line per input line, in order, whatever the line holds."""
 
 import io
+import shutil
 
 import pytest
 import torch
 from conftest import run_module
 
+from nmt.checkpoint import load_translator, store_search
+from nmt.config import DecodeConfig, chosen_search
 from nmt.files import read_chunks
 
 
@@ -76,11 +79,6 @@ def test_bad_checkpoint_is_a_one_line_error(tmp_path):
     assert len(err) == 1
 
 
-def test_nbest_without_beam_is_refused(model_pt, tmp_path):
-    result = run_translate([f"ckpt={model_pt}", "nbest=2"], b"a\n", tmp_path)
-    assert result.returncode != 0 and "decode=beam" in result.stderr.decode()
-
-
 @pytest.mark.parametrize("module", ["nmt.translate", "nmt.evaluate"])
 def test_a_missing_checkpoint_setting_is_one_line_naming_it_with_an_example(module, tmp_path):
     result = run_module(module, [], tmp_path, b"hi\n")
@@ -136,3 +134,59 @@ def test_auto_dtype_is_bfloat16_only_where_the_cpu_multiplies_it(model_pt, monke
     weights = next(translator.model.parameters()).dtype
     assert weights == (torch.bfloat16 if native else torch.float32)
     assert nmt.checkpoint.pick_dtype("float16", torch.device("cpu")) == "float16"
+
+
+# The search travels with the model: model.pt stores the recipe's report.decode.
+
+
+def search_line(result) -> str:
+    return next(line for line in result.stderr.decode().splitlines() if "Search: " in line)
+
+
+def test_the_models_own_search_runs_unless_the_command_line_names_one(
+    model_pt, overfit_pairs, tmp_path
+):
+    stdin = (overfit_pairs[0][0] + "\n").encode()
+    own = run_translate([f"ckpt={model_pt}"], stdin, tmp_path)
+    # the recipe's tuned search (multi30k_cpu's report.decode)
+    assert "Search: beam 5, GNMT length penalty 1.4 (the checkpoint's own)" in search_line(own)
+    assert own.stdout.decode() == overfit_pairs[1][0] + "\n"
+    one_field = run_translate([f"ckpt={model_pt}", "decode.beam_size=2"], stdin, tmp_path)
+    assert search_line(one_field).endswith(
+        "Search: beam 2, GNMT length penalty 1.4 (the checkpoint's own, with beam_size from the "
+        "command line)"
+    )
+    whole = run_translate([f"ckpt={model_pt}", "decode=greedy"], stdin, tmp_path)
+    assert search_line(whole).endswith("Search: greedy (decode= from the command line)")
+
+
+def test_a_checkpoint_written_before_searches_were_stored_falls_back_with_a_note(
+    model_pt, overfit_pairs, tmp_path
+):
+    payload = torch.load(model_pt, weights_only=True)
+    del payload["search"]
+    torch.save(payload, tmp_path / "old.pt")
+    assert load_translator(tmp_path / "old.pt").search is None
+    stdin = (overfit_pairs[0][1] + "\n").encode()
+    result = run_translate([f"ckpt={tmp_path / 'old.pt'}"], stdin, tmp_path)
+    assert result.returncode == 0 and result.stdout.decode() == overfit_pairs[1][1] + "\n"
+    assert "stores no search" in search_line(result) and search_line(result).endswith(": greedy)")
+
+
+def test_chosen_search_takes_the_command_lines_fields_over_the_stored_ones():
+    stored = DecodeConfig(strategy="beam", beam_size=5, len_penalty=1.4)
+    command = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6, min_len=2)
+    assert chosen_search(command, stored, ["ckpt=x"])[0] == stored
+    assert chosen_search(command, stored, ["decode=beam"])[0] == command
+    picked, where = chosen_search(command, stored, ["decode.min_len=2", "+decode.beam_size=4"])
+    assert picked == DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.4, min_len=2)
+    assert where == "the checkpoint's own, with min_len, beam_size from the command line"
+    assert chosen_search(command, None, [])[0] == command
+
+
+def test_a_search_stored_into_a_checkpoint_is_loaded_with_it(model_pt, tmp_path):
+    copy = tmp_path / "model.pt"
+    shutil.copy(model_pt, copy)
+    search = DecodeConfig(strategy="sample", top_k=5, nbest=2, seed=3)
+    store_search(copy, search)
+    assert load_translator(copy).search == search

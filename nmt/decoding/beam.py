@@ -73,13 +73,16 @@ def beam_search(
     nbest: int = 1,
     record_attention: bool = False,
     use_cache: bool = True,
+    length_norm: str = "gnmt",
+    target_prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> `nbest` hypotheses per sentence,
-    best score first. len_penalty is alpha of the GNMT penalty. `model` may be an
-    `Ensemble`. Call `model.eval()` first."""
+    best score first. len_penalty is alpha of the `length_norm` penalty (penalties).
+    target_prefix (B, P): right-padded ids every hypothesis of a sentence starts with, or None.
+    `model` may be an `Ensemble`. Call `model.eval()` first."""
     check_arguments(beam_size, len_penalty, nbest, model.cfg.vocab_size)
     k, alpha, device = beam_size, len_penalty, src.device
-    batch = prepare(model, src, max_len_a, max_len_b)
+    batch = prepare(model, src, max_len_a, max_len_b, target_prefix)
     decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
     finished = Finished(src.size(0))
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
@@ -94,9 +97,10 @@ def beam_search(
         step_log_probs = constrain(
             step_log_probs,
             prefix[:, 1:],
-            max_lengths.repeat_interleave(log_prob.size(1)),
+            max_lengths.repeat_interleave(beams),
             min_len,
             no_repeat_ngram_size,
+            batch.forced_tokens(sentence.repeat_interleave(beams), t),
         )
         cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
         if attention is not None:
@@ -105,7 +109,7 @@ def beam_search(
         is_eos = token.eq(EOS_ID)  # (B', 2k)
         ended = is_eos[:, :k]  # (B', k)
         if ended.any():
-            score = normalized_score(cand_log_prob[:, :k], t + 1, alpha)  # (B', k), |Y| = t + 1
+            score = normalized_score(cand_log_prob[:, :k], t + 1, alpha, length_norm)  # |Y| = t + 1
             score = score.masked_fill(~ended, float("-inf"))
             best_finished[sentence] = (
                 torch.cat([best_finished[sentence], score], dim=1).topk(k).values
@@ -124,7 +128,11 @@ def beam_search(
         parent, token = parent.gather(1, live), token.gather(1, live)
         # Forced end, or the early stop; the longest |Y| still reachable is max_lengths + 1.
         done = (t >= max_lengths) | sentence_done(
-            best_finished[sentence, -1], log_prob.max(dim=1).values, max_lengths + 1, alpha
+            best_finished[sentence, -1],
+            log_prob.max(dim=1).values,
+            max_lengths + 1,
+            alpha,
+            length_norm,
         )
         keep = (~done).nonzero().squeeze(1)  # (B'',)
         if keep.numel() == 0:

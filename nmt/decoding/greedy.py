@@ -1,4 +1,5 @@
-"""Greedy search: the most probable token at every step, one row per sentence.
+"""Greedy search: the most probable token at every step, one row per sentence; or, with a
+`pick` rule (nmt.decoding.sampling), a token drawn from the step's distribution.
 
 State between steps (N = sentences still decoding): prefix (N, t + 1) BOS and tokens so far;
 sentence (N,) each row's index in the batch; log_prob (N,) float32 sum of token log-probs;
@@ -6,6 +7,8 @@ attention (N, t, S) or None. A row leaves the batch as soon as it emits EOS.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -26,13 +29,17 @@ def greedy_search(
     no_repeat_ngram_size: int = 0,
     record_attention: bool = False,
     use_cache: bool = True,
+    pick: Callable[[Tensor], Tensor] | None = None,
+    target_prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> one hypothesis per sentence.
 
-    Its score is its log_prob (no length penalty). `model` may be an `Ensemble`. Call
-    `model.eval()` first.
+    pick: (N, V) constrained log-probs -> (N,) the chosen tokens; None = the most probable.
+    target_prefix (B, P): right-padded ids each output must start with, or None. The score is
+    the log_prob (no length penalty), the model's own whatever `pick` drew from. `model` may
+    be an `Ensemble`. Call `model.eval()` first.
     """
-    batch = prepare(model, src, max_len_a, max_len_b)
+    batch = prepare(model, src, max_len_a, max_len_b, target_prefix)
     decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
     finished = Finished(src.size(0))
     sentence = torch.arange(src.size(0), device=src.device)
@@ -43,9 +50,18 @@ def greedy_search(
         step_log_probs, step_attention = decoder.step(prefix)
         max_lengths = batch.max_lengths[sentence]  # (N,)
         step_log_probs = constrain(
-            step_log_probs, prefix[:, 1:], max_lengths, min_len, no_repeat_ngram_size
+            step_log_probs,
+            prefix[:, 1:],
+            max_lengths,
+            min_len,
+            no_repeat_ngram_size,
+            batch.forced_tokens(sentence, prefix.size(1) - 1),
         )
-        best, token = step_log_probs.max(dim=-1)  # (N,), (N,)
+        if pick is None:
+            best, token = step_log_probs.max(dim=-1)  # (N,), (N,)
+        else:
+            token = pick(step_log_probs)
+            best = step_log_probs.gather(1, token[:, None]).squeeze(1)
         log_prob += best
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)

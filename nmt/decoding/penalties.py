@@ -14,14 +14,22 @@ from torch import Tensor
 Number = TypeVar("Number", float, Tensor)
 
 
-def length_penalty(length: Number, alpha: float) -> Number:
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha, with |Y| counting EOS."""
-    return ((5 + length) / 6) ** alpha
+def length_penalty(length: Number, alpha: float, norm: str = "gnmt") -> Number:
+    """lp(Y), with |Y| counting EOS: GNMT's ((5 + |Y|) / 6) ** alpha (Wu et al. 2016), or
+    "power", |Y| ** alpha (CTranslate2's). Both grow with |Y| when alpha >= 0."""
+    return ((5 + length) / 6) ** alpha if norm == "gnmt" else length**alpha
 
 
-def normalized_score(log_prob: Number, length: Number, alpha: float) -> Number:
+def normalized_score(log_prob: Number, length: Number, alpha: float, norm: str = "gnmt") -> Number:
     """The beam's score of a hypothesis: sum of token log-probs (EOS included) / lp(|Y|)."""
-    return log_prob / length_penalty(length, alpha)
+    return log_prob / length_penalty(length, alpha, norm)
+
+
+def gnmt_as_power(alpha: float, length: int = 20) -> float:
+    """The power-law exponent whose penalty grows like GNMT's alpha at `length` tokens: the
+    slopes of log lp, alpha / (5 + L) and beta / L, agree there, so beta = alpha * L / (5 + L).
+    A starting point for CTranslate2, which has only the power law; tune it on val."""
+    return round(alpha * length / (5 + length), 3)
 
 
 def max_output_lengths(src_lengths: Tensor, a: float, b: int, max_positions: int) -> Tensor:
@@ -33,18 +41,24 @@ def max_output_lengths(src_lengths: Tensor, a: float, b: int, max_positions: int
     return (a * src_lengths + b).floor().long().clamp(0, max_positions - 1)
 
 
-def best_reachable_score(live_log_prob: Tensor, max_length: Tensor, alpha: float) -> Tensor:
+def best_reachable_score(
+    live_log_prob: Tensor, max_length: Tensor, alpha: float, norm: str = "gnmt"
+) -> Tensor:
     """Upper bound on the final score of a live hypothesis; needs alpha >= 0.
 
     live_log_prob (B,): its current sum of log-probs; max_length (B,): the largest |Y| it may
     still reach (max output tokens + 1 for EOS). Log-probs are <= 0, so the sum can only fall,
     and lp(|Y|) grows with |Y| when alpha >= 0, so the score is at most sum / lp(max |Y|).
     """
-    return normalized_score(live_log_prob, max_length, alpha)
+    return normalized_score(live_log_prob, max_length, alpha, norm)
 
 
 def sentence_done(
-    worst_finished: Tensor, best_live_log_prob: Tensor, max_length: Tensor, alpha: float
+    worst_finished: Tensor,
+    best_live_log_prob: Tensor,
+    max_length: Tensor,
+    alpha: float,
+    norm: str = "gnmt",
 ) -> Tensor:
     """The beam's early stop (B,) bool: True once no live hypothesis can beat a full n-best list.
 
@@ -53,4 +67,4 @@ def sentence_done(
     of log-probs among the live hypotheses; max_length (B,): the largest |Y| they may reach.
     A sentence is done when best_reachable_score <= worst_finished: a tie cannot beat it.
     """
-    return best_reachable_score(best_live_log_prob, max_length, alpha) <= worst_finished
+    return best_reachable_score(best_live_log_prob, max_length, alpha, norm) <= worst_finished

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from nmt.decoding.penalties import max_output_lengths
 from nmt.model import Ensemble, Transformer
-from nmt.tokenizer import BOS_ID
+from nmt.tokenizer import BOS_ID, PAD_ID
 
 
 @dataclass
@@ -37,19 +37,43 @@ class Hypothesis:
 @dataclass
 class Batch:
     """A source batch ready for search. src_pad_mask (B, S) True at padding; src_lengths (B,)
-    real source tokens (EOS included); max_lengths (B,) most output tokens (EOS excluded)."""
+    real source tokens (EOS included); max_lengths (B,) most output tokens (EOS excluded);
+    target_prefix (B, P) the forced first output tokens of each sentence, right-padded with
+    PAD, or None."""
 
     src_pad_mask: Tensor
     src_lengths: Tensor
     max_lengths: Tensor
+    target_prefix: Tensor | None = None
+
+    def forced_tokens(self, sentence: Tensor, t: int) -> Tensor | None:
+        """sentence (N,) each row's sentence -> (N,) the token a forced prefix puts at output
+        position t (0-based), PAD where the row is free; None when no row is forced."""
+        if self.target_prefix is None or t >= self.target_prefix.size(1):
+            return None
+        return self.target_prefix[sentence, t]
 
 
-def prepare(model: Transformer | Ensemble, src: Tensor, max_len_a: float, max_len_b: int) -> Batch:
-    """src (B, S) right-padded ids -> masks and length limits."""
+def prepare(
+    model: Transformer | Ensemble,
+    src: Tensor,
+    max_len_a: float,
+    max_len_b: int,
+    target_prefix: Tensor | None = None,
+) -> Batch:
+    """src (B, S) right-padded ids -> masks and length limits; a forced target prefix (B, P)
+    raises a sentence's limit to the prefix's length if it is longer."""
     src_pad_mask = model.source_padding_mask(src)
     src_lengths = (~src_pad_mask).sum(dim=1)
     max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, model.cfg.max_positions)
-    return Batch(src_pad_mask, src_lengths, max_lengths)
+    if target_prefix is not None:
+        if target_prefix.size(1) >= model.cfg.max_positions:
+            raise ValueError(
+                f"a target prefix of {target_prefix.size(1)} tokens leaves no room in the "
+                f"model's {model.cfg.max_positions} positions"
+            )
+        max_lengths = torch.maximum(max_lengths, target_prefix.ne(PAD_ID).sum(dim=1))
+    return Batch(src_pad_mask, src_lengths, max_lengths, target_prefix)
 
 
 class StepDecoder:

@@ -63,6 +63,25 @@ def encode_sources(
     return encoded
 
 
+def encode_prefixes(tokenizer: Tokenizer, prefixes: list[str]) -> list[list[int]]:
+    """Target prefixes as ids, without BOS or EOS; "" (or only spaces) forces nothing."""
+    encoded = tokenizer.encode(prefixes)
+    return [ids if text.strip() else [] for text, ids in zip(prefixes, encoded, strict=True)]
+
+
+def rows_per_sentence(cfg: DecodeConfig) -> int:
+    """Rows a sentence takes in the search (beams or samples): batches are budgeted for all."""
+    return cfg.beam_size if cfg.strategy == "beam" else cfg.nbest if cfg.strategy == "sample" else 1
+
+
+def padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Id lists -> (len(rows), longest) long tensor, right-padded with pad_id."""
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    for i, ids in enumerate(rows):
+        out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
 @torch.inference_mode()
 def translate_lines(
     model: Transformer,
@@ -71,9 +90,12 @@ def translate_lines(
     cfg: DecodeConfig,
     max_tokens: int,
     first_line_number: int = 1,
+    prefixes: list[str] | None = None,
 ) -> list[list[Hypothesis]]:
     """One n-best list per line, in input order; [] for an empty or whitespace-only line.
-    `first_line_number`: what warnings call lines[0] (translate streams a file in chunks)."""
+    `first_line_number`: what warnings call lines[0] (translate streams a file in chunks).
+    prefixes: per line, text every translation of it must start with ("" = none); the
+    returned hypotheses include it."""
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
     if not todo:
@@ -87,17 +109,17 @@ def translate_lines(
         model.cfg.max_positions,
         [first_line_number + i for i in todo],
     )
-    # Beam search keeps beam_size rows per sentence: budget the batch for all of them.
-    rows_per_sentence = cfg.beam_size if cfg.strategy == "beam" else 1
+    forced = encode_prefixes(tokenizer, [prefixes[i] for i in todo]) if prefixes else None
     try:
         for batch in length_batches(
-            [len(s) for s in sources], max(1, max_tokens // rows_per_sentence)
+            [len(s) for s in sources], max(1, max_tokens // rows_per_sentence(cfg))
         ):
-            width = max(len(sources[i]) for i in batch)
-            src = torch.full((len(batch), width), tokenizer.pad_id, dtype=torch.long)
-            for row, i in enumerate(batch):
-                src[row, : len(sources[i])] = torch.tensor(sources[i])
-            for i, nbest in zip(batch, translate_batch(model, src.to(device), cfg), strict=True):
+            src = padded([sources[i] for i in batch], tokenizer.pad_id).to(device)
+            target_prefix = None
+            if forced and any(forced[i] for i in batch):
+                target_prefix = padded([forced[i] for i in batch], tokenizer.pad_id).to(device)
+            nbests = translate_batch(model, src, cfg, target_prefix=target_prefix)
+            for i, nbest in zip(batch, nbests, strict=True):
                 results[todo[i]] = nbest
     finally:
         model.train(was_training)

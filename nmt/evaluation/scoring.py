@@ -48,19 +48,18 @@ def score(hypotheses: list[str], references: list[str]) -> Scores:
 
 
 def translate_and_score(
-    model: Transformer,
-    tokenizer: Tokenizer,
+    translator,
     sources: list[str],
     references: list[str],
     cfg: DecodeConfig,
     max_tokens: int,
 ) -> tuple[list[str], list[list[Hypothesis]], Scores]:
-    """Translate raw source lines; return the best hypotheses as text, the n-best lists and
-    the scores against the raw references."""
+    """Translate raw source lines with a backend (`nmt.backends`: torch or CTranslate2); return
+    the best hypotheses as text, the n-best lists and the scores against the raw references."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} references")
-    nbest = translate_lines(model, tokenizer, sources, cfg, max_tokens)
-    text = best_text(tokenizer, nbest)
+    nbest = translator.translate(sources, cfg, max_tokens)
+    text = best_text(translator.tokenizer, nbest)
     return text, nbest, score(text, references)
 
 

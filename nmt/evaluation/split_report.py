@@ -19,7 +19,9 @@ from typing import Any
 
 import datasets
 
-from nmt.checkpoint import Translator, load_ensemble, pick_device
+from nmt.backends import check_backend, load_backend, search_for
+from nmt.checkpoint import Translator, store_search
+from nmt.cli import UsageError
 from nmt.config import DataConfig, DecodeConfig, EvaluateConfig
 from nmt.data.sources import load_splits
 from nmt.decoding.text import translate_with_attention
@@ -67,6 +69,13 @@ def check_request(cfg: EvaluateConfig) -> None:
     if len(set(cfg.splits)) != len(cfg.splits):
         raise ValueError(f"splits={cfg.splits} names a role twice")
     bucket_labels(cfg.length_buckets)  # raises on edges that are not increasing
+    check_backend(cfg.backend, cfg.ensemble)
+    if not Path(cfg.ckpt).exists():
+        raise UsageError(f"ckpt={cfg.ckpt} does not exist")
+    if cfg.attention and cfg.backend != "torch":
+        raise UsageError("attention= plots need backend=torch: CTranslate2 gives no weights here")
+    if cfg.save_search and cfg.ensemble:
+        raise UsageError("save_search=true writes into one model: drop ensemble=")
 
 
 def check_direction(data: DataConfig, translator: Translator, ckpt: str) -> None:
@@ -91,7 +100,7 @@ def evaluate_split(
     sources, references = list(dataset["src"]), list(dataset["tgt"])
     start = time.perf_counter()
     hypotheses, nbest, scores = translate_and_score(
-        translator.model, translator.tokenizer, sources, references, cfg.decode, cfg.max_tokens
+        translator, sources, references, cfg.decode, cfg.max_tokens
     )
     seconds = time.perf_counter() - start
     log.info("%s BLEU %.2f  %s", role, scores.bleu, scores.bleu_signature)
@@ -168,27 +177,29 @@ def split_summary(result: SplitResult) -> dict[str, Any]:
 
 def build_report(
     cfg: EvaluateConfig,
-    translator: Translator,
+    translator,
     results: list[SplitResult],
     overrides: list[str],
     attention_files: list[str],
 ) -> dict[str, Any]:
     """Everything report.json holds: scores, signatures, settings, provenance, timings."""
     ckpt = Path(cfg.ckpt).resolve()
+    torch = isinstance(translator, Translator)
     return {
         "checkpoint": {
             "path": str(ckpt),
             "src_lang": translator.src_lang,
             "tgt_lang": translator.tgt_lang,
-            "parameters": count_parameters(translator.model),
+            "parameters": count_parameters(translator.model) if torch else None,
             "info": translator.info,
         },
+        "backend": translator.describe(),
         "training": training_metrics(ckpt),
         "data": {"name": cfg.data.name, "source": cfg.data.source},
         "decode": asdict(cfg.decode),
         "max_tokens": cfg.max_tokens,
         "device": str(translator.device),
-        "dtype": str(translator.dtype).removeprefix("torch."),
+        "dtype": str(translator.dtype).removeprefix("torch.") if torch else translator.compute_type,
         "overrides": overrides,
         "splits": {r.role: split_summary(r) for r in results},
         "attention_plots": attention_files,
@@ -291,8 +302,11 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
     the runs of a sweep apart.
     """
     check_request(cfg)
-    translator = load_ensemble([cfg.ckpt, *cfg.ensemble], pick_device(cfg.device), cfg.dtype)
+    translator = load_backend(
+        cfg.backend, cfg.ckpt, cfg.ensemble, cfg.device, cfg.dtype, cfg.compute_type, cfg.threads
+    )
     check_direction(cfg.data, translator, cfg.ckpt)
+    cfg = replace(cfg, decode=search_for(translator, cfg.decode, overrides))  # what runs
     data = load_roles(cfg.data, cfg.splits)
     first = data[cfg.splits[0]]
     outside = [i for i in cfg.attention if not 0 <= i < len(first)]
@@ -306,7 +320,20 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
     attention_files = plot_attention(translator, results[0], cfg.attention, cfg.decode, run_dir)
     report = build_report(cfg, translator, results, overrides, attention_files)
     write_report(run_dir, report, results, cfg.examples)
+    if cfg.save_search:
+        save_search(translator, cfg.ckpt, cfg.decode)
     return report
+
+
+def save_search(translator, ckpt: str, search: DecodeConfig) -> None:
+    """Store the search a run used with its model: model.pt, or an exported dir's nmt.json."""
+    if isinstance(translator, Translator):
+        store_search(ckpt, search)
+    else:
+        from nmt.ct2.model_dir import store_dir_search
+
+        store_dir_search(ckpt, search)
+    log.info("Stored this search in %s: translate and evaluate use it from now on", ckpt)
 
 
 def summary(report: dict[str, Any], run_dir: Path) -> str:

@@ -216,6 +216,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     }
     write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
     if trainer.is_global_zero:
+        translator.search = cfg.report.decode  # the search chosen for it travels with it
         save_inference_checkpoint(run_dir / "model.pt", translator)
         log.info("Inference checkpoint: %s", run_dir / "model.pt")
         write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))

@@ -39,12 +39,7 @@ def best_or_average(
     def val_bleu(translator: Translator) -> float:
         translator.model.to(device)
         _, _, scores = translate_and_score(
-            translator.model,
-            translator.tokenizer,
-            sources,
-            references,
-            cfg.decode,
-            cfg.data.eval_max_tokens,
+            translator, sources, references, cfg.decode, cfg.data.eval_max_tokens
         )
         return scores.bleu
 

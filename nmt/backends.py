@@ -1,0 +1,65 @@
+"""The two engines that translate lines: our torch model (a .pt or .ckpt, possibly an
+ensemble) and an exported CTranslate2 directory. Both have `translate(lines, search,
+max_tokens, first_line_number, prefixes)`, `tokenizer`, `src_lang`, `tgt_lang`, `search` (the
+one stored with the model, or None), `info` and `describe()`; translate, evaluate and serve
+pick one with `backend=`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from nmt.checkpoint import load_ensemble, pick_device
+from nmt.config import DecodeConfig, chosen_search, describe_search
+
+BACKENDS = ("torch", "ctranslate2")
+log = logging.getLogger(__name__)
+
+
+def check_backend(backend: str, ensemble: list[str]) -> None:
+    """Refuse a backend we do not have, or an ensemble CTranslate2 cannot search."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend == "ctranslate2" and ensemble:
+        raise ValueError("backend=ctranslate2 translates one exported model: drop ensemble=")
+
+
+def load_backend(
+    backend: str,
+    ckpt: str,
+    ensemble: list[str],
+    device: str,
+    dtype: str,
+    compute_type: str,
+    threads: int,
+):
+    """A Translator (torch) or a CTranslate2Translator, ready to translate."""
+    check_backend(backend, ensemble)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    if backend == "torch":
+        return load_ensemble([ckpt, *ensemble], pick_device(device), dtype)
+    from nmt.ct2.translator import CTranslate2Translator
+
+    return CTranslate2Translator(ckpt, device, compute_type, threads or torch.get_num_threads())
+
+
+def search_for(translator, command: DecodeConfig, overrides: list[str]) -> DecodeConfig:
+    """The search to run (`chosen_search`), logged with where it comes from; for CTranslate2,
+    a GNMT length penalty is replaced by its power-law counterpart, and the log says so."""
+    search, where = chosen_search(command, translator.search, overrides)
+    if translator.backend == "ctranslate2":
+        from nmt.ct2.translator import with_power_penalty
+
+        converted = with_power_penalty(search)
+        if converted is not search:
+            where += (
+                f"; CTranslate2 has no GNMT penalty: alpha {search.len_penalty} runs as the "
+                f"power law's {converted.len_penalty} (tune it on val with "
+                "decode.length_norm=power)"
+            )
+        search = converted
+    log.info("Search: %s (%s)", describe_search(search), where)
+    return search

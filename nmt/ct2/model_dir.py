@@ -1,0 +1,135 @@
+"""An exported CTranslate2 model directory: written whole or not at all, and read back.
+
+Layout: CTranslate2's `model.bin`, `config.json` and `shared_vocabulary.json`, plus ours:
+`sentencepiece.model` (the tokenizer the model was trained with) and `nmt.json`:
+  format: "nmt-ctranslate2-1"; src_lang, tgt_lang; quantization; max_positions;
+  search: the DecodeConfig the model is meant to run with (the checkpoint's, or one written
+  back by `nmt.evaluate save_search=true`); info: the checkpoint's provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from nmt.checkpoint import Translator
+from nmt.config import DecodeConfig
+from nmt.files import write_bytes, write_text
+from nmt.tokenizer import Tokenizer
+
+FORMAT = "nmt-ctranslate2-1"
+SETTINGS = "nmt.json"
+TOKENIZER = "sentencepiece.model"
+QUANTIZATIONS = (
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+)
+
+
+@dataclass
+class ModelDir:
+    """What `nmt.json` and `sentencepiece.model` say about an exported directory."""
+
+    path: Path
+    tokenizer: Tokenizer
+    src_lang: str
+    tgt_lang: str
+    quantization: str
+    max_positions: int
+    search: DecodeConfig | None
+    info: dict[str, Any]
+
+
+def export(translator: Translator, out: str | Path, quantization: str, overwrite: bool) -> Path:
+    """Write `translator`'s model (float32 weights) as a CTranslate2 directory `out`.
+
+    Everything is built in a temporary directory beside `out` and moved into place at the end,
+    so a failure leaves no half-written `out`. An existing `out` is replaced only with
+    `overwrite`.
+    """
+    from ctranslate2.converters import Converter
+
+    from nmt.ct2.spec import transformer_spec
+
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"out={out} exists: choose a new directory or add overwrite=true")
+    model = translator.model
+    pieces = [translator.tokenizer.sp.id_to_piece(i) for i in range(model.cfg.vocab_size)]
+
+    class _Converter(Converter):
+        def _load(self):
+            return transformer_spec(model.float(), pieces)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        built = staging / "model"
+        _Converter().convert(str(built), quantization=quantization)
+        write_bytes(built / TOKENIZER, translator.tokenizer.model_bytes)
+        settings = {
+            "format": FORMAT,
+            "src_lang": translator.src_lang,
+            "tgt_lang": translator.tgt_lang,
+            "quantization": quantization,
+            "max_positions": model.cfg.max_positions,
+            "search": asdict(translator.search) if translator.search else None,
+            "info": translator.info,
+        }
+        write_text(built / SETTINGS, json.dumps(settings, indent=2, default=str) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        built.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def read_model_dir(path: str | Path) -> ModelDir:
+    """The settings and tokenizer of an exported directory; one-line errors otherwise."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"{path} is not a directory: backend=ctranslate2 reads a model directory written "
+            "by python -m nmt.export"
+        )
+    settings_file = path / SETTINGS
+    if not settings_file.is_file() or not (path / "model.bin").is_file():
+        raise FileNotFoundError(
+            f"{path} has no {SETTINGS} or model.bin: it is not a directory written by "
+            "python -m nmt.export"
+        )
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    if settings.get("format") != FORMAT:
+        raise ValueError(f"{settings_file}: format {settings.get('format')!r}, not {FORMAT}")
+    search = settings.get("search")
+    return ModelDir(
+        path=path,
+        tokenizer=Tokenizer.from_file(path / TOKENIZER),
+        src_lang=settings["src_lang"],
+        tgt_lang=settings["tgt_lang"],
+        quantization=settings["quantization"],
+        max_positions=settings["max_positions"],
+        search=DecodeConfig(**search) if search else None,
+        info=settings.get("info", {}),
+    )
+
+
+def store_dir_search(path: str | Path, search: DecodeConfig) -> None:
+    """Write `search` into an exported directory's nmt.json as the one to run with."""
+    settings_file = Path(path) / SETTINGS
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    settings["search"] = asdict(search)
+    write_text(settings_file, json.dumps(settings, indent=2, default=str) + "\n")

@@ -1,0 +1,158 @@
+"""Translate raw lines with an exported CTranslate2 directory, with the torch path's contract:
+one n-best list per line in input order, [] for an empty line, the same encoding of sources
+(EOS added by the model's config, long lines cut to the model's positions), the same
+length-sorted batches under `max_tokens`, the same prefixes and the same `DecodeConfig`.
+
+How a DecodeConfig maps onto `ctranslate2.Translator.translate_batch`:
+- greedy: beam_size 1. beam: beam_size, num_hypotheses = nbest, length_penalty = alpha of
+  the power law score / |Y| ** alpha. A GNMT alpha has no CTranslate2 equivalent: it runs as
+  `gnmt_as_power(alpha)` (`with_power_penalty`; the commands say so); tune alpha on val with
+  decode.length_norm=power.
+- sample: beam_size 1, sampling_topk (0 = all), sampling_topp, sampling_temperature,
+  num_hypotheses = nbest. CTranslate2 seeds a worker thread's generator when the thread
+  starts, so each sampling call runs on a fresh `ctranslate2.Translator` created right after
+  `set_random_seed(seed)`: the same seed and batches give the same samples.
+- max output length: CTranslate2 takes one per batch, so each batch gets its longest
+  sentence's a * |x| + b (batches are length-sorted, so they differ by a few tokens).
+- scores: CTranslate2's score is log-prob / |Y| ** length_penalty with |Y| counting EOS, as
+  our "power" norm; greedy and sampling run with length_penalty 0, so their score is the
+  log-prob, as in the torch path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from nmt.config import DecodeConfig
+from nmt.ct2.model_dir import ModelDir, read_model_dir
+from nmt.decoding.penalties import gnmt_as_power
+from nmt.decoding.state import Hypothesis
+from nmt.decoding.text import encode_prefixes, encode_sources, length_batches, rows_per_sentence
+
+
+class CTranslate2Translator:
+    """An exported model directory loaded for translation (see the module docstring)."""
+
+    backend = "ctranslate2"
+
+    def __init__(self, path: str | Path, device: str, compute_type: str, threads: int):
+        import ctranslate2
+
+        self.dir: ModelDir = read_model_dir(path)
+        self.tokenizer = self.dir.tokenizer
+        self.src_lang, self.tgt_lang = self.dir.src_lang, self.dir.tgt_lang
+        self.search, self.info = self.dir.search, self.dir.info
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
+        self.device, self.compute_type, self.threads = device, compute_type, threads
+        self.engine = self.new_engine()
+
+    def new_engine(self):
+        """A `ctranslate2.Translator` of the directory; its worker's generator is seeded now."""
+        import ctranslate2
+
+        try:
+            return ctranslate2.Translator(
+                str(self.dir.path),
+                device=self.device,
+                compute_type=self.compute_type,
+                inter_threads=1,
+                intra_threads=self.threads,
+            )
+        except ValueError as error:  # an unknown or unsupported compute type
+            raise ValueError(f"compute_type={self.compute_type}: {error}") from None
+
+    def describe(self) -> str:
+        weights = self.dir.quantization
+        return f"ctranslate2 on {self.device}, weights {weights}, compute {self.compute_type}"
+
+    def options(self, cfg: DecodeConfig) -> dict:
+        """translate_batch keyword arguments for `cfg`, but the batch's maximum length."""
+        options = dict(
+            min_decoding_length=cfg.min_len,
+            no_repeat_ngram_size=cfg.no_repeat_ngram_size,
+            num_hypotheses=cfg.nbest,
+            return_scores=True,
+            max_input_length=0,  # sources are cut to the model's positions before
+        )
+        if cfg.strategy == "beam":
+            cfg = with_power_penalty(cfg)
+            options.update(beam_size=cfg.beam_size, length_penalty=cfg.len_penalty)
+        elif cfg.strategy == "sample":
+            options.update(
+                beam_size=1,
+                length_penalty=0.0,
+                sampling_topk=cfg.top_k,
+                sampling_topp=cfg.top_p,
+                sampling_temperature=cfg.temperature,
+            )
+            if cfg.temperature == 0:  # greedy, as in the torch path
+                options.update(sampling_topk=1, sampling_temperature=1.0)
+        else:
+            options.update(beam_size=1, length_penalty=0.0)
+        return options
+
+    def translate(
+        self,
+        lines: list[str],
+        cfg: DecodeConfig,
+        max_tokens: int,
+        first_line_number: int = 1,
+        prefixes: list[str] | None = None,
+    ) -> list[list[Hypothesis]]:
+        import ctranslate2
+
+        results: list[list[Hypothesis]] = [[] for _ in lines]
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        if not todo:
+            return results
+        sp = self.tokenizer.sp
+        sources = [
+            ids[:-1]  # the model's config adds EOS
+            for ids in encode_sources(
+                self.tokenizer,
+                [lines[i] for i in todo],
+                self.dir.max_positions,
+                [first_line_number + i for i in todo],
+            )
+        ]
+        forced = encode_prefixes(self.tokenizer, [prefixes[i] for i in todo]) if prefixes else None
+        options = self.options(cfg)
+        engine = self.engine
+        if cfg.strategy == "sample":
+            ctranslate2.set_random_seed(cfg.seed)
+            engine = self.new_engine()
+        for batch in length_batches(
+            [len(s) + 1 for s in sources], max(1, max_tokens // rows_per_sentence(cfg))
+        ):
+            longest = max(len(sources[i]) + 1 for i in batch)  # |x| with EOS, as in torch
+            limit = min(int(cfg.max_len_a * longest + cfg.max_len_b), self.dir.max_positions - 1)
+            target_prefix = None
+            if forced:
+                target_prefix = [[sp.id_to_piece(t) for t in forced[i]] or None for i in batch]
+                limit = max(limit, *(len(forced[i]) for i in batch))
+            outputs = engine.translate_batch(
+                [[sp.id_to_piece(t) for t in sources[i]] for i in batch],
+                target_prefix,
+                max_decoding_length=limit,
+                **options,
+            )
+            alpha = options.get("length_penalty", 0.0)
+            for i, output in zip(batch, outputs, strict=True):
+                results[todo[i]] = [
+                    Hypothesis(
+                        [sp.piece_to_id(p) for p in pieces],
+                        score,
+                        score * (len(pieces) + 1) ** alpha,
+                    )
+                    for pieces, score in zip(output.hypotheses, output.scores, strict=True)
+                ]
+        return results
+
+
+def with_power_penalty(cfg: DecodeConfig) -> DecodeConfig:
+    """`cfg` as CTranslate2 runs it: a GNMT alpha replaced by its power-law counterpart."""
+    if cfg.strategy == "beam" and cfg.length_norm == "gnmt":
+        return replace(cfg, length_norm="power", len_penalty=gnmt_as_power(cfg.len_penalty))
+    return cfg

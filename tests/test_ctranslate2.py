@@ -1,0 +1,184 @@
+"""The CTranslate2 export and backend against our torch model, on the session's overfit model.
+
+Stopping rules differ between the two beam searches (ours stops a sentence once no live
+hypothesis can beat its k finished ones; CTranslate2 once beam_size hypotheses finished), so
+beam outputs are compared by BLEU and by the share of identical lines; greedy must be equal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import sacrebleu
+from conftest import run_module
+
+from nmt.checkpoint import load_translator
+from nmt.config import DecodeConfig
+from nmt.ct2.model_dir import export, read_model_dir
+from nmt.ct2.spec import transformer_spec, unsupported
+from nmt.ct2.translator import CTranslate2Translator
+from nmt.files import read_lines
+
+GREEDY = DecodeConfig()
+BEAM = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6)
+
+
+@pytest.fixture(scope="module")
+def exported(model_pt, tmp_path_factory) -> dict[str, object]:
+    """The overfit model exported in float32 and int8, each loaded on one thread."""
+    translator = load_translator(model_pt)
+    folder = tmp_path_factory.mktemp("exported")
+    return {
+        q: CTranslate2Translator(export(translator, folder / q, q, False), "cpu", "default", 1)
+        for q in ("float32", "int8")
+    }
+
+
+@pytest.fixture(scope="module")
+def val_lines(overfit_pairs, multi30k_dir) -> tuple[list[str], list[str]]:
+    """The overfit model's val split (its 64 pairs) and 40 real val lines it never saw, whose
+    outputs run long: both ends of the length limits."""
+    real_src = list(read_lines(multi30k_dir / "val.en"))[:40]
+    real_ref = list(read_lines(multi30k_dir / "val.de"))[:40]
+    return overfit_pairs[0] + real_src, overfit_pairs[1] + real_ref
+
+
+def bleu(translator, lines, cfg) -> tuple[float, list[str]]:
+    sources, references = lines
+    hyps = translator.translate(sources, cfg, 4096)
+    text = [one[0] for one in (translator.tokenizer.decode([h[0].tokens]) for h in hyps)]
+    return sacrebleu.corpus_bleu(text, [references]).score, text
+
+
+def test_float32_export_gives_our_greedy_tokens_on_every_val_line(
+    overfit_translator, exported, val_lines
+):
+    ours = overfit_translator.translate(val_lines[0], GREEDY, 4096)
+    theirs = exported["float32"].translate(val_lines[0], GREEDY, 4096)
+    differ = [
+        i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a[0].tokens != b[0].tokens
+    ]
+    assert differ == [], f"lines whose greedy output differs: {differ}"
+    for a, b in zip(ours, theirs, strict=True):  # greedy scores are log-probs on both sides
+        assert b[0].score == pytest.approx(a[0].score, abs=1e-3)
+
+
+def test_beam_through_the_export_is_within_0_3_bleu_of_ours(
+    overfit_translator, exported, val_lines
+):
+    """Beam 4 with the same penalty on both sides (the power law, CTranslate2's only form):
+    what differs is the stopping rule. Our GNMT alpha, mapped to the power law, is reported."""
+    power = replace(BEAM, length_norm="power", len_penalty=1.0)
+    ours, ours_text = bleu(overfit_translator, val_lines, power)
+    theirs, theirs_text = bleu(exported["float32"], val_lines, power)
+    same = sum(a == b for a, b in zip(ours_text, theirs_text, strict=True)) / len(ours_text)
+    print(f"\nbeam 4, power 1.0: ours {ours:.2f}, CT2 {theirs:.2f} BLEU, {same:.0%} identical")
+    assert abs(ours - theirs) <= 0.3 and same >= 0.9
+    gnmt, _ = bleu(overfit_translator, val_lines, BEAM)
+    mapped, _ = bleu(exported["float32"], val_lines, BEAM)  # alpha 0.6 runs as power 0.48
+    print(f"beam 4, ours GNMT 0.6 {gnmt:.2f} BLEU, CT2 power 0.48 {mapped:.2f}")
+
+
+def test_int8_loads_and_translates_line_for_line(exported, val_lines):
+    lines = [val_lines[0][0], "", "   ", val_lines[0][1], val_lines[0][64]]
+    hyps = exported["int8"].translate(lines, GREEDY, 4096)
+    assert [bool(h) for h in hyps] == [True, False, False, True, True]
+    int8, _ = bleu(exported["int8"], val_lines, GREEDY)
+    float32, _ = bleu(exported["float32"], val_lines, GREEDY)
+    print(f"greedy BLEU: int8 {int8:.2f}, float32 {float32:.2f}")
+    assert int8 > float32 - 5.0  # int8 keeps the memorised translations
+
+
+def test_the_export_carries_the_direction_search_and_tokenizer(model_pt, exported):
+    model_dir = exported["int8"].dir
+    translator = load_translator(model_pt)
+    assert (model_dir.src_lang, model_dir.tgt_lang) == ("en", "de")
+    assert model_dir.search == translator.search and model_dir.quantization == "int8"
+    assert model_dir.tokenizer.model_bytes == translator.tokenizer.model_bytes
+    config = json.loads((model_dir.path / "config.json").read_text())
+    assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"
+
+
+def test_a_setting_the_export_cannot_express_is_named(overfit_translator):
+    cfg = replace(overfit_translator.model.cfg)
+    object.__setattr__(cfg, "activation", "swish")  # past ModelConfig's own check
+    assert unsupported(cfg).startswith("model.activation='swish'")
+    model = overfit_translator.model
+    original = model.cfg
+    model.cfg = cfg
+    try:
+        with pytest.raises(ValueError, match="model.activation"):
+            transformer_spec(model, ["x"] * cfg.vocab_size)
+    finally:
+        model.cfg = original
+
+
+def run(module: str, args: list[str], cwd, stdin: bytes = b""):
+    done = run_module(module, args, cwd, stdin)
+    return done.returncode, done.stdout.decode(), done.stderr.decode().strip().splitlines()
+
+
+def test_translate_and_evaluate_with_the_ctranslate2_backend(
+    model_pt, exported, overfit_data, overfit_pairs, tmp_path
+):
+    stdin = ("\n".join(overfit_pairs[0][:6]) + "\n\n").encode()
+    torch_run = run("nmt.translate", [f"ckpt={model_pt}", "decode=greedy"], tmp_path, stdin)
+    ct2_dir = exported["float32"].dir.path
+    args = [f"ckpt={ct2_dir}", "backend=ctranslate2", "decode=greedy"]
+    ct2_run = run("nmt.translate", args, tmp_path, stdin)
+    assert torch_run[0] == ct2_run[0] == 0, ct2_run[2]
+    assert ct2_run[1] == torch_run[1] and ct2_run[1].count("\n") == 7
+    # evaluate on the CT2 dir, and write the search it ran back into nmt.json
+    args = [
+        f"ckpt={ct2_dir}",
+        "backend=ctranslate2",
+        f"data.dir={overfit_data}",
+        "splits=[valid]",
+        "decode.length_norm=power",
+        "decode.len_penalty=1.0",
+        "save_search=true",
+        f"hydra.run.dir={tmp_path / 'report'}",
+    ]
+    code, out, err = run("nmt.evaluate", args, tmp_path)
+    assert code == 0, err[-5:]
+    assert "valid: BLEU" in out
+    stored = read_model_dir(ct2_dir).search
+    assert (stored.length_norm, stored.len_penalty) == ("power", 1.0)
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert report["backend"].startswith("ctranslate2") and report["decode"]["len_penalty"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "module, args, message",
+    [
+        ("nmt.export", ["quantization=int7"], "quantization='int7' is not one of"),
+        ("nmt.export", ["format=onnx"], "format='onnx'"),
+        ("nmt.translate", ["decode=beam", "decode.beam_size=2", "nbest=3"], "exceeds"),
+        ("nmt.translate", ["backend=onnx", "prefix_file=prefixes.txt"], "backend must be one of"),
+        ("nmt.translate", ["backend=ctranslate2", "ckpt=no_such_dir"], "ckpt=no_such_dir does"),
+        ("nmt.translate", ["decode=greedy", "nbest=2"], "needs decode=beam"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(module, args, message, model_pt, tmp_path):
+    (tmp_path / "prefixes.txt").write_text("Ein\n")
+    base = [f"ckpt={model_pt}"] + ([f"out={tmp_path / 'out'}"] if module == "nmt.export" else [])
+    code, out, err = run(module, base + args, tmp_path, b"A man.\n")
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"{module}: error:"), err
+    assert message in err[0] and out == ""
+    assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_export_command_writes_a_directory_that_translates(model_pt, overfit_pairs, tmp_path):
+    code, _, err = run("nmt.export", [f"ckpt={model_pt}", f"out={tmp_path / 'm'}"], tmp_path)
+    assert code == 0, err
+    again = run("nmt.export", [f"ckpt={model_pt}", f"out={tmp_path / 'm'}"], tmp_path)
+    assert again[0] == 2 and "exists" in again[2][0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no staging left behind
+    translator = CTranslate2Translator(tmp_path / "m", "cpu", "default", 1)
+    assert translator.dir.quantization == "int8"
+    assert {"model.bin", "nmt.json", "sentencepiece.model"} <= {
+        p.name for p in (tmp_path / "m").iterdir()
+    }
+    assert all(translator.translate(overfit_pairs[0][:2], GREEDY, 4096))
