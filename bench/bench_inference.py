@@ -30,6 +30,7 @@ from pathlib import Path
 
 import sacrebleu
 import torch
+from bench_train import build_hf
 from common import ROOT, Record, default_precisions, multi30k_tokenizer, read_lines, save_records
 
 from nmt.checkpoint import Translator, load_translator
@@ -46,33 +47,11 @@ HF_BATCH = 64  # sentences per generate call, length-sorted
 
 def marian_with_our_weights(model: Transformer):
     """A MarianMTModel computing what `model` computes (post-norm only)."""
-    from transformers import MarianConfig, MarianMTModel
-
     cfg = model.cfg
-    if cfg.norm != "post" or not cfg.tie_embeddings:
-        raise SystemExit("the HF comparison needs a post-norm model with tied embeddings")
-    hf = MarianMTModel(
-        MarianConfig(
-            vocab_size=cfg.vocab_size,
-            decoder_vocab_size=cfg.vocab_size,
-            d_model=cfg.d_model,
-            encoder_layers=cfg.encoder_layers,
-            decoder_layers=cfg.decoder_layers,
-            encoder_attention_heads=cfg.n_heads,
-            decoder_attention_heads=cfg.n_heads,
-            encoder_ffn_dim=cfg.d_ff,
-            decoder_ffn_dim=cfg.d_ff,
-            activation_function=cfg.activation,
-            max_position_embeddings=cfg.max_positions,
-            pad_token_id=0,
-            eos_token_id=3,
-            decoder_start_token_id=2,
-            forced_eos_token_id=None,
-            scale_embedding=True,
-            share_encoder_decoder_embeddings=True,
-            tie_word_embeddings=True,
-        )
-    )
+    if cfg.norm != "post" or not cfg.tie_embeddings or cfg.encoder_layers != cfg.decoder_layers:
+        raise SystemExit("the HF comparison needs post-norm, tied embeddings, equal stacks")
+    shape = dict(d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff, layers=cfg.encoder_layers)
+    hf, _ = build_hf(shape, cfg.vocab_size, cfg.activation)
     ours = model.state_dict()
     with torch.no_grad():
         hf.model.shared.weight.copy_(ours["src_embed.weight"])
@@ -139,6 +118,7 @@ class HFSystem:
                 do_sample=False,
                 length_penalty=cfg.len_penalty if cfg.strategy == "beam" else 1.0,
                 early_stopping=False,
+                suppress_tokens=[0, 2],  # PAD and BOS, which our searches never choose
                 **limits,
             )
             texts = self.tokenizer.decode([[t for t in row.tolist() if t > 3] for row in generated])

@@ -80,7 +80,7 @@ def build_ours(shape: dict, vocab: int):
     return model, loss_sum
 
 
-def build_hf(shape: dict, vocab: int):
+def build_hf(shape: dict, vocab: int, activation: str = "relu"):
     from transformers import MarianConfig, MarianMTModel
 
     cfg = MarianConfig(
@@ -93,12 +93,13 @@ def build_hf(shape: dict, vocab: int):
         decoder_attention_heads=shape["n_heads"],
         encoder_ffn_dim=shape["d_ff"],
         decoder_ffn_dim=shape["d_ff"],
-        activation_function="relu",
+        activation_function=activation,
         dropout=0.1,
         attention_dropout=0.0,
         activation_dropout=0.0,
         max_position_embeddings=1024,
         pad_token_id=0,
+        forced_eos_token_id=3,  # generate ends a sentence held to its maximum length with EOS
         eos_token_id=3,
         decoder_start_token_id=2,
         scale_embedding=True,

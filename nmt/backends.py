@@ -7,23 +7,21 @@ pick one with `backend=`.
 
 from __future__ import annotations
 
-import logging
-
 import torch
 
 from nmt.checkpoint import load_ensemble, pick_device
+from nmt.cli import UsageError
 from nmt.config import DecodeConfig, chosen_search, describe_search
 
 BACKENDS = ("torch", "ctranslate2")
-log = logging.getLogger(__name__)
 
 
 def check_backend(backend: str, ensemble: list[str]) -> None:
     """Refuse a backend we do not have, or an ensemble CTranslate2 cannot search."""
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend == "ctranslate2" and ensemble:
-        raise ValueError("backend=ctranslate2 translates one exported model: drop ensemble=")
+        raise UsageError("backend=ctranslate2 translates one exported model: drop ensemble=")
 
 
 def load_backend(
@@ -46,9 +44,10 @@ def load_backend(
     return CTranslate2Translator(ckpt, device, compute_type, threads or torch.get_num_threads())
 
 
-def search_for(translator, command: DecodeConfig, overrides: list[str]) -> DecodeConfig:
-    """The search to run (`chosen_search`), logged with where it comes from; for CTranslate2,
-    a GNMT length penalty is replaced by its power-law counterpart, and the log says so."""
+def search_for(translator, command: DecodeConfig, overrides: list[str]) -> tuple[DecodeConfig, str]:
+    """The search to run (`chosen_search`) and a line saying what it is and where it comes
+    from; for CTranslate2, a GNMT length penalty is replaced by its power-law counterpart,
+    and the line says so."""
     search, where = chosen_search(command, translator.search, overrides)
     if translator.backend == "ctranslate2":
         from nmt.ct2.translator import with_power_penalty
@@ -61,5 +60,4 @@ def search_for(translator, command: DecodeConfig, overrides: list[str]) -> Decod
                 "decode.length_norm=power)"
             )
         search = converted
-    log.info("Search: %s (%s)", describe_search(search), where)
-    return search
+    return search, f"Search: {describe_search(search)} ({where})"

@@ -22,7 +22,7 @@ from nmt.config import DecodeConfig
 from nmt.decoding.state import Hypothesis
 from nmt.decoding.text import translate_lines
 from nmt.files import atomic_path
-from nmt.model import Ensemble, ModelConfig, Transformer
+from nmt.model import Ensemble, ModelConfig, Transformer, count_parameters
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-inference-1"
@@ -54,6 +54,10 @@ class Translator:
         return translate_lines(
             self.model, self.tokenizer, lines, cfg, max_tokens, first_line_number, prefixes
         )
+
+    @property
+    def num_parameters(self) -> int:
+        return count_parameters(self.model)
 
     def describe(self) -> str:
         return f"torch, weights in {str(self.dtype).removeprefix('torch.')}"

@@ -67,6 +67,9 @@ def translate_stream(
     translator = load_backend(
         cfg.backend, cfg.ckpt, cfg.ensemble, cfg.device, cfg.dtype, cfg.compute_type, cfg.threads
     )
+    search, search_line = search_for(translator, cfg.decode, overrides)
+    search = replace(search, nbest=cfg.nbest)  # translate's own nbest= always counts
+    check_search(search)
     log.info(
         "%s -> %s model from %s (%s)",
         translator.src_lang,
@@ -74,9 +77,7 @@ def translate_stream(
         " + ".join([cfg.ckpt, *cfg.ensemble]),
         translator.describe(),
     )
-    search = search_for(translator, cfg.decode, overrides)
-    search = replace(search, nbest=cfg.nbest)  # translate's own nbest= always counts
-    check_search(search)
+    log.info(search_line)
     total = 0
     name = getattr(source, "name", "input")
     prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None

@@ -2,7 +2,8 @@
 
 Layout: CTranslate2's `model.bin`, `config.json` and `shared_vocabulary.json`, plus ours:
 `sentencepiece.model` (the tokenizer the model was trained with) and `nmt.json`:
-  format: "nmt-ctranslate2-1"; src_lang, tgt_lang; quantization; max_positions;
+  format: "nmt-ctranslate2-1"; src_lang, tgt_lang; quantization; model_config (the
+  ModelConfig it was exported from);
   search: the DecodeConfig the model is meant to run with (the checkpoint's, or one written
   back by `nmt.evaluate save_search=true`); info: the checkpoint's provenance.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from nmt.checkpoint import Translator
 from nmt.config import DecodeConfig
 from nmt.files import write_bytes, write_text
+from nmt.model import ModelConfig
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-ctranslate2-1"
@@ -45,7 +47,7 @@ class ModelDir:
     src_lang: str
     tgt_lang: str
     quantization: str
-    max_positions: int
+    model_config: ModelConfig
     search: DecodeConfig | None
     info: dict[str, Any]
 
@@ -84,7 +86,7 @@ def export(translator: Translator, out: str | Path, quantization: str, overwrite
             "src_lang": translator.src_lang,
             "tgt_lang": translator.tgt_lang,
             "quantization": quantization,
-            "max_positions": model.cfg.max_positions,
+            "model_config": asdict(model.cfg),
             "search": asdict(translator.search) if translator.search else None,
             "info": translator.info,
         }
@@ -121,7 +123,7 @@ def read_model_dir(path: str | Path) -> ModelDir:
         src_lang=settings["src_lang"],
         tgt_lang=settings["tgt_lang"],
         quantization=settings["quantization"],
-        max_positions=settings["max_positions"],
+        model_config=ModelConfig(**settings["model_config"]),
         search=DecodeConfig(**search) if search else None,
         info=settings.get("info", {}),
     )

@@ -63,15 +63,28 @@ def encode_sources(
     return encoded
 
 
-def encode_prefixes(tokenizer: Tokenizer, prefixes: list[str]) -> list[list[int]]:
-    """Target prefixes as ids, without BOS or EOS; "" (or only spaces) forces nothing."""
-    encoded = tokenizer.encode(prefixes)
-    return [ids if text.strip() else [] for text, ids in zip(prefixes, encoded, strict=True)]
+def encode_prefixes(
+    tokenizer: Tokenizer, prefixes: list[str], max_positions: int, numbers: list[int]
+) -> list[list[int]]:
+    """Target prefixes as ids, without BOS or EOS; "" (or only spaces) forces nothing. A prefix
+    that would fill the model's positions is cut to leave room for EOS, with a warning naming
+    its line (`numbers`)."""
+    encoded = []
+    for text, ids, number in zip(prefixes, tokenizer.encode(prefixes), numbers, strict=True):
+        if len(ids) > max_positions - 2:
+            log.warning(
+                "line %d: prefix of %d tokens cut to %d", number, len(ids), max_positions - 2
+            )
+            ids = ids[: max_positions - 2]
+        encoded.append(ids if text.strip() else [])
+    return encoded
 
 
 def rows_per_sentence(cfg: DecodeConfig) -> int:
     """Rows a sentence takes in the search (beams or samples): batches are budgeted for all."""
-    return cfg.beam_size if cfg.strategy == "beam" else cfg.nbest if cfg.strategy == "sample" else 1
+    if cfg.strategy == "beam":
+        return cfg.beam_size
+    return cfg.nbest if cfg.strategy == "sample" else 1
 
 
 def padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
@@ -103,13 +116,12 @@ def translate_lines(
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    sources = encode_sources(
-        tokenizer,
-        [lines[i] for i in todo],
-        model.cfg.max_positions,
-        [first_line_number + i for i in todo],
-    )
-    forced = encode_prefixes(tokenizer, [prefixes[i] for i in todo]) if prefixes else None
+    numbers = [first_line_number + i for i in todo]
+    sources = encode_sources(tokenizer, [lines[i] for i in todo], model.cfg.max_positions, numbers)
+    forced = None
+    if prefixes:
+        kept = [prefixes[i] for i in todo]
+        forced = encode_prefixes(tokenizer, kept, model.cfg.max_positions, numbers)
     try:
         for batch in length_batches(
             [len(s) for s in sources], max(1, max_tokens // rows_per_sentence(cfg))

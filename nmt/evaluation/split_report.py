@@ -36,7 +36,6 @@ from nmt.evaluation.sentence_scores import (
     sentence_bleu,
 )
 from nmt.files import write_lines, write_text
-from nmt.model import count_parameters
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +189,7 @@ def build_report(
             "path": str(ckpt),
             "src_lang": translator.src_lang,
             "tgt_lang": translator.tgt_lang,
-            "parameters": count_parameters(translator.model) if torch else None,
+            "parameters": translator.num_parameters,
             "info": translator.info,
         },
         "backend": translator.describe(),
@@ -306,7 +305,9 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
         cfg.backend, cfg.ckpt, cfg.ensemble, cfg.device, cfg.dtype, cfg.compute_type, cfg.threads
     )
     check_direction(cfg.data, translator, cfg.ckpt)
-    cfg = replace(cfg, decode=search_for(translator, cfg.decode, overrides))  # what runs
+    search, search_line = search_for(translator, cfg.decode, overrides)
+    log.info(search_line)
+    cfg = replace(cfg, decode=search)  # the report records the search that ran
     data = load_roles(cfg.data, cfg.splits)
     first = data[cfg.splits[0]]
     outside = [i for i in cfg.attention if not 0 <= i < len(first)]
