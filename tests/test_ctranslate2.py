@@ -197,3 +197,14 @@ def test_export_command_writes_a_directory_that_translates(model_pt, overfit_pai
         p.name for p in (tmp_path / "m").iterdir()
     }
     assert all(translator.translate(overfit_pairs[0][:2], GREEDY, 4096))
+
+
+def test_parallel_workers_give_the_outputs_of_one(exported, val_lines):
+    """On the CPU each thread is a worker decoding its own batches: batches of 8 sentences
+    spread over 2 workers come back in input order with one worker's outputs."""
+    one = exported["int8"]
+    two = CTranslate2Translator(one.dir.path, "cpu", "default", 2)
+    lines = val_lines[0][:40]
+    budget = 8 * 4 * 40  # about 8 sentences of beam 4 per batch: several batches in flight
+    expected = [[h.tokens for h in n] for n in one.translate(lines, BEAM, budget)]
+    assert [[h.tokens for h in n] for n in two.translate(lines, BEAM, budget)] == expected

@@ -30,6 +30,8 @@ def loaded_frameworks(*modules: str) -> list[str]:
 def test_the_model_tokenizer_and_searches_load_neither_hydra_nor_lightning():
     core = ["nmt.model", "nmt.tokenizer", "nmt.checkpoint", "nmt.decoding.text"]
     assert loaded_frameworks(*core, "nmt.decoding.search", "nmt.decoding.beam") == []
+    engines = ["nmt.backends", "nmt.ct2.spec", "nmt.ct2.model_dir", "nmt.ct2.translator"]
+    assert loaded_frameworks(*engines, "nmt.decoding.sampling") == []
 
 
 def test_evaluation_and_reports_load_no_lightning():
