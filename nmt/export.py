@@ -33,7 +33,7 @@ def check_request(cfg: ExportConfig) -> None:
             f"quantization={cfg.quantization!r} is not one of {', '.join(QUANTIZATIONS)}"
         )
     if not Path(cfg.ckpt).is_file():
-        raise UsageError(f"ckpt={cfg.ckpt} does not exist")
+        raise UsageError(f"ckpt={cfg.ckpt} not found")
     if Path(cfg.out).exists() and not cfg.overwrite:
         raise UsageError(f"out={cfg.out} exists: choose a new directory or add overwrite=true")
 

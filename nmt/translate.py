@@ -42,7 +42,7 @@ def check_request(cfg: TranslateConfig) -> None:
     for name in ("ckpt", "input", "prefix_file"):
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
-            raise UsageError(f"{name}={path} does not exist")
+            raise UsageError(f"{name}={path} not found")
 
 
 def check_search(search: DecodeConfig) -> None:

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 import pytest
 import sacrebleu
-from conftest import run_module
+import torch
+from conftest import OVERFIT_PAIRS, pad, run_module
 
 from nmt.checkpoint import load_translator
 from nmt.config import DecodeConfig
@@ -20,6 +21,7 @@ from nmt.ct2.model_dir import export, read_model_dir
 from nmt.ct2.spec import transformer_spec, unsupported
 from nmt.ct2.translator import CTranslate2Translator
 from nmt.files import read_lines
+from nmt.tokenizer import BOS_ID, EOS_ID
 
 GREEDY = DecodeConfig()
 BEAM = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6)
@@ -55,14 +57,33 @@ def bleu(translator, lines, cfg) -> tuple[float, list[str]]:
 def test_float32_export_gives_our_greedy_tokens_on_every_val_line(
     overfit_translator, exported, val_lines
 ):
+    """Every line of the model's val split gives the same tokens and log-probs. On the unseen
+    lines, whose outputs wander, a line may differ only where our model's two best next
+    tokens are a near-tie (within 0.01 in log-prob), which float rounding in another GEMM
+    can flip; each such line is reported."""
     ours = overfit_translator.translate(val_lines[0], GREEDY, 4096)
     theirs = exported["float32"].translate(val_lines[0], GREEDY, 4096)
-    differ = [
-        i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a[0].tokens != b[0].tokens
-    ]
-    assert differ == [], f"lines whose greedy output differs: {differ}"
-    for a, b in zip(ours, theirs, strict=True):  # greedy scores are log-probs on both sides
-        assert b[0].score == pytest.approx(a[0].score, abs=1e-3)
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        if i < OVERFIT_PAIRS:
+            assert b[0].tokens == a[0].tokens, f"val line {i}"
+            assert b[0].score == pytest.approx(a[0].score, abs=1e-3)
+        elif b[0].tokens != a[0].tokens:
+            gap = near_tie(overfit_translator, val_lines[0][i], a[0].tokens, b[0].tokens)
+            print(f"unseen line {i}: outputs part where our top-2 log-probs differ by {gap:.1e}")
+            assert gap < 0.01
+
+
+def near_tie(translator, line: str, ours: list[int], theirs: list[int]) -> float:
+    """Our model's log-prob gap between the two outputs' tokens where they first part."""
+    pairs = zip(ours + [EOS_ID], theirs + [EOS_ID], strict=False)  # they part before the end
+    k = next(j for j, (x, y) in enumerate(pairs) if x != y)
+    src = pad([translator.tokenizer.encode([line])[0] + [EOS_ID]])
+    with torch.inference_mode():
+        logits = translator.model(src, torch.tensor([[BOS_ID] + ours[:k]]))[0, -1]
+    log_probs = logits.float().log_softmax(-1)
+    mine = ours[k] if k < len(ours) else EOS_ID
+    other = theirs[k] if k < len(theirs) else EOS_ID
+    return (log_probs[mine] - log_probs[other]).abs().item()
 
 
 def test_beam_through_the_export_is_within_0_3_bleu_of_ours(
@@ -172,7 +193,11 @@ def test_translate_and_evaluate_with_the_ctranslate2_backend(
         ("nmt.export", ["format=onnx"], "format='onnx'"),
         ("nmt.translate", ["decode=beam", "decode.beam_size=2", "nbest=3"], "exceeds"),
         ("nmt.translate", ["backend=onnx", "prefix_file=prefixes.txt"], "backend must be one of"),
-        ("nmt.translate", ["backend=ctranslate2", "ckpt=no_such_dir"], "ckpt=no_such_dir does"),
+        (
+            "nmt.translate",
+            ["backend=ctranslate2", "ckpt=no_such_dir"],
+            "ckpt=no_such_dir not found",
+        ),
         ("nmt.translate", ["decode=greedy", "nbest=2"], "needs decode=beam"),
     ],
 )

@@ -15,8 +15,8 @@ How a DecodeConfig maps onto `ctranslate2.Translator.translate_batch`:
 - threads: on the CPU, `threads` workers of one thread each decode batches in parallel
   (every batch is queued at once): on 2 cores this decoded the base shape's beam 4 about
   1.9x faster than one worker of 2 threads (docs/benchmarks.md).
-- max output length: CTranslate2 takes one per batch, so each batch gets its longest
-  sentence's a * |x| + b (batches are length-sorted, so they differ by a few tokens).
+- max output length: ours is per sentence, a * |x| + b (or a longer prefix's length);
+  CTranslate2 takes one per call, so each length batch is split by that limit (`same_limit`).
 - scores: CTranslate2's score is log-prob / |Y| ** length_penalty with |Y| counting EOS, as
   our "power" norm; greedy and sampling run with length_penalty 0, so their score is the
   log-prob, as in the torch path.
@@ -151,22 +151,30 @@ class CTranslate2Translator:
         if cfg.strategy == "sample":  # one worker, seeded now: the same draws in the same order
             ctranslate2.set_random_seed(cfg.seed)
             engine = self.new_engine(workers=1)
-        batches = length_batches(
-            [len(s) + 1 for s in sources], max(1, max_tokens // rows_per_sentence(cfg))
-        )
+        limits = [  # as max_output_lengths: |x| counts EOS; a longer prefix raises it
+            max(
+                min(int(cfg.max_len_a * (len(s) + 1) + cfg.max_len_b), max_positions - 1),
+                len(forced[i]) if forced else 0,
+            )
+            for i, s in enumerate(sources)
+        ]
+        batches = [
+            group
+            for batch in length_batches(
+                [len(s) + 1 for s in sources], max(1, max_tokens // rows_per_sentence(cfg))
+            )
+            for group in same_limit(batch, limits)
+        ]
         pending = []  # every batch is queued at once, so the workers decode them in parallel
         for batch in batches:
-            longest = max(len(sources[i]) + 1 for i in batch)  # |x| with EOS, as in torch
-            limit = min(int(cfg.max_len_a * longest + cfg.max_len_b), max_positions - 1)
             target_prefix = None
             if forced:
                 target_prefix = [[sp.id_to_piece(t) for t in forced[i]] or None for i in batch]
-                limit = max(limit, *(len(forced[i]) for i in batch))
             pending.append(
                 engine.translate_batch(
                     [[sp.id_to_piece(t) for t in sources[i]] for i in batch],
                     target_prefix,
-                    max_decoding_length=limit,
+                    max_decoding_length=limits[batch[0]],
                     asynchronous=True,
                     **options,
                 )
@@ -183,6 +191,15 @@ class CTranslate2Translator:
                     for pieces, score in zip(output.hypotheses, output.scores, strict=True)
                 ]
         return results
+
+
+def same_limit(batch: list[int], limits: list[int]) -> list[list[int]]:
+    """`batch` split into groups of one maximum output length each: CTranslate2 takes one
+    per call, and ours is per sentence. Batches are length-sorted, so groups stay large."""
+    groups: dict[int, list[int]] = {}
+    for i in batch:
+        groups.setdefault(limits[i], []).append(i)
+    return list(groups.values())
 
 
 def with_power_penalty(cfg: DecodeConfig) -> DecodeConfig:

@@ -70,7 +70,7 @@ def check_request(cfg: EvaluateConfig) -> None:
     bucket_labels(cfg.length_buckets)  # raises on edges that are not increasing
     check_backend(cfg.backend, cfg.ensemble)
     if not Path(cfg.ckpt).exists():
-        raise UsageError(f"ckpt={cfg.ckpt} does not exist")
+        raise UsageError(f"ckpt={cfg.ckpt} not found")
     if cfg.attention and cfg.backend != "torch":
         raise UsageError("attention= plots need backend=torch: CTranslate2 gives no weights here")
     if cfg.save_search and cfg.ensemble:
