@@ -183,7 +183,7 @@ def build_report(
 ) -> dict[str, Any]:
     """Everything report.json holds: scores, signatures, settings, provenance, timings."""
     ckpt = Path(cfg.ckpt).resolve()
-    torch = isinstance(translator, Translator)
+    on_torch = isinstance(translator, Translator)
     return {
         "checkpoint": {
             "path": str(ckpt),
@@ -198,7 +198,9 @@ def build_report(
         "decode": asdict(cfg.decode),
         "max_tokens": cfg.max_tokens,
         "device": str(translator.device),
-        "dtype": str(translator.dtype).removeprefix("torch.") if torch else translator.compute_type,
+        "dtype": str(translator.dtype).removeprefix("torch.")
+        if on_torch
+        else translator.compute_type,
         "overrides": overrides,
         "splits": {r.role: split_summary(r) for r in results},
         "attention_plots": attention_files,
