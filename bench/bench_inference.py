@@ -34,14 +34,13 @@ from bench_train import build_hf
 from common import ROOT, Record, default_precisions, multi30k_tokenizer, read_lines, save_records
 
 from nmt.checkpoint import Translator, load_translator
-from nmt.config import DecodeConfig
+from nmt.config import BATCH_TOKENS, DecodeConfig
 from nmt.ct2.model_dir import export
 from nmt.ct2.translator import CTranslate2Translator
 from nmt.decoding.text import best_text
 from nmt.model import ModelConfig, Transformer
 
 BASE = ModelConfig(vocab_size=5000)  # the paper's base shape, our Multi30k 5k vocabulary
-MAX_TOKENS = 4096
 HF_BATCH = 64  # sentences per generate call, length-sorted
 
 
@@ -134,7 +133,8 @@ def translate_text(system, lines: list[str], cfg: DecodeConfig, forced: int | No
         return system.translate_text(lines, cfg, forced)
     if forced is not None:
         cfg = replace(cfg, max_len_a=0.0, max_len_b=forced, min_len=forced)
-    return best_text(system.tokenizer, system.translate(lines, cfg, MAX_TOKENS))
+    max_tokens = BATCH_TOKENS[system.backend]  # each backend's default, as translate runs it
+    return best_text(system.tokenizer, system.translate(lines, cfg, max_tokens))
 
 
 def systems(model: Transformer, tokenizer, folder: Path, precisions: list[str]) -> dict:

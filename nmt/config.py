@@ -359,6 +359,19 @@ class TrainConfig:
             )
 
 
+# Each backend's default batch (padded source tokens x beam rows), its fastest measured on 2
+# CPU cores (base shape, beam 4, docs/benchmarks.md): our torch search gains from larger
+# batches (1,024 / 2,048 / 4,096 / 8,192 tokens: 27.0 / 32.2 / 35.0 / 37.7 sent/s), while
+# CTranslate2, whose single-threaded workers take a batch each, gains from smaller ones
+# (1,024 / 2,048 / 4,096: 108 / 96 / 86 sent/s).
+BATCH_TOKENS = {"torch": 4096, "ctranslate2": 1024}
+
+
+def batch_tokens(backend: str, max_tokens: int | None) -> int:
+    """The batch budget a command runs with: max_tokens if given, else the backend's."""
+    return max_tokens if max_tokens is not None else BATCH_TOKENS[backend]
+
+
 @dataclass
 class TranslateConfig:
     """`python -m nmt.translate`: raw text in, one line out per line in."""
@@ -373,7 +386,7 @@ class TranslateConfig:
     # A file aligned with the input: line i's text starts every translation of input line i
     # (the search continues it); an empty line forces nothing.
     prefix_file: str | None = None
-    max_tokens: int = 4096  # padded source tokens x beam rows per batch
+    max_tokens: int | None = None  # padded source tokens x beam rows per batch; see BATCH_TOKENS
     backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
@@ -392,7 +405,7 @@ class EvaluateConfig:
     data: DataConfig = MISSING
     decode: DecodeConfig = MISSING
     splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
-    max_tokens: int = 4096  # padded source tokens x beam rows per batch
+    max_tokens: int | None = None  # padded source tokens x beam rows per batch; see BATCH_TOKENS
     backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)

@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from nmt.backends import check_backend, load_backend, search_for
 from nmt.cli import UsageError, one_line_errors, setup_logging
-from nmt.config import DecodeConfig, TranslateConfig, register_configs
+from nmt.config import DecodeConfig, TranslateConfig, batch_tokens, register_configs
 from nmt.decoding.text import output_lines
 from nmt.files import read_chunks
 
@@ -70,6 +70,7 @@ def translate_stream(
     search, search_line = search_for(translator, cfg.decode, overrides)
     search = replace(search, nbest=cfg.nbest)  # translate's own nbest= always counts
     check_search(search)
+    max_tokens = batch_tokens(cfg.backend, cfg.max_tokens)
     log.info(
         "%s -> %s model from %s (%s)",
         translator.src_lang,
@@ -91,7 +92,7 @@ def translate_stream(
                         f"prefix_file={cfg.prefix_file} has fewer lines than the input "
                         f"(from line {total + len(forced) + 1})"
                     )
-            nbest = translator.translate(lines, search, cfg.max_tokens, total + 1, forced)
+            nbest = translator.translate(lines, search, max_tokens, total + 1, forced)
             for line in output_lines(translator.tokenizer, nbest, cfg.nbest):
                 sink.write(line + "\n")
             sink.flush()

@@ -22,7 +22,7 @@ import datasets
 from nmt.backends import check_backend, load_backend, search_for
 from nmt.checkpoint import Translator, store_search
 from nmt.cli import UsageError
-from nmt.config import DataConfig, DecodeConfig, EvaluateConfig
+from nmt.config import DataConfig, DecodeConfig, EvaluateConfig, batch_tokens
 from nmt.data.sources import load_splits
 from nmt.decoding.text import translate_with_attention
 from nmt.evaluation import plots
@@ -309,7 +309,8 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
     check_direction(cfg.data, translator, cfg.ckpt)
     search, search_line = search_for(translator, cfg.decode, overrides)
     log.info(search_line)
-    cfg = replace(cfg, decode=search)  # the report records the search that ran
+    # the report records the search and the batch budget that ran
+    cfg = replace(cfg, decode=search, max_tokens=batch_tokens(cfg.backend, cfg.max_tokens))
     data = load_roles(cfg.data, cfg.splits)
     first = data[cfg.splits[0]]
     outside = [i for i in cfg.attention if not 0 <= i < len(first)]
