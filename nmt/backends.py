@@ -7,41 +7,40 @@ pick one with `backend=`.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from nmt.checkpoint import load_ensemble, pick_device
 from nmt.cli import UsageError
-from nmt.config import DecodeConfig, chosen_search, describe_search
+from nmt.config import DecodeConfig, InferenceConfig, chosen_search, describe_search
 
 BACKENDS = ("torch", "ctranslate2")
 
 
-def check_backend(backend: str, ensemble: list[str]) -> None:
-    """Refuse a backend we do not have, or an ensemble CTranslate2 cannot search."""
-    if backend not in BACKENDS:
-        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if backend == "ctranslate2" and ensemble:
+def check_model(cfg: InferenceConfig) -> None:
+    """Refuse, before loading anything, a backend we do not have, an ensemble CTranslate2
+    cannot search, or model paths that are not there."""
+    if cfg.backend not in BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, not {cfg.backend!r}")
+    if cfg.backend == "ctranslate2" and cfg.ensemble:
         raise UsageError("backend=ctranslate2 translates one exported model: drop ensemble=")
+    for path in (cfg.ckpt, *cfg.ensemble):
+        if not Path(path).exists():
+            raise UsageError(f"ckpt={path} not found" if path == cfg.ckpt else f"{path} not found")
 
 
-def load_backend(
-    backend: str,
-    ckpt: str,
-    ensemble: list[str],
-    device: str,
-    dtype: str,
-    compute_type: str,
-    threads: int,
-):
-    """A Translator (torch) or a CTranslate2Translator, ready to translate."""
-    check_backend(backend, ensemble)
-    if threads > 0:
-        torch.set_num_threads(threads)
-    if backend == "torch":
-        return load_ensemble([ckpt, *ensemble], pick_device(device), dtype)
+def load_backend(cfg: InferenceConfig):
+    """A Translator (torch) or a CTranslate2Translator of `cfg.ckpt`, ready to translate."""
+    check_model(cfg)
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    if cfg.backend == "torch":
+        return load_ensemble([cfg.ckpt, *cfg.ensemble], pick_device(cfg.device), cfg.dtype)
     from nmt.ct2.translator import CTranslate2Translator
 
-    return CTranslate2Translator(ckpt, device, compute_type, threads or torch.get_num_threads())
+    threads = cfg.threads or torch.get_num_threads()
+    return CTranslate2Translator(cfg.ckpt, cfg.device, cfg.compute_type, threads)
 
 
 def search_for(translator, command: DecodeConfig, overrides: list[str]) -> tuple[DecodeConfig, str]:

@@ -373,44 +373,41 @@ def batch_tokens(backend: str, max_tokens: int | None) -> int:
 
 
 @dataclass
-class TranslateConfig:
-    """`python -m nmt.translate`: raw text in, one line out per line in."""
+class InferenceConfig:
+    """What the commands that translate share: the model, its engine, the search, the batch."""
 
     ckpt: str = MISSING
     ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
+    decode: DecodeConfig = MISSING
+    max_tokens: int | None = None  # padded source tokens x beam rows per batch; see BATCH_TOKENS
+    backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
+    compute_type: str = "default"  # ctranslate2: default (as exported) | int8 | float32 | ...
+    threads: int = 0  # CPU threads; 0 = torch's default (the cores)
+
+
+@dataclass
+class TranslateConfig(InferenceConfig):
+    """`python -m nmt.translate`: raw text in, one line out per line in."""
+
     input: str | None = None  # default: stdin
     output: str | None = None  # default: stdout
-    decode: DecodeConfig = MISSING
     # >1 writes "hyp<TAB>score" pairs on each line (n best of decode=beam, or n samples)
     nbest: int = 1
     # A file aligned with the input: line i's text starts every translation of input line i
     # (the search continues it); an empty line forces nothing.
     prefix_file: str | None = None
-    max_tokens: int | None = None  # padded source tokens x beam rows per batch; see BATCH_TOKENS
-    backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
-    compute_type: str = "default"  # ctranslate2: default (as exported) | int8 | float32 | ...
-    threads: int = 0  # CPU threads; 0 = torch's default (the cores)
     chunk_lines: int = 10000  # lines read, translated and written at a time
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
 
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(InferenceConfig):
     """`python -m nmt.evaluate`: one checkpoint, some split roles of a dataset, one search."""
 
-    ckpt: str = MISSING
-    ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
     data: DataConfig = MISSING
-    decode: DecodeConfig = MISSING
     splits: list[str] = field(default_factory=lambda: ["test"])  # roles of data.splits
-    max_tokens: int | None = None  # padded source tokens x beam rows per batch; see BATCH_TOKENS
-    backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
-    compute_type: str = "default"  # ctranslate2: default (as exported) | int8 | float32 | ...
-    threads: int = 0  # CPU threads; 0 = torch's default (the cores)
     # Store the search this run used in the checkpoint (model.pt, or an exported dir's
     # nmt.json), so translate and evaluate use it from then on: e.g. the best of a sweep on val.
     save_search: bool = False

@@ -26,7 +26,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from nmt.backends import check_backend, load_backend, search_for
+from nmt.backends import check_model, load_backend, search_for
 from nmt.cli import UsageError, one_line_errors, setup_logging
 from nmt.config import DecodeConfig, TranslateConfig, batch_tokens, register_configs
 from nmt.decoding.text import output_lines
@@ -38,8 +38,8 @@ EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<ru
 
 def check_request(cfg: TranslateConfig) -> None:
     """Refuse settings that cannot work before loading anything."""
-    check_backend(cfg.backend, cfg.ensemble)
-    for name in ("ckpt", "input", "prefix_file"):
+    check_model(cfg)
+    for name in ("input", "prefix_file"):
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
             raise UsageError(f"{name}={path} not found")
@@ -64,9 +64,7 @@ def translate_stream(
     prefixes: BinaryIO | None = None,
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
-    translator = load_backend(
-        cfg.backend, cfg.ckpt, cfg.ensemble, cfg.device, cfg.dtype, cfg.compute_type, cfg.threads
-    )
+    translator = load_backend(cfg)
     search, search_line = search_for(translator, cfg.decode, overrides)
     search = replace(search, nbest=cfg.nbest)  # translate's own nbest= always counts
     check_search(search)

@@ -19,7 +19,7 @@ from typing import Any
 
 import datasets
 
-from nmt.backends import check_backend, load_backend, search_for
+from nmt.backends import check_model, load_backend, search_for
 from nmt.checkpoint import Translator, store_search
 from nmt.cli import UsageError
 from nmt.config import DataConfig, DecodeConfig, EvaluateConfig, batch_tokens
@@ -68,9 +68,7 @@ def check_request(cfg: EvaluateConfig) -> None:
     if len(set(cfg.splits)) != len(cfg.splits):
         raise ValueError(f"splits={cfg.splits} names a role twice")
     bucket_labels(cfg.length_buckets)  # raises on edges that are not increasing
-    check_backend(cfg.backend, cfg.ensemble)
-    if not Path(cfg.ckpt).exists():
-        raise UsageError(f"ckpt={cfg.ckpt} not found")
+    check_model(cfg)
     if cfg.attention and cfg.backend != "torch":
         raise UsageError("attention= plots need backend=torch: CTranslate2 gives no weights here")
     if cfg.save_search and cfg.ensemble:
@@ -303,9 +301,7 @@ def evaluate(cfg: EvaluateConfig, run_dir: Path, overrides: list[str]) -> dict[s
     the runs of a sweep apart.
     """
     check_request(cfg)
-    translator = load_backend(
-        cfg.backend, cfg.ckpt, cfg.ensemble, cfg.device, cfg.dtype, cfg.compute_type, cfg.threads
-    )
+    translator = load_backend(cfg)
     check_direction(cfg.data, translator, cfg.ckpt)
     search, search_line = search_for(translator, cfg.decode, overrides)
     log.info(search_line)
