@@ -73,7 +73,7 @@ def export(translator: Translator, out: str | Path, quantization: str, overwrite
 
     class _Converter(Converter):
         def _load(self):
-            return transformer_spec(model.float(), pieces)
+            return transformer_spec(model, pieces)  # spec.array makes every weight float32
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))

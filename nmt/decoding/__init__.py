@@ -4,8 +4,9 @@
 text: lines -> encoded, length-sorted batches -> n-best lists -> output lines (the layer
     translate, evaluate and validation BLEU call).
 search: `translate_batch`, the dispatcher that picks a search from a DecodeConfig.
-greedy, beam: the two searches.
+greedy, beam: the two searches; sampling: the draw that turns greedy search into sampling.
 state: `Hypothesis`, the step-by-step decoder, the finished-hypothesis list.
 penalties: length penalty, score, maximum length, early-stop rule (pure functions).
-constraints: tokens forbidden at a step (PAD, BOS, early EOS, repeated n-grams, forced end).
+constraints: tokens forbidden at a step (PAD, BOS, early EOS, repeated n-grams, forced end)
+    and forced (a target prefix).
 """
