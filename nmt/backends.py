@@ -45,18 +45,34 @@ def load_backend(cfg: InferenceConfig):
 
 def search_for(translator, command: DecodeConfig, overrides: list[str]) -> tuple[DecodeConfig, str]:
     """The search to run (`chosen_search`) and a line saying what it is and where it comes
-    from; for CTranslate2, a GNMT length penalty is replaced by its power-law counterpart,
-    and the line says so."""
+    from (`translator` needs only `search` and `backend`); for CTranslate2, a GNMT length
+    penalty is replaced by its power-law counterpart, and the line says so."""
     search, where = chosen_search(command, translator.search, overrides)
-    if translator.backend == "ctranslate2":
-        from nmt.ct2.translator import with_power_penalty
+    search, note = runnable_search(translator.backend, search)
+    return search, f"Search: {describe_search(search)} ({where}{note})"
 
-        converted = with_power_penalty(search)
-        if converted is not search:
-            where += (
-                f"; CTranslate2 has no GNMT penalty: alpha {search.len_penalty} runs as the "
-                f"power law's {converted.len_penalty} (tune it on val with "
-                "decode.length_norm=power)"
-            )
-        search = converted
-    return search, f"Search: {describe_search(search)} ({where})"
+
+def runnable_search(backend: str, search: DecodeConfig) -> tuple[DecodeConfig, str]:
+    """`search` as `backend` runs it, and a note ("" if unchanged): CTranslate2 has no GNMT
+    length penalty, so it runs the power law's counterpart."""
+    if backend != "ctranslate2":
+        return search, ""
+    from nmt.ct2.translator import with_power_penalty
+
+    converted = with_power_penalty(search)
+    if converted is search:
+        return search, ""
+    return converted, (
+        f"; CTranslate2 has no GNMT penalty: alpha {search.len_penalty} runs as the "
+        f"power law's {converted.len_penalty} (tune it on val with decode.length_norm=power)"
+    )
+
+
+def check_search(search: DecodeConfig) -> None:
+    """Refuse an n-best list the search cannot give."""
+    if search.nbest > 1 and search.strategy == "greedy":
+        raise UsageError(
+            f"nbest={search.nbest} needs decode=beam (n best) or decode=sample (n samples)"
+        )
+    if search.strategy == "beam" and search.nbest > search.beam_size:
+        raise UsageError(f"nbest={search.nbest} exceeds decode.beam_size={search.beam_size}")

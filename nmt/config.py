@@ -417,6 +417,26 @@ class EvaluateConfig(InferenceConfig):
 
 
 @dataclass
+class ServeConfig(InferenceConfig):
+    """`python -m nmt.serve`: the model over HTTP (nmt.serving). The search is the model's
+    own (or the command line's, as for translate); each request may change its fields."""
+
+    host: str = "127.0.0.1"  # 0.0.0.0 to listen on every interface
+    port: int = 8000
+    # Cross-request batching: the worker takes up to batch_requests waiting requests, waiting
+    # at most batch_wait_ms for more, and decodes their lines together, length-sorted under
+    # max_tokens. batch_requests=1 is off: one request at a time.
+    batch_requests: int = 64
+    batch_wait_ms: float = 5.0
+    timeout: float = 30.0  # seconds a request may wait for the worker before a 504
+    # Limits, each answered with a 413 naming it.
+    max_body_bytes: int = 1_000_000
+    max_lines: int = 256  # lines in one request
+    max_line_chars: int = 2000  # characters in one line (or one prefix)
+    log_level: str = "warning"  # uvicorn's: info logs every request
+
+
+@dataclass
 class ExportConfig:
     """`python -m nmt.export`: a checkpoint as a CTranslate2 model directory."""
 
@@ -453,6 +473,7 @@ def register_configs() -> None:
         ("evaluate_schema", EvaluateConfig),
         ("average", AverageConfig),
         ("export_schema", ExportConfig),
+        ("serve_schema", ServeConfig),
     ]:
         cs.store(name=name, node=node)
     for group, node in [

@@ -26,9 +26,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from nmt.backends import check_model, load_backend, search_for
+from nmt.backends import check_model, check_search, load_backend, search_for
 from nmt.cli import UsageError, one_line_errors, setup_logging
-from nmt.config import DecodeConfig, TranslateConfig, batch_tokens, register_configs
+from nmt.config import TranslateConfig, batch_tokens, register_configs
 from nmt.decoding.text import output_lines
 from nmt.files import read_chunks
 
@@ -43,16 +43,6 @@ def check_request(cfg: TranslateConfig) -> None:
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
             raise UsageError(f"{name}={path} not found")
-
-
-def check_search(search: DecodeConfig) -> None:
-    """Refuse an n-best list the search cannot give."""
-    if search.nbest > 1 and search.strategy == "greedy":
-        raise UsageError(
-            f"nbest={search.nbest} needs decode=beam (n best) or decode=sample (n samples)"
-        )
-    if search.strategy == "beam" and search.nbest > search.beam_size:
-        raise UsageError(f"nbest={search.nbest} exceeds decode.beam_size={search.beam_size}")
 
 
 def translate_stream(

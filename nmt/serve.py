@@ -1,0 +1,49 @@
+"""`python -m nmt.serve ckpt=PATH [backend=ctranslate2] [host=127.0.0.1] [port=8000]`.
+
+Serves the model over HTTP until stopped (Ctrl+C): POST /translate, GET /health, GET /info, a
+page at /, the API's docs at /docs (nmt.serving). The default search is the model's own, or
+the command line's (`decode=beam`, `decode.beam_size=8`); each request may change its fields.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
+from nmt.cli import one_line_errors, setup_logging
+from nmt.config import ServeConfig, register_configs
+
+log = logging.getLogger("nmt.serve")
+EXAMPLE = "python -m nmt.serve ckpt=outputs/<run>/model.pt port=8000"
+
+
+def run(cfg: ServeConfig, overrides: list[str]) -> None:
+    from nmt.serving.server import build_server
+
+    server, line = build_server(cfg, overrides)
+    log.info("Serving %s", line)
+    log.info("Loading the model; http://%s:%d/health answers ok once ready", cfg.host, cfg.port)
+    server.run(
+        host=cfg.host,
+        port=cfg.port,
+        num_api_servers=1,
+        log_level=cfg.log_level,
+        generate_client_file=False,
+    )
+
+
+register_configs()
+
+
+@hydra.main(version_base=None, config_path="conf", config_name="serve")
+def main(dict_cfg) -> None:
+    setup_logging()
+    with one_line_errors("nmt.serve", EXAMPLE):
+        run(OmegaConf.to_object(dict_cfg), list(HydraConfig.get().overrides.task))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The model behind `POST /translate`: a LitServe API run by the inference worker.
+
+LitServe hands `predict` the requests that waited together (up to batch_requests, at most
+batch_wait_ms). Their lines are decoded together: requests with the same search are one call
+of the backend's `translate`, which sorts all their lines by length into batches under
+max_tokens, so a line's translation does not depend on who else asked (tests/test_serve.py).
+Sampling requests are decoded one by one, so a seed gives the same samples however they arrive.
+If a call fails, its requests are retried one by one: only a request that fails alone gets a
+500, the others their translations, and the model stays loaded.
+
+No `from __future__ import annotations` here: LitServe reads decode_request's and
+encode_response's annotations as the endpoint's request and response types (OpenAPI).
+"""
+
+import logging
+from dataclasses import astuple
+
+import litserve as ls
+from fastapi.responses import JSONResponse
+from litserve.loops import BatchedLoop
+
+from nmt.backends import load_backend, search_for
+from nmt.config import DecodeConfig, ServeConfig, batch_tokens
+from nmt.decoding.text import one_line
+from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
+
+log = logging.getLogger("nmt.serve")
+
+
+class Failure(str):
+    """A request that failed when decoded alone: the one-line reason."""
+
+
+class TranslationAPI(ls.LitAPI):
+    def __init__(self, cfg: ServeConfig, overrides: list[str], model_name: str):
+        super().__init__(
+            max_batch_size=cfg.batch_requests,
+            batch_timeout=cfg.batch_wait_ms / 1000,
+            api_path="/translate",
+            loop=BatchedLoop(),  # predict gets a list, even of one request
+        )
+        self.cfg, self.overrides, self.model_name = cfg, overrides, model_name
+
+    def setup(self, device: str) -> None:
+        """Load the model once; `device` is LitServe's ("cpu", "cuda:0", ...)."""
+        if self.cfg.device == "auto":
+            self.cfg.device = device
+        self.translator = load_backend(self.cfg)
+        self.search, line = search_for(self.translator, self.cfg.decode, self.overrides)
+        self.max_tokens = batch_tokens(self.cfg.backend, self.cfg.max_tokens)
+        log.info("%s on %s; default %s", self.model_name, self.translator.describe(), line)
+
+    def decode_request(self, request: TranslateRequest) -> tuple[TranslateRequest, DecodeConfig]:
+        return request, request_search(self.search, self.translator.backend, request)
+
+    def predict(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list:
+        """One answer (a dict) or Failure per request, in order."""
+        answers: list = [None] * len(jobs)
+        groups: dict[tuple, list[int]] = {}
+        for i, (_, search) in enumerate(jobs):
+            key = ("alone", i) if search.strategy == "sample" else astuple(search)
+            groups.setdefault(key, []).append(i)
+        for members in groups.values():
+            try:
+                for i, answer in zip(members, self.decode([jobs[i] for i in members]), strict=True):
+                    answers[i] = answer
+            except Exception:  # noqa: BLE001 - isolate it: retry its requests one by one
+                log.exception("a batch of %d requests failed; retrying each alone", len(members))
+                for i in members:
+                    try:
+                        answers[i] = self.decode([jobs[i]])[0]
+                    except Exception as error:  # noqa: BLE001 - this request's own failure
+                        log.exception("a request failed")
+                        first = str(error).splitlines()[0] if str(error) else ""
+                        answers[i] = Failure(f"translation failed: {type(error).__name__} {first}")
+        return answers
+
+    def decode(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list[dict]:
+        """Requests with one search, decoded in one call."""
+        search = jobs[0][1]
+        lines = [line for request, _ in jobs for line in request.lines]
+        prefixes = None
+        if any(request.prefixes for request, _ in jobs):
+            prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
+        hypotheses = self.translator.translate(lines, search, self.max_tokens, 1, prefixes)
+        texts = iter(self.translator.tokenizer.decode([h.tokens for n in hypotheses for h in n]))
+        scored = [[(one_line(next(texts)), h.score) for h in hyps] for hyps in hypotheses]
+        answers, first = [], 0
+        for request, _ in jobs:
+            mine = scored[first : first + len(request.lines)]
+            first += len(request.lines)
+            best = [hyps[0][0] if hyps else "" for hyps in mine]
+            nbest = mine if search.nbest > 1 else None
+            backend = self.translator.backend
+            answers.append(response(request, best, nbest, self.model_name, backend, search))
+        return answers
+
+    def encode_response(self, answer) -> TranslateResponse:
+        if isinstance(answer, Failure):
+            return JSONResponse({"detail": str(answer)}, status_code=500)
+        return answer

@@ -1,0 +1,143 @@
+"""`nmt.serve`'s HTTP server: LitServe (FastAPI and uvicorn underneath) around TranslationAPI.
+
+Routes: POST /translate (checked by RequestGate, then batched by LitServe into
+TranslationAPI.predict), GET /health (LitServe's: 200 "ok" once the worker has loaded the
+model, 503 before), GET /info (LitServe's, with our ModelCard as "model"), GET / (the page,
+page.html), and FastAPI's /docs and /openapi.json.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import asdict, dataclass
+from importlib import resources
+from importlib.metadata import version
+from pathlib import Path
+
+import litserve as ls
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from nmt.backends import check_model, search_for
+from nmt.cli import UsageError
+from nmt.config import DecodeConfig, ServeConfig, batch_tokens, describe_search
+from nmt.serving.api import TranslationAPI
+from nmt.serving.gate import Limits, RequestGate
+
+HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
+
+
+@dataclass
+class ModelCard:
+    """What the front door and /info know of the model, read without loading its weights."""
+
+    name: str
+    backend: str
+    src_lang: str
+    tgt_lang: str
+    shape: dict
+    vocab_size: int
+    info: dict
+    search: DecodeConfig | None  # as stored with the model
+
+
+def read_card(cfg: ServeConfig) -> ModelCard:
+    if cfg.backend == "ctranslate2":
+        from nmt.ct2.model_dir import read_model_dir
+
+        model = read_model_dir(cfg.ckpt)
+        shape, vocab = asdict(model.model_config), model.tokenizer.vocab_size
+        src, tgt, info, search = model.src_lang, model.tgt_lang, model.info, model.search
+        engine = f"CTranslate2 {model.quantization}"
+    else:
+        from nmt.checkpoint import read_inference_payload
+
+        payload = read_inference_payload(Path(cfg.ckpt), mmap=True)
+        shape, info = payload["model_config"], dict(payload.get("info", {}))
+        src, tgt, vocab = payload["src_lang"], payload["tgt_lang"], shape["vocab_size"]
+        search = DecodeConfig(**payload["search"]) if "search" in payload else None
+        engine = Path(cfg.ckpt).name + (f" + {len(cfg.ensemble)} more" if cfg.ensemble else "")
+    step = f", step {info['global_step']}" if "global_step" in info else ""
+    name = f"{info.get('experiment', Path(cfg.ckpt).stem)} ({engine}{step})"
+    return ModelCard(name, cfg.backend, src, tgt, shape, vocab, info, search)
+
+
+def check_serve(cfg: ServeConfig) -> None:
+    """Refuse settings that cannot work before loading anything."""
+    check_model(cfg)
+    if cfg.host not in HOSTS:
+        raise UsageError(f"host must be one of {', '.join(HOSTS)}, not {cfg.host!r}")
+    if not 1024 <= cfg.port <= 65535:
+        raise UsageError(f"port must be in 1024..65535, not {cfg.port}")
+    for name in ("batch_requests", "max_body_bytes", "max_lines", "max_line_chars"):
+        if getattr(cfg, name) < 1:
+            raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
+    if not 0 <= cfg.batch_wait_ms < cfg.timeout * 1000:
+        raise UsageError(f"batch_wait_ms={cfg.batch_wait_ms} must be in [0, timeout*1000)")
+
+
+def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, str]:
+    """The server, not yet running, and a line saying what it serves with which search."""
+    check_serve(cfg)
+    card = read_card(cfg)
+    search, search_line = search_for(card, cfg.decode, overrides)
+    limits = Limits(cfg.max_body_bytes, cfg.max_lines, cfg.max_line_chars)
+    metadata = {
+        "name": card.name,
+        "path": cfg.ckpt,
+        "ensemble": cfg.ensemble,
+        "direction": f"{card.src_lang}-{card.tgt_lang}",
+        "backend": cfg.backend,
+        "shape": card.shape,
+        "tokenizer": {"type": "sentencepiece", "vocab_size": card.vocab_size},
+        "search": asdict(search),
+        "search_text": describe_search(search),
+        "trained": card.info,
+        "batching": {
+            "batch_requests": cfg.batch_requests,
+            "batch_wait_ms": cfg.batch_wait_ms,
+            "max_tokens": batch_tokens(cfg.backend, cfg.max_tokens),
+        },
+        "limits": asdict(limits),
+        "version": version("nmt"),
+    }
+    gate = {"path": "/translate", "limits": limits, "default": search, "backend": cfg.backend}
+    server = ls.LitServer(
+        TranslationAPI(cfg, overrides, card.name),
+        accelerator=accelerator(cfg.device),
+        devices=1,
+        timeout=cfg.timeout,
+        model_metadata=metadata,
+        middlewares=[(RequestGate, gate)],
+        restart_workers=True,  # a worker that dies is replaced, not the server shut down
+    )
+    add_page(server, metadata)
+    server.app.add_exception_handler(RequestValidationError, one_line_422)
+    return server, f"{card.name}: {search_line}"
+
+
+def accelerator(device: str) -> str:
+    return "auto" if device == "auto" else ("cpu" if device == "cpu" else "cuda")
+
+
+def add_page(server: ls.LitServer, metadata: dict) -> None:
+    """Serve page.html at / in place of LitServe's "litserve running"."""
+    page = resources.files("nmt.serving").joinpath("page.html").read_text(encoding="utf-8")
+    for key in ("direction", "name"):
+        page = page.replace("{{%s}}" % key, html.escape(metadata[key]))
+    routes = server.app.router.routes
+    routes[:] = [r for r in routes if getattr(r, "path", None) != "/"]
+
+    @server.app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+
+async def one_line_422(request: Request, error: RequestValidationError) -> JSONResponse:
+    """FastAPI's validation errors, as one line (the gate answers most before they get here)."""
+    errors = error.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"] if p != "body")
+    message = str(first["msg"]).splitlines()[0]
+    return JSONResponse({"detail": f"{where}: {message}" if where else message}, status_code=422)
