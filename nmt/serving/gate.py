@@ -30,9 +30,9 @@ def check_request(request: TranslateRequest, limits: Limits, default: DecodeConf
     if len(lines) > limits.max_lines:
         raise RequestError(413, f"{len(lines)} lines: the limit is max_lines={limits.max_lines}")
     if prefixes is not None:
-        if isinstance(request.prefix, str) != isinstance(request.text, str) or len(
-            prefixes
-        ) != len(lines):
+        if isinstance(request.prefix, str) != isinstance(request.text, str) or len(prefixes) != len(
+            lines
+        ):
             raise RequestError(422, "prefix must have the shape of text: one prefix per line")
     for name, texts in (("line", lines), ("prefix", prefixes or [])):
         for i, text in enumerate(texts):

@@ -125,7 +125,7 @@ def add_page(server: ls.LitServer, metadata: dict) -> None:
     """Serve page.html at / in place of LitServe's "litserve running"."""
     page = resources.files("nmt.serving").joinpath("page.html").read_text(encoding="utf-8")
     for key in ("direction", "name"):
-        page = page.replace("{{%s}}" % key, html.escape(metadata[key]))
+        page = page.replace("{{" + key + "}}", html.escape(metadata[key]))
     routes = server.app.router.routes
     routes[:] = [r for r in routes if getattr(r, "path", None) != "/"]
 
