@@ -11,10 +11,13 @@ what its OpenAPI schema describes). The model never sees a bad request, so no ba
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 from nmt.config import DecodeConfig
 from nmt.serving.schema import RequestError, TranslateRequest, parse_request, request_search
+
+log = logging.getLogger("nmt.serve")
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,10 @@ class RequestGate:
             check_request(parse_request(body), self.limits, self.default, self.backend)
         except RequestError as error:
             await refuse(send, error.status, str(error))
+            return
+        except Exception as error:  # noqa: BLE001 - a bug of ours: still one line, and logged
+            log.exception("the request gate failed")
+            await refuse(send, 500, f"internal error: {type(error).__name__}")
             return
         sent = False
 

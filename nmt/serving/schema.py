@@ -19,23 +19,24 @@ from nmt.config import DecodeConfig, describe_search
 
 
 class SearchSettings(BaseModel):
-    """Fields of the search to change for this request (DecodeConfig's; docs/guide.md)."""
+    """Fields of the search to change for this request (DecodeConfig's; docs/guide.md). The
+    bounds keep one request from taking the machine (a beam of 10,000, say)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     strategy: Literal["greedy", "beam", "sample"] | None = None
-    beam_size: int | None = None
-    len_penalty: float | None = None
+    beam_size: int | None = Field(default=None, ge=1, le=64)
+    len_penalty: float | None = Field(default=None, ge=0, le=10)
     length_norm: Literal["gnmt", "power"] | None = None
-    nbest: int | None = None
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    max_len_a: float | None = None
-    max_len_b: int | None = None
-    min_len: int | None = None
-    no_repeat_ngram_size: int | None = None
+    nbest: int | None = Field(default=None, ge=1, le=64)
+    temperature: float | None = Field(default=None, ge=0, le=100)
+    top_k: int | None = Field(default=None, ge=0, le=1_000_000)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    max_len_a: float | None = Field(default=None, ge=0, le=10)
+    max_len_b: int | None = Field(default=None, ge=0, le=1024)
+    min_len: int | None = Field(default=None, ge=0, le=1024)
+    no_repeat_ngram_size: int | None = Field(default=None, ge=0, le=16)
 
 
 class TranslateRequest(BaseModel):
@@ -119,7 +120,7 @@ def validation_message(error: ValidationError) -> str:
 def request_search(default: DecodeConfig, backend: str, request: TranslateRequest) -> DecodeConfig:
     """The search this request runs: the server's `default` with the request's fields; a 422
     RequestError if they make no valid search or the search would ignore one of them."""
-    given = request.search.model_dump(exclude_unset=True) if request.search else {}
+    given = request.search.model_dump(exclude_none=True) if request.search else {}
     try:
         search = replace(default, **given)
     except ValueError as error:  # DecodeConfig's own checks
@@ -138,11 +139,6 @@ def request_search(default: DecodeConfig, backend: str, request: TranslateReques
     return runnable_search(backend, search)[0]
 
 
-def search_fields(search: DecodeConfig) -> dict:
-    """The search as the response and /info name it."""
-    return asdict(search)
-
-
 def response(
     request: TranslateRequest,
     best: list[str],
@@ -157,7 +153,7 @@ def response(
         "translation": best[0] if single else best,
         "model": model,
         "backend": backend,
-        "search": search_fields(search),
+        "search": asdict(search),
         "search_text": describe_search(search),
     }
     if nbest is not None:

@@ -1,0 +1,420 @@
+"""nmt.serve: served = offline, alone = batched, bad input answered in one line, failures
+isolated, a fuzzed server still well, and the page in a real browser.
+
+Servers run as `python -m nmt.serve` on 127.0.0.1 and a free port, each started once per
+module and stopped at its end; every request has a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ROOT, compose, run_module
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nmt.config import DecodeConfig
+from nmt.decoding.text import best_text, one_line
+
+pytestmark = pytest.mark.xdist_group("serve")  # one worker runs these: one set of servers
+
+LIMITS = ["max_lines=16", "max_line_chars=400", "max_body_bytes=20000"]
+CHROMIUM = "/usr/bin/chromium"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serving(ckpt: Path, *args: str, startup: float = 120) -> Iterator[str]:
+    """`python -m nmt.serve ckpt=... args` on a free port; yields its base URL once /health
+    answers ok; stops the server and its workers at the end."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "nmt.serve", f"ckpt={ckpt}", f"port={port}", "threads=1"]
+    process = subprocess.Popen(
+        [*command, *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its uvicorn and model workers share its process group
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"nmt.serve exited: {process.stderr.read().decode()[-2000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nmt.serve not ready in {startup} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        with_signal(process, signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        with_signal(process, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def with_signal(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def post(url: str, body, timeout: float = 60) -> httpx.Response:
+    """POST /translate: `body` as JSON, or bytes as they are."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(url + "/translate", content=content, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def server(model_pt: Path) -> Iterator[str]:
+    """The overfit model served with cross-request batching on (a 20 ms wait)."""
+    with serving(model_pt, "batch_wait_ms=20", *LIMITS) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def lines(overfit_pairs) -> list[str]:
+    """Real sentences the overfit model translates, with an empty one among them."""
+    english = overfit_pairs[0][:12]
+    return [*english[:5], "", *english[5:]]
+
+
+@pytest.fixture(scope="module")
+def offline(model_pt: Path, lines: list[str], tmp_path_factory) -> list[str]:
+    """What `python -m nmt.translate` gives for `lines`, with the model's own search."""
+    result = run_module(
+        "nmt.translate",
+        [f"ckpt={model_pt}"],
+        tmp_path_factory.mktemp("offline"),
+        stdin="".join(line + "\n" for line in lines).encode(),
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    return result.stdout.decode().splitlines()
+
+
+def served_with(api, jobs: list[dict]) -> list:
+    """TranslationAPI.predict on these request bodies, as LitServe's batch loop calls it."""
+    from nmt.serving.schema import TranslateRequest
+
+    decoded = [api.decode_request(TranslateRequest.model_validate(body)) for body in jobs]
+    return api.predict(decoded)
+
+
+@pytest.fixture(scope="module")
+def api(model_pt: Path):
+    """The server's LitServe API in this process, its model loaded (no HTTP)."""
+    from nmt.serving.api import TranslationAPI
+
+    cfg = compose("serve", [f"ckpt={model_pt}", "threads=1"])
+    api = TranslationAPI(cfg, [], "overfit")
+    api.setup("cpu")
+    return api
+
+
+# --- the API: served = offline, the shape, the search, the model ---
+
+
+def test_served_translations_are_the_offline_ones_in_the_shape_asked(server, lines, offline):
+    answer = post(server, {"text": lines}).json()
+    assert answer["translation"] == offline
+    assert answer["translation"][5] == ""  # the empty line stays empty
+    assert answer["model"].startswith("multi30k_cpu (model.pt")
+    assert answer["search"]["strategy"] == "beam" and answer["search"]["beam_size"] == 5
+    assert answer["search_text"] == "beam 5, GNMT length penalty 1.4"  # the model's own
+    one = post(server, {"text": lines[0]}).json()
+    assert one["translation"] == offline[0] and one["nbest"] is None
+
+
+def test_per_request_search_prefix_and_nbest_match_the_offline_search(
+    server, overfit_translator, lines
+):
+    own = overfit_translator.search
+    cases = [
+        ({"strategy": "greedy"}, replace(own, strategy="greedy")),
+        ({"beam_size": 3, "nbest": 3}, replace(own, beam_size=3, nbest=3)),
+        (
+            {"strategy": "sample", "seed": 7, "nbest": 2},
+            replace(own, strategy="sample", seed=7, nbest=2),
+        ),
+    ]
+    text = [line for line in lines if line][:4]
+    for settings_, search in cases:
+        answer = post(server, {"text": text, "search": settings_}).json()
+        assert DecodeConfig(**answer["search"]) == search
+        expected = overfit_translator.translate(text, search, 4096)
+        assert answer["translation"] == best_text(overfit_translator.tokenizer, expected)
+        if search.nbest > 1:
+            for got, hyps in zip(answer["nbest"], expected, strict=True):
+                texts = overfit_translator.tokenizer.decode([h.tokens for h in hyps])
+                assert [h["text"] for h in got] == [one_line(t) for t in texts]
+                assert [h["score"] for h in got] == pytest.approx([h.score for h in hyps], abs=1e-4)
+    again = post(server, {"text": text, "search": cases[2][0]}).json()
+    assert again["nbest"] == answer["nbest"]  # a seed repeats its samples
+    prefix = "Ein"
+    answer = post(server, {"text": text[0], "prefix": prefix}).json()
+    expected = overfit_translator.translate([text[0]], own, 4096, prefixes=[prefix])
+    assert answer["translation"] == best_text(overfit_translator.tokenizer, expected)[0]
+    assert answer["translation"].startswith(prefix)
+
+
+def test_health_info_and_the_openapi_schema(server, model_pt):
+    health = httpx.get(server + "/health", timeout=10)
+    assert health.status_code == 200 and health.text == "ok"
+    info = httpx.get(server + "/info", timeout=10).json()["model"]
+    assert info["direction"] == "en-de" and info["backend"] == "torch"
+    assert info["shape"]["d_model"] == 64 and info["tokenizer"]["vocab_size"] == 500
+    assert info["search_text"] == "beam 5, GNMT length penalty 1.4"
+    assert info["path"] == str(model_pt) and info["version"]
+    assert info["limits"] == {"max_body_bytes": 20000, "max_lines": 16, "max_line_chars": 400}
+    schema = httpx.get(server + "/openapi.json", timeout=10).json()
+    body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["$ref"].endswith("/TranslateRequest")
+    assert "beam_size" in schema["components"]["schemas"]["SearchSettings"]["properties"]
+
+
+# --- cross-request batching: alone = batched ---
+
+
+def test_a_line_is_translated_alike_alone_or_batched_with_other_requests(api, lines):
+    bodies = [{"text": line} for line in lines] + [{"text": lines[3:9]}, {"text": []}]
+    alone = [served_with(api, [body])[0] for body in bodies]
+    together = served_with(api, bodies)
+    assert together == alone
+    assert together[0]["translation"] and together[-1]["translation"] == []
+
+
+def test_concurrent_requests_get_their_own_translations(server, lines, offline):
+    def one(i: int) -> str:
+        return post(server, {"text": lines[i % len(lines)]}).json()["translation"]
+
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(one, range(48)))
+    assert got == [offline[i % len(lines)] for i in range(48)]
+
+
+def test_a_failure_inside_a_batch_fails_only_its_request(api, lines, monkeypatch):
+    from nmt.serving.api import Failure
+
+    translate = api.translator.translate
+
+    def failing(batch_lines, *args, **kwargs):
+        if any("BOOM" in line for line in batch_lines):
+            raise RuntimeError("a fault in this batch\nsecond line")
+        return translate(batch_lines, *args, **kwargs)
+
+    monkeypatch.setattr(api.translator, "translate", failing)
+    bodies = [{"text": lines[0]}, {"text": ["BOOM", lines[1]]}, {"text": [lines[2], lines[3]]}]
+    answers = served_with(api, bodies)
+    assert isinstance(answers[1], Failure)
+    assert answers[0] == served_with(api, [bodies[0]])[0]
+    assert answers[2] == served_with(api, [bodies[2]])[0]
+    reply = api.encode_response(answers[1])
+    assert reply.status_code == 500
+    assert json.loads(reply.body) == {
+        "detail": "translation failed: RuntimeError a fault in this batch"
+    }
+
+
+# --- bad input: one line, 413 or 422, and nothing broken ---
+
+BAD = [
+    (b'{"text": ', 422, "Invalid JSON"),
+    (b"\xff\xfe", 422, "Invalid JSON"),
+    ({"txt": "A man."}, 422, "text: Field required"),
+    ({"text": 5}, 422, "text"),
+    ({"text": ["A man.", 5]}, 422, "text"),
+    ([{"text": "A man."}], 422, "Input should be an object"),
+    ({"text": "A man.", "beam": 4}, 422, "beam: Extra inputs are not permitted"),
+    ({"text": "A man.", "search": {"beam": 4}}, 422, "unknown search setting 'beam'"),
+    ({"text": "A man.", "search": {"beam_size": "4"}}, 422, "search.beam_size"),
+    ({"text": "A man.", "search": {"beam_size": 0}}, 422, "search.beam_size"),
+    ({"text": "A man.", "search": {"beam_size": 100000}}, 422, "less than or equal to 64"),
+    ({"text": "A man.", "search": {"strategy": "best"}}, 422, "search.strategy"),
+    ({"text": "A man.", "search": {"temperature": 0.5}}, 422, "temperature does nothing"),
+    ({"text": "A man.", "search": {"beam_size": 2, "nbest": 3}}, 422, "exceeds the beam size 2"),
+    ({"text": "A man.", "search": {"top_p": 0}}, 422, "search.top_p"),
+    ({"text": ["A man.", "B."], "prefix": "Ein"}, 422, "prefix must have the shape of text"),
+    ({"text": ["A man."] * 17}, 413, "max_lines=16"),
+    ({"text": ["A man.", "a" * 401]}, 413, "line 2 has 401 characters"),
+    ({"text": "A man.", "prefix": "E" * 401}, 413, "max_line_chars=400"),
+    ({"text": "a " * 15000}, 413, "max_body_bytes=20000"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "message"), BAD)
+def test_bad_requests_get_a_one_line_4xx(server, body, status, message):
+    reply = post(server, body)
+    assert reply.status_code == status, reply.text
+    detail = reply.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail
+    assert message in detail
+
+
+def test_a_disconnected_client_and_a_timed_out_request_affect_only_themselves(
+    model_pt, lines, offline
+):
+    """A request still queued after `timeout` gets a 504; a client that leaves mid-request
+    is dropped; the others are answered, and the server stays well."""
+    with serving(model_pt, "timeout=1", "batch_requests=1", "max_lines=64") as url:
+        slow = {"text": lines * 4, "search": {"min_len": 150, "max_len_b": 150}}
+        with ThreadPoolExecutor(4) as pool:
+            hog = pool.submit(post, url, slow)
+            time.sleep(0.3)  # the hog is being decoded: these wait in the queue
+            queued = [pool.submit(post, url, {"text": line}) for line in lines[:3]]
+            assert hog.result().status_code == 200
+            assert [q.result().status_code for q in queued] == [504, 504, 504]
+        body = json.dumps({"text": lines[:3]}).encode()
+        for cut in (False, True):  # leave after the whole request, and halfway through it
+            with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as s:
+                head = f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+                s.sendall(head.encode() + (body[: len(body) // 2] if cut else body))
+        assert httpx.get(url + "/health", timeout=10).status_code == 200
+        assert post(url, {"text": lines}).json()["translation"] == offline
+
+
+def bodies() -> st.SearchStrategy:
+    """Request bodies, mostly wrong: any JSON, objects with our keys and stray ones, search
+    settings of every type (valid values kept small so decoding stays quick), raw bytes."""
+    scalar = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=30)
+    anything = st.recursive(
+        scalar,
+        lambda inner: (
+            st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+        ),
+        max_leaves=8,
+    )
+    small = (
+        st.integers(-2, 6)
+        | st.floats(-1, 3)
+        | st.sampled_from(["greedy", "beam", "sample", "gnmt", "power", "x"])
+    )
+    search = st.dictionaries(
+        st.sampled_from(
+            [
+                "strategy",
+                "beam_size",
+                "nbest",
+                "len_penalty",
+                "length_norm",
+                "temperature",
+                "top_k",
+                "top_p",
+                "seed",
+                "min_len",
+                "max_len_b",
+                "beem",
+            ]
+        ),
+        small | anything,
+        max_size=4,
+    )
+    text = st.text(max_size=60) | st.lists(st.text(max_size=60), max_size=20) | anything
+    request = st.fixed_dictionaries(
+        {"text": text}, optional={"search": search | anything, "prefix": text, "extra": anything}
+    )
+    as_json = (request | anything).map(lambda body: json.dumps(body).encode())
+    return as_json | st.binary(max_size=200)
+
+
+def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offline):
+    statuses: dict[int, int] = {}
+    client = httpx.Client(timeout=60)
+
+    @settings(
+        max_examples=1000, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    @given(bodies())
+    def answer_in_one_line(body: bytes) -> None:
+        reply = client.post(server + "/translate", content=body)
+        statuses[reply.status_code] = statuses.get(reply.status_code, 0) + 1
+        assert reply.status_code in (200, 413, 422), reply.text
+        answer = reply.json()
+        if reply.status_code == 200:
+            text = json.loads(body)["text"]
+            shape = len(text) if isinstance(text, list) else None
+            got = answer["translation"]
+            assert (len(got) if isinstance(got, list) else None) == shape
+        else:
+            assert isinstance(answer["detail"], str) and "\n" not in answer["detail"]
+
+    answer_in_one_line()
+    client.close()
+    assert sum(statuses.values()) >= 1000 and statuses.get(200) and statuses.get(422)
+    assert httpx.get(server + "/health", timeout=10).status_code == 200
+    assert post(server, {"text": lines}).json()["translation"] == offline
+
+
+# --- the page, in a real browser ---
+
+
+def test_the_page_translates_in_a_headless_browser(server, lines, offline, tmp_path):
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("NMT_REQUIRE_BROWSER"):
+            pytest.fail(f"{CHROMIUM} not found (CI installs Debian's chromium)")
+        pytest.skip(f"{CHROMIUM} not found: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(server + "/", timeout=30000)
+            page.fill("#source", lines[0])
+            page.click("#translate")
+            page.wait_for_function(
+                "document.getElementById('status').textContent.includes(' s ·')", timeout=30000
+            )
+            assert page.text_content("#translation") == offline[0]
+            status = page.text_content("#status")
+            assert "beam 5, GNMT length penalty 1.4" in status and "torch" in status
+            page.screenshot(path=tmp_path / "page.png")
+        finally:
+            browser.close()
+    assert (tmp_path / "page.png").stat().st_size > 1000
+
+
+# --- the command line ---
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["host=example.com"], "host must be one of"),
+        (["port=80"], "port must be in 1024..65535"),
+        (["batch_requests=0"], "batch_requests must be at least 1"),
+    ],
+)
+def test_serve_refuses_bad_settings_in_one_line(model_pt, tmp_path, args, message):
+    result = run_module("nmt.serve", [f"ckpt={model_pt}", *args], tmp_path, timeout=60)
+    err = result.stderr.decode().strip().splitlines()
+    assert (
+        result.returncode == 2 and err[-1].startswith("nmt.serve: error: ") and message in err[-1]
+    )
