@@ -12,7 +12,7 @@ export NMT_DATA_DIR ?= $(abspath ../shared/data/multi30k)
 endif
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-slow lint format tokenizer train translate evaluate export sweep report bench clean
+.PHONY: help install test test-slow lint format tokenizer train translate evaluate export serve sweep report bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed ## Create .venv: torch from TORCH_SPEC first, then nmt with [dev]
 
 test: install ## The fast test suite (TEST_WORKERS processes)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) $(ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
 test-slow: install ## The slow tests (multi-process DDP, longer training)
 	$(PY) -m pytest -q -m slow $(ARGS)
@@ -53,6 +53,9 @@ evaluate: install ## BLEU/chrF report: ARGS="ckpt=... splits=[valid]"
 
 export: install ## A CTranslate2 model dir: ARGS="ckpt=outputs/.../model.pt out=DIR quantization=int8"
 	$(PY) -m nmt.export $(ARGS)
+
+serve: install ## Serve a model over HTTP: ARGS="ckpt=outputs/.../model.pt port=8000"
+	$(PY) -m nmt.serve $(ARGS)
 
 sweep: install ## Training sweep (Hydra multirun): ARGS="experiment=multi30k_cpu model.d_model=128,256"
 	$(PY) -m nmt.train -m $(ARGS)

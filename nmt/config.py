@@ -423,11 +423,15 @@ class ServeConfig(InferenceConfig):
 
     host: str = "127.0.0.1"  # 0.0.0.0 to listen on every interface
     port: int = 8000
-    # Cross-request batching: the worker takes up to batch_requests waiting requests, waiting
-    # at most batch_wait_ms for more, and decodes their lines together, length-sorted under
-    # max_tokens. batch_requests=1 is off: one request at a time.
-    batch_requests: int = 64
-    batch_wait_ms: float = 5.0
+    # Cross-request batching: a free model worker takes up to batch_requests waiting requests,
+    # waiting at most batch_wait_ms for more, and decodes their lines together, length-sorted
+    # under max_tokens. batch_requests=1 is off: one request at a time per worker.
+    batch_requests: int = 8
+    batch_wait_ms: float = 20.0
+    # Model workers (processes, each with its own copy of the model): 0 = one per core on the
+    # CPU, each on one thread (threads=0), one on a GPU. Small batches decode faster on a core
+    # each than on all cores together (docs/benchmarks.md).
+    workers: int = 0
     timeout: float = 30.0  # seconds a request may wait for the worker before a 504
     # Limits, each answered with a 413 naming it.
     max_body_bytes: int = 1_000_000

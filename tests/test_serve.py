@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +25,7 @@ from hypothesis import strategies as st
 
 from nmt.config import DecodeConfig
 from nmt.decoding.text import best_text, one_line
+from nmt.serving.launch import launched
 
 pytestmark = pytest.mark.xdist_group("serve")  # one worker runs these: one set of servers
 
@@ -35,56 +33,12 @@ LIMITS = ["max_lines=16", "max_line_chars=400", "max_body_bytes=20000"]
 CHROMIUM = "/usr/bin/chromium"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
-def serving(ckpt: Path, *args: str, startup: float = 120) -> Iterator[str]:
-    """`python -m nmt.serve ckpt=... args` on a free port; yields its base URL once /health
-    answers ok; stops the server and its workers at the end."""
-    port = free_port()
+def serving(ckpt: Path, *args: str) -> Iterator[str]:
+    """nmt.serve of `ckpt` on one thread, this checkout first on the path (nmt.serving.launch)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "nmt.serve", f"ckpt={ckpt}", f"port={port}", "threads=1"]
-    process = subprocess.Popen(
-        [*command, *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its uvicorn and model workers share its process group
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + startup
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"nmt.serve exited: {process.stderr.read().decode()[-2000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"nmt.serve not ready in {startup} s")
-            time.sleep(0.2)
+    with launched([f"ckpt={ckpt}", "threads=1", *args], env) as url:
         yield url
-    finally:
-        with_signal(process, signal.SIGINT)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
-        with_signal(process, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
-def with_signal(process: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def post(url: str, body, timeout: float = 60) -> httpx.Response:
@@ -209,6 +163,28 @@ def test_a_line_is_translated_alike_alone_or_batched_with_other_requests(api, li
     together = served_with(api, bodies)
     assert together == alone
     assert together[0]["translation"] and together[-1]["translation"] == []
+
+
+def test_the_ctranslate2_backend_serves_its_offline_translations(
+    overfit_translator, lines, tmp_path
+):
+    from nmt.ct2.model_dir import export
+    from nmt.ct2.translator import CTranslate2Translator
+    from nmt.serving.api import TranslationAPI
+
+    out = export(overfit_translator, tmp_path / "ct2", "int8", overwrite=False)
+    api = TranslationAPI(
+        compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
+    )
+    api.setup("cpu")
+    assert api.search.length_norm == "power"  # the GNMT penalty, as CTranslate2 runs it
+    offline = CTranslate2Translator(out, "cpu", "default", 1)
+    expected = best_text(offline.tokenizer, offline.translate(lines, api.search, 1024))
+    bodies = [{"text": line} for line in lines] + [{"text": lines}]
+    served = served_with(api, bodies)
+    assert [answer["translation"] for answer in served[:-1]] == expected
+    assert served[-1]["translation"] == expected
+    assert served[0]["backend"] == "ctranslate2"
 
 
 def test_concurrent_requests_get_their_own_translations(server, lines, offline):

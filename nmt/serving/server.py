@@ -9,7 +9,7 @@ page.html), and FastAPI's /docs and /openapi.json.
 from __future__ import annotations
 
 import html
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from importlib.metadata import version
 from pathlib import Path
@@ -73,13 +73,27 @@ def check_serve(cfg: ServeConfig) -> None:
     for name in ("batch_requests", "max_body_bytes", "max_lines", "max_line_chars"):
         if getattr(cfg, name) < 1:
             raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
+    if cfg.workers < 0 or cfg.threads < 0:
+        raise UsageError("workers and threads must not be negative (0: one per core)")
     if not 0 <= cfg.batch_wait_ms < cfg.timeout * 1000:
         raise UsageError(f"batch_wait_ms={cfg.batch_wait_ms} must be in [0, timeout*1000)")
+
+
+def with_workers(cfg: ServeConfig) -> ServeConfig:
+    """`cfg` with workers and threads resolved: workers=0 is one per core on the CPU (each on
+    cores/workers threads when threads=0), one on a GPU."""
+    import torch
+
+    gpu = cfg.device.startswith("cuda") or (cfg.device == "auto" and torch.cuda.is_available())
+    cores = torch.get_num_threads()
+    workers = cfg.workers or (1 if gpu else cores)
+    return replace(cfg, workers=workers, threads=cfg.threads or max(1, cores // workers))
 
 
 def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, str]:
     """The server, not yet running, and a line saying what it serves with which search."""
     check_serve(cfg)
+    cfg = with_workers(cfg)
     card = read_card(cfg)
     search, search_line = search_for(card, cfg.decode, overrides)
     limits = Limits(cfg.max_body_bytes, cfg.max_lines, cfg.max_line_chars)
@@ -97,6 +111,8 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
         "batching": {
             "batch_requests": cfg.batch_requests,
             "batch_wait_ms": cfg.batch_wait_ms,
+            "workers": cfg.workers,
+            "threads": cfg.threads,
             "max_tokens": batch_tokens(cfg.backend, cfg.max_tokens),
         },
         "limits": asdict(limits),
@@ -107,6 +123,7 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
         TranslationAPI(cfg, overrides, card.name),
         accelerator=accelerator(cfg.device),
         devices=1,
+        workers_per_device=cfg.workers,
         timeout=cfg.timeout,
         model_metadata=metadata,
         middlewares=[(RequestGate, gate)],

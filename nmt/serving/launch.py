@@ -1,0 +1,73 @@
+"""Run `python -m nmt.serve` in the background, for tests, benchmarks and scripts: on
+127.0.0.1 and a free port, in a process group of its own (LitServe's HTTP and model workers
+are its children), ready once /health answers ok, stopped whole at the end."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def launched(args: list[str], env: dict | None = None, startup: float = 120) -> Iterator[str]:
+    """`python -m nmt.serve args port=<free>`; yields "http://127.0.0.1:<port>" once ready."""
+    port = free_port()
+    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads a pipe while it serves
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt.serve", *args, "host=127.0.0.1", f"port={port}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + startup
+        while not healthy(url):
+            if process.poll() is not None:
+                log.seek(0)
+                tail = log.read().decode(errors="replace")[-2000:]
+                raise RuntimeError(f"nmt.serve exited with {process.returncode}: {tail}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nmt.serve did not answer /health in {startup} s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        signal_group(process, signal.SIGINT)  # LitServe's graceful shutdown
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+        signal_group(process, signal.SIGKILL)  # whatever is left of the group
+        process.wait(timeout=10)
+        log.close()
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as reply:
+            return reply.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def signal_group(process: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        pass
