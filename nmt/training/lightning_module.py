@@ -23,6 +23,11 @@ from nmt.training.schedules import LearningRateSchedule, build_optimizer
 
 log = logging.getLogger(__name__)
 
+# A micro-batch backpropagates its loss summed over target tokens / LOSS_UNIT: a constant,
+# the same on every rank and micro-batch, that keeps the loss near a per-token size (fp16
+# gradients stay in range); on_before_optimizer_step rescales by the update's true token count.
+LOSS_UNIT = 1024
+
 
 class TranslationModule(L.LightningModule):
     def __init__(
@@ -53,6 +58,8 @@ class TranslationModule(L.LightningModule):
         self.num_parameters = count_parameters(self.model)
         self._step_start = time.perf_counter()
         self.first_batch_indices: list[int] | None = None  # what this rank trained on first
+        # This rank's loss sum, NLL sum and target tokens since the last optimizer step.
+        self._update_sums = torch.zeros(3)
 
     def setup(self, stage: str) -> None:
         self.tokenizer = self.trainer.datamodule.tokenizer
@@ -71,9 +78,9 @@ class TranslationModule(L.LightningModule):
                 layer.compile()
 
     def shared_step(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Teacher forcing: logits for `tgt_in`, loss against `tgt_out`, per target token.
+        """Teacher forcing: logits for `tgt_in`, loss against `tgt_out`.
 
-        Returns (smoothed loss per token, NLL per token, number of target tokens).
+        Returns (label-smoothed loss summed over target tokens, NLL sum, target tokens).
         """
         states = self.model.teacher_forced_states(batch.src, batch.tgt_in)  # (B, T, D)
         loss_sum, nll_sum = projected_label_smoothed_loss(
@@ -83,8 +90,7 @@ class TranslationModule(L.LightningModule):
             self.optim_cfg.label_smoothing,
             self.model.cfg.pad_id,
         )
-        ntokens = batch.num_tgt_tokens
-        return loss_sum / ntokens, nll_sum / ntokens, ntokens
+        return loss_sum, nll_sum, batch.num_tgt_tokens
 
     def rdrop_step(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         """`shared_step` with R-Drop: the batch runs twice in one call (stacked, so each copy
@@ -106,18 +112,19 @@ class TranslationModule(L.LightningModule):
         ntokens = batch.num_tgt_tokens
         kl = kl_sum / (2 * ntokens)  # (KL(a||b) + KL(b||a)) / 2 per token
         self.log("train/rdrop_kl", kl, batch_size=batch.src.size(0))
-        loss = objective / (2 * ntokens)
-        return loss, nll_sum / (2 * ntokens), ntokens
+        return objective / 2, nll_sum / 2, ntokens
 
     def training_step(self, batch, batch_idx: int) -> torch.Tensor | None:
+        """The micro-batch's loss sum / LOSS_UNIT; `on_before_optimizer_step` turns the
+        update's gradient into the gradient of its per-token loss (see there)."""
         if self.first_batch_indices is None:
             self.first_batch_indices = batch.indices.tolist()
         if self.optim_cfg.rdrop_alpha > 0:
-            loss, nll, ntokens = self.rdrop_step(batch)
+            loss_sum, nll_sum, ntokens = self.rdrop_step(batch)
         else:
-            loss, nll, ntokens = self.shared_step(batch)
-        if not math.isfinite(loss.item()):
-            problem = f"the training loss is {loss.item()} at step {self.global_step}"
+            loss_sum, nll_sum, ntokens = self.shared_step(batch)
+        if not math.isfinite(loss_sum.item()):
+            problem = f"the training loss is {loss_sum.item()} at step {self.global_step}"
             if self.on_nonfinite_loss == "skip":
                 log.warning("%s: batch skipped, weights unchanged", problem)
                 return None  # Lightning then skips backward and the optimizer step
@@ -125,14 +132,37 @@ class TranslationModule(L.LightningModule):
                 f"{problem}: training stopped before the weights were touched (lower the "
                 "learning rate, clip gradients, or set on_nonfinite_loss=skip)"
             )
+        sums = torch.stack([loss_sum.detach().float(), nll_sum.detach().float()])
+        sums = torch.cat([sums, sums.new_tensor([ntokens])])
+        # Out of place: a tensor attribute may sit in memory that processes share (ddp_spawn).
+        self._update_sums = self._update_sums.to(sums.device) + sums
+        return loss_sum / LOSS_UNIT
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """Normalise the update by all its target tokens, as fairseq, Marian and the paper do.
+
+        Lightning divided each of the k accumulated micro-batch losses by k, and DDP averaged
+        the gradients of the W ranks: the gradient now is sum_i grad(loss_sum_i) / (k W
+        LOSS_UNIT). With N the update's target tokens over all micro-batches and ranks, scaling
+        by k W LOSS_UNIT / N gives sum_i grad(loss_sum_i) / N, the gradient of the per-token
+        loss of the whole update: a batch of short sentences weighs by its tokens, not as much
+        as a batch of long ones. Runs after any fp16 unscaling and before clipping.
+        """
+        totals = self.trainer.strategy.reduce(self._update_sums.clone(), reduce_op="sum")
+        self._update_sums = torch.zeros_like(self._update_sums)
+        loss_sum, nll_sum, tokens = totals.tolist()
+        if tokens == 0:
+            return
+        factor = self.trainer.accumulate_grad_batches * self.trainer.world_size * LOSS_UNIT
+        for parameter in self.parameters():
+            if parameter.grad is not None:
+                parameter.grad.mul_(factor / tokens)
         now = time.perf_counter()
-        tokens_per_second = ntokens / max(now - self._step_start, 1e-9)
+        tokens_per_second = tokens / max(now - self._step_start, 1e-9)
         self._step_start = now
-        size = batch.src.size(0)
-        self.log("train/loss", loss, prog_bar=True, batch_size=size)
-        self.log("train/ppl", math.exp(min(nll.item(), 50.0)), batch_size=size)
-        self.log("train/tok_per_s", tokens_per_second, prog_bar=True, batch_size=size)
-        return loss
+        self.log("train/loss", loss_sum / tokens, prog_bar=True)
+        self.log("train/ppl", math.exp(min(nll_sum / tokens, 50.0)))
+        self.log("train/tok_per_s", tokens_per_second, prog_bar=True)
 
     def on_train_batch_start(self, batch, batch_idx: int) -> None:
         # Dropout draws from a generator seeded by (seed, batch, rank), the batch counted across
@@ -145,7 +175,8 @@ class TranslationModule(L.LightningModule):
             self._step_start = time.perf_counter()
 
     def validation_step(self, batch, batch_idx: int) -> None:
-        loss, nll, ntokens = self.shared_step(batch)
+        loss_sum, nll_sum, ntokens = self.shared_step(batch)
+        loss, nll = loss_sum / ntokens, nll_sum / ntokens
         # Weighting by tokens makes the epoch mean a per-token mean.
         self.log("val/loss", loss, batch_size=ntokens, sync_dist=True)
         self.log("val/nll", nll, batch_size=ntokens, sync_dist=True)
