@@ -15,7 +15,7 @@ import json
 import logging
 import random
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict
 from functools import cached_property
 from itertools import chain
@@ -252,7 +252,8 @@ def tokenizer_paths(cfg: TokenizerConfig) -> tuple[Path, Path, Path]:
     return stem.with_suffix(".model"), stem.with_suffix(".vocab"), stem.with_suffix(".json")
 
 
-def texts_fingerprint(texts: list[str]) -> str:
+def texts_sha256(texts: Iterable[str]) -> str:
+    """The identity of some training text, read once as it streams by."""
     digest = hashlib.sha256()
     for text in texts:
         digest.update(text.encode("utf-8"))
@@ -260,40 +261,52 @@ def texts_fingerprint(texts: list[str]) -> str:
     return digest.hexdigest()
 
 
-def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: str) -> Tokenizer:
+def train_or_load(
+    cfg: TokenizerConfig,
+    texts: Iterable[str] | Callable[[], Iterable[str]],
+    data_description: str,
+    fingerprint: str | None = None,
+) -> Tokenizer:
     """Load `tokenizers/<name>.model` if it was trained with these settings on this text; else
-    train it (on at most `input_sentence_size` sampled lines) and save it atomically.
+    train it and save it atomically.
 
-    texts: the source and target training sentences together. data_description: a human
-    readable note of the data, kept in the metadata file.
+    texts: the sentences to train on (non-empty ones are used), or a function giving a fresh
+    iterator of them each call, so a corpus can stream from disk in bounded memory (a big
+    one sampled down to input_sentence_size by the caller: `nmt.data.encoding`).
+    fingerprint: a cheap identity of the data (the `datasets` fingerprint of the training
+    split): when it equals the stored one the text is not read at all; else the text's sha256,
+    computed as it streams, decides. data_description: a human readable note of the data.
     """
+    lines = texts if callable(texts) else (lambda: texts)
     model_path, vocab_path, meta_path = tokenizer_paths(cfg)
-    texts = [t for t in texts if t.strip()]
-    if len(texts) > cfg.input_sentence_size:
-        texts = random.Random(cfg.seed).sample(texts, cfg.input_sentence_size)
-    meta = {
-        "settings": asdict(cfg),
-        "data": data_description,
-        "data_sha256": texts_fingerprint(texts),
-    }
-    meta["settings"].pop("dir")
-    meta["settings"].pop("num_threads")
+    settings = asdict(cfg)
+    for machine_only in ("dir", "num_threads"):
+        settings.pop(machine_only)
     if model_path.exists() and meta_path.exists():
-        if json.loads(meta_path.read_text()) == meta:
+        stored = json.loads(meta_path.read_text())
+        same_data = (fingerprint is not None and stored.get("data_fingerprint") == fingerprint) or (
+            stored.get("data_sha256") == texts_sha256(non_empty(lines()))
+        )
+        if stored.get("settings") == settings and same_data:
             log.info("Reusing tokenizer %s", model_path)
             return Tokenizer.from_file(model_path)
         log.warning(
             "Tokenizer %s was trained with other settings or data: retraining it", model_path
         )
-    log.info(
-        "Training %s tokenizer (%d pieces) on %d sentences",
-        cfg.model_type,
-        cfg.vocab_size,
-        len(texts),
-    )
+    digest, count = hashlib.sha256(), 0
+
+    def sentences() -> Iterator[str]:  # the training text, hashed and counted as it goes by
+        nonlocal count
+        for text in non_empty(lines()):
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\n")
+            count += 1
+            yield text
+
+    log.info("Training %s tokenizer (%d pieces)", cfg.model_type, cfg.vocab_size)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(texts),
+        sentence_iterator=sentences(),
         model_writer=model,
         vocab_size=cfg.vocab_size,
         model_type=cfg.model_type,
@@ -306,14 +319,23 @@ def train_or_load(cfg: TokenizerConfig, texts: Iterable[str], data_description: 
         bos_id=BOS_ID,
         eos_id=EOS_ID,
         num_threads=cfg.num_threads,
+        input_sentence_size=0,  # the caller sampled; sentencepiece would keep a reservoir
         minloglevel=2,
     )
+    log.info("Trained on %d sentences", count)
     tokenizer = Tokenizer(model.getvalue())
     vocab = "".join(
         f"{tokenizer.sp.id_to_piece(i)}\t{tokenizer.sp.get_score(i)}\n"
         for i in range(tokenizer.vocab_size)
     )
+    meta = {"settings": settings, "data": data_description, "data_sha256": digest.hexdigest()}
+    if fingerprint is not None:
+        meta["data_fingerprint"] = fingerprint
     write_bytes(model_path, tokenizer.model_bytes)
     write_bytes(vocab_path, vocab.encode("utf-8"))
     write_bytes(meta_path, json.dumps(meta, indent=2).encode("utf-8"))
     return tokenizer
+
+
+def non_empty(texts: Iterable[str]) -> Iterator[str]:
+    return (t for t in texts if t.strip())

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from conftest import compose
 from lightning.fabric.utilities.data import _set_sampler_epoch
 from torch.utils.data import DataLoader
 
@@ -145,6 +146,119 @@ def test_every_source_gives_the_same_pairs(
         assert splits["train"].features == datasets.Features(
             {"src": datasets.Value("string"), "tgt": datasets.Value("string")}
         ), name
+
+
+HUB_SPLITS = {"train": "train", "val": "validation", "test_2016_flickr": "test"}
+
+
+def en_de(subset: dict, split: str) -> list[tuple[str, str]]:
+    return list(zip(subset[split]["en"], subset[split]["de"], strict=True))
+
+
+def translation_parquet(subset: dict, path: Path, split: str, languages: list[str]) -> None:
+    """A split as `datasets` writes a Translation-typed parquet file (features in metadata)."""
+    rows = [
+        {"translation": dict(zip(("en", "de"), pair, strict=True))}
+        for pair in zip(subset[split]["en"], subset[split]["de"], strict=True)
+    ]
+    features = datasets.Features({"translation": datasets.Translation(languages=languages)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    datasets.Dataset.from_list(rows, features=features).to_parquet(str(path))
+
+
+def test_wmt14_loads_through_its_repository_configs(
+    subset: dict, tmp_path: Path, monkeypatch
+) -> None:
+    """wmt/wmt14 as the hub keeps it (parquet since its conversion): a README whose `configs`
+    map de-en/{split}-NNNNN-of-NNNNN.parquet to splits, Translation(de, en) rows. Loaded by
+    data=wmt14 as shipped, with only its path pointed at this local copy."""
+    repo = tmp_path / "wmt14"
+    for split, hub_split in HUB_SPLITS.items():
+        translation_parquet(
+            subset, repo / f"de-en/{hub_split}-00000-of-00001.parquet", split, ["de", "en"]
+        )
+    configs = "".join(f"  - split: {s}\n    path: de-en/{s}-*\n" for s in HUB_SPLITS.values())
+    (repo / "README.md").write_text(
+        f"---\nconfigs:\n- config_name: de-en\n  data_files:\n{configs}---\n"
+    )
+    cfg = compose(
+        "train",
+        [
+            "experiment=multi30k_cpu",
+            "data=wmt14",
+            f"data.path={repo}",
+            f"data.cache_dir={tmp_path / 'c'}",
+        ],
+    )
+    assert cfg.data.config_name == "de-en" and cfg.data.splits["valid"] == "validation"
+    splits = load_splits(cfg.data)
+    for role, split in SPLITS.items():
+        assert pairs(splits[role]) == list(
+            zip(subset[split]["en"], subset[split]["de"], strict=True)
+        )
+
+
+def test_iwslt2017_loads_from_the_parquet_conversion_layout(subset: dict, tmp_path: Path) -> None:
+    """data=iwslt2017 reads the hub's parquet conversion of IWSLT/iwslt2017
+    (iwslt2017-en-de/{split}/0000.parquet, Translation(en, de)); here a local copy."""
+    shipped = compose("train", ["experiment=multi30k_cpu", "data=iwslt2017"]).data
+    assert shipped.path == "parquet"
+    branch = "hf://datasets/IWSLT/iwslt2017@refs/convert/parquet/iwslt2017-en-de"
+    assert shipped.data_files == {s: f"{branch}/{s}/*.parquet" for s in HUB_SPLITS.values()}
+    local = tmp_path / "iwslt2017-en-de"
+    overrides = ["experiment=multi30k_cpu", "data=iwslt2017", f"data.cache_dir={tmp_path / 'c'}"]
+    for split, hub_split in HUB_SPLITS.items():
+        translation_parquet(subset, local / hub_split / "0000.parquet", split, ["en", "de"])
+        overrides.append(f"data.data_files.{hub_split}={local / hub_split}/*.parquet")
+    splits = load_splits(compose("train", overrides).data)
+    for role, split in SPLITS.items():
+        assert pairs(splits[role]) == list(
+            zip(subset[split]["en"], subset[split]["de"], strict=True)
+        )
+
+
+def test_tokenizer_text_streams_from_arrow_as_a_seeded_sample(subset: dict, tmp_path: Path) -> None:
+    from nmt.data.encoding import training_sentences
+    from nmt.data.sources import load_split
+
+    cfg = data_config(tmp_path / "c", source="multi30k", dir=str(subset["dir"]), splits=SPLITS)
+    train = load_split(cfg, "train")
+    everything = subset["train"]["en"] + subset["train"]["de"]
+    assert list(training_sentences(train, 10_000, seed=1)) == everything  # small: all, in order
+    sample = list(training_sentences(train, 100, seed=1))
+    assert len(sample) == 100 and list(training_sentences(train, 100, seed=1)) == sample
+    assert list(training_sentences(train, 100, seed=2)) != sample
+    positions = [everything.index(line) for line in sample]
+    assert positions == sorted(positions)  # corpus order, both sides drawn
+    assert min(positions) < 300 <= max(positions)
+
+
+def test_a_tokenizer_is_reused_by_fingerprint_without_reading_the_text(
+    subset: dict, tmp_path: Path
+) -> None:
+    from nmt.data.encoding import tokenizer_for
+    from nmt.data.sources import load_split
+    from nmt.tokenizer import train_or_load
+
+    cfg = data_config(tmp_path / "c", source="multi30k", dir=str(subset["dir"]), splits=SPLITS)
+    tok_cfg = TokenizerConfig(name="stream", dir=str(tmp_path / "tok"), vocab_size=500)
+    train = load_split(cfg, "train")
+    first = tokenizer_for(cfg, tok_cfg, train)
+
+    def unread():
+        raise AssertionError("the text was read")
+
+    again = train_or_load(tok_cfg, unread, "same data", fingerprint=train._fingerprint)
+    assert again.model_bytes == first.model_bytes
+    texts = subset["train"]["en"] + subset["train"]["de"]  # another fingerprint, same text
+    assert train_or_load(tok_cfg, texts, "x", fingerprint="other").model_bytes == first.model_bytes
+    assert list(training_sentences_of(train)) == texts
+
+
+def training_sentences_of(train):
+    from nmt.data.encoding import training_sentences
+
+    return training_sentences(train, 10**9, seed=0)
 
 
 def test_url_is_downloaded_once(subset: dict, tmp_path: Path, monkeypatch) -> None:

@@ -9,6 +9,7 @@ tokenizer means new ids, and the same one means a cache hit.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 import datasets
 import numpy as np
@@ -31,12 +32,41 @@ def build_tokenizer(data_cfg: DataConfig, tok_cfg: TokenizerConfig) -> Tokenizer
 def tokenizer_for(
     data_cfg: DataConfig, tok_cfg: TokenizerConfig, train: datasets.Dataset
 ) -> Tokenizer:
-    """`build_tokenizer` on an already loaded training split."""
+    """`build_tokenizer` on an already loaded training split: reused when the split's
+    `datasets` fingerprint (its files' identity) is the one stored with the tokenizer, else
+    trained on its sentences streamed from the Arrow table (`training_sentences`)."""
     description = (
         f"{data_cfg.name}: {data_cfg.source} split {data_cfg.splits['train']!r}, "
         f"{data_cfg.src_lang}+{data_cfg.tgt_lang}, {len(train)} pairs"
     )
-    return train_or_load(tok_cfg, train["src"][:] + train["tgt"][:], description)
+    size, seed = tok_cfg.input_sentence_size, tok_cfg.seed
+    return train_or_load(
+        tok_cfg,
+        lambda: training_sentences(train, size, seed),
+        description,
+        fingerprint=train._fingerprint,  # no public accessor; stable for the same files
+    )
+
+
+STREAM_ROWS = 100_000
+
+
+def training_sentences(train: datasets.Dataset, limit: int, seed: int) -> Iterator[str]:
+    """The split's source sentences, then its target sentences, read STREAM_ROWS rows at a
+    time from the Arrow table: never the whole corpus as Python strings. With more than
+    `limit` sentences, a uniform sample of `limit` of them (seeded), in corpus order."""
+    n = len(train)
+    keep = None
+    if 2 * n > limit:
+        keep = np.sort(np.random.default_rng(seed).choice(2 * n, size=limit, replace=False))
+    table = train.with_format("arrow")
+    for offset, column in ((0, "src"), (n, "tgt")):
+        for start in range(0, n, STREAM_ROWS):
+            chunk = table[start : start + STREAM_ROWS][column]
+            if keep is not None:
+                first, last = np.searchsorted(keep, [offset + start, offset + start + len(chunk)])
+                chunk = chunk.take(pa.array(keep[first:last] - offset - start))
+            yield from chunk.to_pylist()
 
 
 ENCODE_BATCH_ROWS = 20_000
@@ -98,11 +128,13 @@ def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> dat
     line must stay aligned with its source line.
     """
     src_len, tgt_len = token_lengths(ds)
-    text = ds.select_columns(["src", "tgt"]).with_format("arrow")[:]
+    text = ds.select_columns(["src", "tgt"]).with_format("arrow")
     empty = np.zeros(len(ds), dtype=bool)
-    for column in ("src", "tgt"):  # empty after stripping whitespace, computed in Arrow
-        trimmed = pc.utf8_length(pc.utf8_trim_whitespace(text[column]))
-        empty |= pc.equal(trimmed, 0).to_numpy(zero_copy_only=False)
+    for start in range(0, len(ds), STREAM_ROWS):  # in Arrow, a slice of the table at a time
+        chunk = text[start : start + STREAM_ROWS]
+        for column in ("src", "tgt"):  # empty after stripping whitespace
+            trimmed = pc.utf8_length(pc.utf8_trim_whitespace(chunk[column]))
+            empty[start : start + len(chunk)] |= pc.equal(trimmed, 0).to_numpy(zero_copy_only=False)
     longest, shortest = np.maximum(src_len, tgt_len), np.minimum(src_len, tgt_len)
     too_long = ~empty & (longest > max_len)
     bad_ratio = ~empty & ~too_long & (longest > max_len_ratio * np.maximum(shortest, 1))
