@@ -255,6 +255,37 @@ def test_a_tokenizer_is_reused_by_fingerprint_without_reading_the_text(
     assert list(training_sentences_of(train)) == texts
 
 
+def test_training_a_tokenizer_never_holds_the_corpus_as_python_strings(
+    multi30k_dir: Path, tmp_path: Path
+) -> None:
+    """150k pairs (300k sentences, ~20 MB of text) and a 3,000-sentence sample: the Python
+    heap peaks far below the corpus (the old code built a list of all 300k sentences)."""
+    import tracemalloc
+
+    from nmt.data.encoding import tokenizer_for
+    from nmt.data.sources import load_split
+
+    files = {}
+    for lang in ("en", "de"):
+        lines = list(islice(read_lines(multi30k_dir / f"train.{lang}"), 30_000)) * 5
+        files[lang] = str(write_lines(tmp_path / f"big.{lang}", lines))
+    corpus_bytes = sum(Path(f).stat().st_size for f in files.values())
+    cfg = data_config(
+        tmp_path / "c", source="files", data_files={"big": files}, splits={"train": "big"}
+    )
+    train = load_split(cfg, "train")
+    tok_cfg = TokenizerConfig(
+        name="big", dir=str(tmp_path / "tok"), vocab_size=500, input_sentence_size=3000
+    )
+    tracemalloc.start()
+    try:
+        tokenizer_for(cfg, tok_cfg, train)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert corpus_bytes > 15e6 and peak < corpus_bytes / 5, (peak, corpus_bytes)
+
+
 def training_sentences_of(train):
     from nmt.data.encoding import training_sentences
 

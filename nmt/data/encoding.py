@@ -73,8 +73,8 @@ ENCODE_BATCH_ROWS = 20_000
 
 
 def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> datasets.Dataset:
-    """Add `src_ids` and `tgt_ids`: piece ids without BOS/EOS (collate adds those), and their
-    lengths `src_len`, `tgt_len`.
+    """Add `src_ids` and `tgt_ids`: piece ids without BOS/EOS (collate adds those), their
+    lengths `src_len`, `tgt_len`, and `blank`: either side empty after strip().
 
     Ids are stored as uint16 when the vocabulary fits (a quarter of int64's memory), else int32.
     Batches go in and out as Arrow tables (`Tokenizer.encode_arrow`), so the ids reach the
@@ -97,11 +97,14 @@ def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> d
 
 
 def _encode_batch(batch: pa.Table, tokenizer: Tokenizer, id_type: type) -> pa.Table:
+    blank = None
     for side in ("src", "tgt"):
         ids = tokenizer.encode_arrow(batch[side], id_type)
         batch = batch.append_column(f"{side}_ids", ids)
         batch = batch.append_column(f"{side}_len", pc.list_value_length(ids))
-    return batch
+        empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(batch[side])), 0)
+        blank = empty if blank is None else pc.or_(blank, empty)
+    return batch.append_column("blank", blank)  # a side empty after strip(): clean_train drops it
 
 
 def token_lengths(ds: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
@@ -112,11 +115,16 @@ def token_lengths(ds: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
     `datasets` gathers such rows one Python index at a time (~20 s for a million), so the
     columns are taken from the table through the mapping in Arrow (~30 ms).
     """
-    table = ds.data.table.select(["src_len", "tgt_len"])
+    return small_column(ds, "src_len"), small_column(ds, "tgt_len")
+
+
+def small_column(ds: datasets.Dataset, name: str) -> np.ndarray:
+    """(N,) int64: a scalar column of `ds`'s rows, taken in Arrow (see `token_lengths`)."""
+    column = ds.data.table.column(name)
     mapping = ds._indices  # None, or a one-column table of row numbers (no public accessor)
     if mapping is not None:
-        table = table.take(mapping.column(0))
-    return tuple(table.column(name).to_numpy().astype(np.int64) for name in ("src_len", "tgt_len"))
+        column = column.take(mapping.column(0))
+    return column.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> datasets.Dataset:
@@ -128,13 +136,7 @@ def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> dat
     line must stay aligned with its source line.
     """
     src_len, tgt_len = token_lengths(ds)
-    text = ds.select_columns(["src", "tgt"]).with_format("arrow")
-    empty = np.zeros(len(ds), dtype=bool)
-    for start in range(0, len(ds), STREAM_ROWS):  # in Arrow, a slice of the table at a time
-        chunk = text[start : start + STREAM_ROWS]
-        for column in ("src", "tgt"):  # empty after stripping whitespace
-            trimmed = pc.utf8_length(pc.utf8_trim_whitespace(chunk[column]))
-            empty[start : start + len(chunk)] |= pc.equal(trimmed, 0).to_numpy(zero_copy_only=False)
+    empty = small_column(ds, "blank").astype(bool)  # never the text: its pages stay unread
     longest, shortest = np.maximum(src_len, tgt_len), np.minimum(src_len, tgt_len)
     too_long = ~empty & (longest > max_len)
     bad_ratio = ~empty & ~too_long & (longest > max_len_ratio * np.maximum(shortest, 1))
