@@ -103,6 +103,7 @@ def trained_step(module: GradientProbe, accumulate: int, devices: int = 1, **kwa
         precision="32-true",
         logger=False,
         enable_checkpointing=False,
+        limit_val_batches=0,
         enable_progress_bar=False,
         enable_model_summary=False,
         use_distributed_sampler=False,
