@@ -13,7 +13,13 @@ import torch
 
 from nmt.checkpoint import load_ensemble, pick_device
 from nmt.cli import UsageError
-from nmt.config import DecodeConfig, InferenceConfig, chosen_search, describe_search
+from nmt.config import (
+    DecodeConfig,
+    InferenceConfig,
+    chosen_search,
+    describe_search,
+    search_problem,
+)
 
 BACKENDS = ("torch", "ctranslate2")
 
@@ -69,10 +75,7 @@ def runnable_search(backend: str, search: DecodeConfig) -> tuple[DecodeConfig, s
 
 
 def check_search(search: DecodeConfig) -> None:
-    """Refuse an n-best list the search cannot give."""
-    if search.nbest > 1 and search.strategy == "greedy":
-        raise UsageError(
-            f"nbest={search.nbest} needs decode=beam (n best) or decode=sample (n samples)"
-        )
-    if search.strategy == "beam" and search.nbest > search.beam_size:
-        raise UsageError(f"nbest={search.nbest} exceeds decode.beam_size={search.beam_size}")
+    """Refuse a search no backend can run as asked (`config.search_problem`)."""
+    problem = search_problem(search)
+    if problem:
+        raise UsageError(problem)

@@ -223,8 +223,25 @@ class DecodeConfig:
                 raise ValueError(f"decode.{name} must not be negative, not {getattr(self, name)}")
         if self.temperature < 0:
             raise ValueError(f"decode.temperature must not be negative, not {self.temperature}")
+        if not 0 <= self.seed < 2**32:  # CTranslate2's seeds are 32-bit
+            raise ValueError(f"decode.seed must be in [0, 2**32), not {self.seed}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"decode.top_p must be in (0, 1], not {self.top_p}")
+
+
+def search_problem(cfg: DecodeConfig) -> str | None:
+    """What makes `cfg` a search no backend can run as asked, in one line; None if nothing."""
+    if cfg.nbest > 1 and cfg.strategy == "greedy":
+        return f"nbest={cfg.nbest} needs strategy beam (n best) or sample (n samples)"
+    if cfg.strategy == "beam" and cfg.nbest > cfg.beam_size:
+        return f"nbest={cfg.nbest} exceeds beam_size={cfg.beam_size}"
+    if cfg.strategy == "beam" and cfg.len_penalty is None:
+        return "strategy beam needs len_penalty (0.6 in decode=beam; 0 for none)"
+    if cfg.strategy == "sample" and cfg.temperature == 0 and cfg.nbest > 1:
+        return f"nbest={cfg.nbest} samples at temperature 0 are one greedy translation"
+    if cfg.max_len_a == 0 and cfg.max_len_b == 0:
+        return "max_len_a and max_len_b are both 0: no output could be longer than nothing"
+    return None
 
 
 STRATEGIES = ("greedy", "beam", "sample")

@@ -277,6 +277,8 @@ def train_or_load(
     split): when it equals the stored one the text is not read at all; else the text's sha256,
     computed as it streams, decides. data_description: a human readable note of the data.
     """
+    if not callable(texts):
+        texts = list(texts)  # read twice (hash, training): a one-shot iterator would not be
     lines = texts if callable(texts) else (lambda: texts)
     model_path, vocab_path, meta_path = tokenizer_paths(cfg)
     settings = asdict(cfg)

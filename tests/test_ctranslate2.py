@@ -198,7 +198,7 @@ def test_translate_and_evaluate_with_the_ctranslate2_backend(
             ["backend=ctranslate2", "ckpt=no_such_dir"],
             "ckpt=no_such_dir not found",
         ),
-        ("nmt.translate", ["decode=greedy", "nbest=2"], "needs decode=beam"),
+        ("nmt.translate", ["decode=greedy", "nbest=2"], "needs strategy beam"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(module, args, message, model_pt, tmp_path):

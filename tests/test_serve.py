@@ -187,6 +187,51 @@ def test_the_ctranslate2_backend_serves_its_offline_translations(
     assert served[0]["backend"] == "ctranslate2"
 
 
+def test_a_search_is_checked_whole_against_the_servers_default() -> None:
+    """Fields a request leaves out come from the default; what they add up to is checked."""
+    from nmt.serving.schema import RequestError, TranslateRequest, request_search
+
+    greedy = DecodeConfig()  # a default with no length penalty and one hypothesis
+    for fields, message in [
+        ({"strategy": "beam"}, "strategy beam needs len_penalty"),
+        ({"strategy": "sample", "temperature": 0.0, "nbest": 3}, "temperature 0"),
+    ]:
+        request = TranslateRequest.model_validate({"text": "A man.", "search": fields})
+        with pytest.raises(RequestError, match=message) as refused:
+            request_search(greedy, "torch", request)
+        assert refused.value.status == 422
+    beam = TranslateRequest.model_validate(
+        {"text": "A man.", "search": {"strategy": "beam", "len_penalty": 1.0}}
+    )
+    assert request_search(greedy, "ctranslate2", beam).length_norm == "power"
+
+
+def test_extreme_but_valid_settings_translate_on_both_backends(
+    api, overfit_translator, lines, tmp_path
+):
+    """Settings at the edges a backend could trip on: a top-k above the vocabulary, min_len
+    past the length limit, a temperature so small that only the best token is left."""
+    from nmt.ct2.model_dir import export
+    from nmt.serving.api import Failure, TranslationAPI
+
+    out = export(overfit_translator, tmp_path / "ct2", "float32", overwrite=False)
+    ct2 = TranslationAPI(
+        compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
+    )
+    ct2.setup("cpu")
+    greedy = served_with(api, [{"text": lines[0], "search": {"strategy": "greedy"}}])[0]
+    bodies = [
+        {"text": lines[0], "search": {"strategy": "sample", "top_k": 100_000, "seed": 1}},
+        {"text": lines[0], "search": {"min_len": 1000}},
+        {"text": lines[0], "search": {"strategy": "sample", "temperature": 1e-30, "seed": 1}},
+    ]
+    for server_api in (api, ct2):
+        answers = served_with(server_api, bodies)
+        assert not any(isinstance(a, Failure) for a in answers), answers
+        assert answers[1]["translation"]  # the length limit ends it
+    assert served_with(api, bodies[2:])[0]["translation"] == greedy["translation"]
+
+
 def test_concurrent_requests_get_their_own_translations(server, lines, offline):
     def one(i: int) -> str:
         return post(server, {"text": lines[i % len(lines)]}).json()["translation"]
@@ -235,7 +280,14 @@ BAD = [
     ({"text": "A man.", "search": {"beam_size": 100000}}, 422, "less than or equal to 64"),
     ({"text": "A man.", "search": {"strategy": "best"}}, 422, "search.strategy"),
     ({"text": "A man.", "search": {"temperature": 0.5}}, 422, "temperature does nothing"),
-    ({"text": "A man.", "search": {"beam_size": 2, "nbest": 3}}, 422, "exceeds the beam size 2"),
+    ({"text": "A man.", "search": {"beam_size": 2, "nbest": 3}}, 422, "exceeds beam_size=2"),
+    ({"text": "A man.", "search": {"max_len_a": 0, "max_len_b": 0}}, 422, "both 0"),
+    ({"text": "A man.", "search": {"strategy": "sample", "seed": 2**32}}, 422, "search.seed"),
+    (
+        {"text": "A man.", "search": {"strategy": "sample", "temperature": 0, "nbest": 2}},
+        422,
+        "temperature 0",
+    ),
     ({"text": "A man.", "search": {"top_p": 0}}, 422, "search.top_p"),
     ({"text": ["A man.", "B."], "prefix": "Ein"}, 422, "prefix must have the shape of text"),
     ({"text": ["A man."] * 17}, 413, "max_lines=16"),

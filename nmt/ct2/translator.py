@@ -94,7 +94,6 @@ class CTranslate2Translator:
     def options(self, cfg: DecodeConfig) -> dict:
         """translate_batch keyword arguments for `cfg`, but the batch's maximum length."""
         options = dict(
-            min_decoding_length=cfg.min_len,
             no_repeat_ngram_size=cfg.no_repeat_ngram_size,
             num_hypotheses=cfg.nbest,
             return_scores=True,
@@ -109,7 +108,7 @@ class CTranslate2Translator:
             options.update(
                 beam_size=1,
                 length_penalty=0.0,
-                sampling_topk=cfg.top_k,
+                sampling_topk=cfg.top_k if cfg.top_k < self.tokenizer.vocab_size else 0,
                 sampling_topp=cfg.top_p,
                 sampling_temperature=cfg.temperature,
             )
@@ -155,6 +154,7 @@ class CTranslate2Translator:
             max(
                 min(int(cfg.max_len_a * (len(s) + 1) + cfg.max_len_b), max_positions - 1),
                 len(forced[i]) if forced else 0,
+                1,
             )
             for i, s in enumerate(sources)
         ]
@@ -174,9 +174,11 @@ class CTranslate2Translator:
                 engine.translate_batch(
                     [[sp.id_to_piece(t) for t in sources[i]] for i in batch],
                     target_prefix,
-                    max_decoding_length=limits[batch[0]],
                     asynchronous=True,
                     **options,
+                    # min_len past the limit: the limit wins, as in the torch path
+                    max_decoding_length=limits[batch[0]],
+                    min_decoding_length=min(cfg.min_len, limits[batch[0]]),
                 )
             )
         alpha = options.get("length_penalty", 0.0)

@@ -25,7 +25,8 @@ class Sampler:
     def __call__(self, log_probs: Tensor) -> Tensor:
         if self.temperature == 0:
             return log_probs.argmax(dim=-1)
-        logits = log_probs / self.temperature
+        # From the row's best: a tiny temperature then sends the rest to -inf, never all of it.
+        logits = (log_probs - log_probs.max(dim=-1, keepdim=True).values) / self.temperature
         if 0 < self.top_k < logits.size(-1):
             kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (N, 1)
             logits = logits.masked_fill(logits < kth, float("-inf"))

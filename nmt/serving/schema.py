@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nmt.backends import runnable_search
-from nmt.config import DecodeConfig, describe_search
+from nmt.config import DecodeConfig, describe_search, search_problem
 
 
 class SearchSettings(BaseModel):
@@ -32,7 +32,7 @@ class SearchSettings(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=100)
     top_k: int | None = Field(default=None, ge=0, le=1_000_000)
     top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
     max_len_a: float | None = Field(default=None, ge=0, le=10)
     max_len_b: int | None = Field(default=None, ge=0, le=1024)
     min_len: int | None = Field(default=None, ge=0, le=1024)
@@ -132,10 +132,9 @@ def request_search(default: DecodeConfig, backend: str, request: TranslateReques
                 f"search.{name} does nothing with strategy {search.strategy}: "
                 f"it applies to {' or '.join(USED_BY[name])}",
             )
-    if search.strategy == "beam" and search.nbest > search.beam_size:
-        raise RequestError(
-            422, f"search.nbest={search.nbest} exceeds the beam size {search.beam_size}"
-        )
+    problem = search_problem(search)
+    if problem:
+        raise RequestError(422, f"search: {problem}")
     return runnable_search(backend, search)[0]
 
 

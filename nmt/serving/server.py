@@ -19,7 +19,7 @@ from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from nmt.backends import check_model, search_for
+from nmt.backends import check_model, check_search, search_for
 from nmt.cli import UsageError
 from nmt.config import DecodeConfig, ServeConfig, batch_tokens, describe_search
 from nmt.serving.api import TranslationAPI
@@ -75,8 +75,8 @@ def check_serve(cfg: ServeConfig) -> None:
             raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
     if cfg.workers < 0 or cfg.threads < 0:
         raise UsageError("workers and threads must not be negative (0: one per core)")
-    if not 0 <= cfg.batch_wait_ms < cfg.timeout * 1000:
-        raise UsageError(f"batch_wait_ms={cfg.batch_wait_ms} must be in [0, timeout*1000)")
+    if not 0 < cfg.batch_wait_ms < cfg.timeout * 1000:  # 0 would spin an idle worker
+        raise UsageError(f"batch_wait_ms={cfg.batch_wait_ms} must be in (0, timeout*1000)")
 
 
 def with_workers(cfg: ServeConfig) -> ServeConfig:
@@ -96,6 +96,7 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
     cfg = with_workers(cfg)
     card = read_card(cfg)
     search, search_line = search_for(card, cfg.decode, overrides)
+    check_search(search)  # the default every request starts from
     limits = Limits(cfg.max_body_bytes, cfg.max_lines, cfg.max_line_chars)
     metadata = {
         "name": card.name,
