@@ -149,13 +149,19 @@ def output_lines(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]], nbest
     as "hypothesis<TAB>score" pairs joined by tabs, best first ("" for an empty line)."""
     if nbest == 1:
         return best_text(tokenizer, hypotheses)
-    lines = []
-    for hyps in hypotheses:
-        texts = tokenizer.decode([h.tokens for h in hyps])
-        lines.append(
-            "\t".join(f"{one_line(t)}\t{h.score:.4f}" for t, h in zip(texts, hyps, strict=True))
-        )
-    return lines
+    return [
+        "\t".join(f"{text}\t{score:.4f}" for text, score in scored)
+        for scored in scored_texts(tokenizer, hypotheses)
+    ]
+
+
+def scored_texts(
+    tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]
+) -> list[list[tuple[str, float]]]:
+    """Each sentence's n-best list as (one line of raw text, score) pairs, best first; one
+    decode call for all of them."""
+    texts = iter(tokenizer.decode([h.tokens for hyps in hypotheses for h in hyps]))
+    return [[(one_line(next(texts)), h.score) for h in hyps] for hyps in hypotheses]
 
 
 @torch.inference_mode()

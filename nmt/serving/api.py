@@ -21,7 +21,7 @@ from litserve.loops import BatchedLoop
 
 from nmt.backends import load_backend, search_for
 from nmt.config import DecodeConfig, ServeConfig, batch_tokens
-from nmt.decoding.text import one_line
+from nmt.decoding.text import scored_texts
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
 
 log = logging.getLogger("nmt.serve")
@@ -83,8 +83,7 @@ class TranslationAPI(ls.LitAPI):
         if any(request.prefixes for request, _ in jobs):
             prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
         hypotheses = self.translator.translate(lines, search, self.max_tokens, 1, prefixes)
-        texts = iter(self.translator.tokenizer.decode([h.tokens for n in hypotheses for h in n]))
-        scored = [[(one_line(next(texts)), h.score) for h in hyps] for hyps in hypotheses]
+        scored = scored_texts(self.translator.tokenizer, hypotheses)
         answers, first = [], 0
         for request, _ in jobs:
             mine = scored[first : first + len(request.lines)]
