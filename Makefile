@@ -48,7 +48,7 @@ train: install ## Train the experiment that suits this machine (ARGS="experiment
 translate: install ## Translate stdin (or input=FILE): ARGS="ckpt=outputs/.../model.pt"
 	$(PY) -m nmt.translate $(ARGS)
 
-evaluate: install ## BLEU/chrF report: ARGS="ckpt=... splits=[valid]"
+evaluate: install ## BLEU/chrF scores of a checkpoint: ARGS="ckpt=... splits=[valid]"
 	$(PY) -m nmt.evaluate $(ARGS)
 
 export: install ## A CTranslate2 model dir: ARGS="ckpt=outputs/.../model.pt out=DIR quantization=int8"
@@ -68,5 +68,5 @@ bench: install ## Benchmarks against Hugging Face; writes bench/results.json
 	$(PY) bench/run_all.py $(ARGS)
 
 clean: ## Remove caches and run outputs (keeps .venv and tokenizers/)
-	rm -rf .pytest_cache .ruff_cache outputs multirun reports bench/results.json
+	rm -rf .pytest_cache .ruff_cache outputs multirun evaluations bench/results.json
 	find . -name __pycache__ -not -path "./$(VENV)/*" -prune -exec rm -rf {} +

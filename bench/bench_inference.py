@@ -33,11 +33,12 @@ import torch
 from bench_train import build_hf
 from common import ROOT, Record, default_precisions, multi30k_tokenizer, read_lines, save_records
 
-from nmt.checkpoint import Translator, load_translator
-from nmt.config import BATCH_TOKENS, DecodeConfig
+from nmt.checkpoint import Checkpoint, load_checkpoint
 from nmt.ct2.model_dir import export
-from nmt.ct2.translator import CTranslate2Translator
-from nmt.decoding.text import best_text
+from nmt.decoding.settings import DecodeConfig
+from nmt.inference.ct2_engine import CTranslate2Engine
+from nmt.inference.output_text import best_text
+from nmt.inference.torch_engine import TorchEngine
 from nmt.model import ModelConfig, Transformer
 
 BASE = ModelConfig(vocab_size=5000)  # the paper's base shape, our Multi30k 5k vocabulary
@@ -133,21 +134,25 @@ def translate_text(system, lines: list[str], cfg: DecodeConfig, forced: int | No
         return system.translate_text(lines, cfg, forced)
     if forced is not None:
         cfg = replace(cfg, max_len_a=0.0, max_len_b=forced, min_len=forced)
-    max_tokens = BATCH_TOKENS[system.backend]  # each backend's default, as translate runs it
-    return best_text(system.tokenizer, system.translate(lines, cfg, max_tokens))
+    return best_text(system.tokenizer, system.translate(lines, cfg))  # each engine's own batch
 
 
 def systems(model: Transformer, tokenizer, folder: Path, precisions: list[str]) -> dict:
     """Each system name -> an object translating with the same weights."""
-    out = {"ours fp32": Translator(model.float().eval(), tokenizer, "en", "de", {})}
+    fp32 = Checkpoint(model.float().eval(), tokenizer, "en", "de", {})
+    budget = TorchEngine.default_max_tokens
+    out = {"ours fp32": TorchEngine(fp32, budget)}
     if "bf16" in precisions:
         bf16 = Transformer(model.cfg)
         bf16.load_state_dict(model.state_dict())
-        out["ours bf16"] = Translator(bf16.to(torch.bfloat16).eval(), tokenizer, "en", "de", {})
+        bf16_checkpoint = Checkpoint(bf16.to(torch.bfloat16).eval(), tokenizer, "en", "de", {})
+        out["ours bf16"] = TorchEngine(bf16_checkpoint, budget)
     threads = torch.get_num_threads()
     for quantization in ("float32", "int8"):
-        path = export(out["ours fp32"], folder / quantization, quantization, False)
-        out[f"ct2 {quantization}"] = CTranslate2Translator(path, "cpu", "default", threads)
+        path = export(fp32, folder / quantization, quantization, False)
+        out[f"ct2 {quantization}"] = CTranslate2Engine(
+            path, "cpu", "default", threads, CTranslate2Engine.default_max_tokens
+        )
     out["hf fp32"] = HFSystem(model, tokenizer)
     return out
 
@@ -223,7 +228,7 @@ def main() -> None:
             model, multi30k_tokenizer(), lines, refs, searches, args.length, precisions, "base"
         )
     if args.ckpt:
-        trained = load_translator(args.ckpt)
+        trained = load_checkpoint(args.ckpt)
         records += run(
             trained.model, trained.tokenizer, lines, refs, searches, None, precisions, "recipe"
         )

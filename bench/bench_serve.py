@@ -23,9 +23,11 @@ import time
 import sacrebleu
 from common import ROOT, Record, read_lines, save_records
 
-from nmt.backends import load_backend, search_for
-from nmt.config import DecodeConfig, InferenceConfig, batch_tokens
-from nmt.decoding.text import output_lines
+from nmt.config import InferenceConfig
+from nmt.decoding.settings import DecodeConfig
+from nmt.inference import loading
+from nmt.inference.output_text import output_lines
+from nmt.inference.search_choice import choose_search
 from nmt.serving.launch import launched
 
 CLIENTS = 16
@@ -35,14 +37,13 @@ OFF = ["batch_requests=1", "workers=1"]  # one request at a time, on all cores
 def offline(ckpt: str, backend: str, lines: list[str]) -> tuple[list[str], float]:
     """`nmt.translate`'s path in this process: the outputs and the seconds they took."""
     cfg = InferenceConfig(ckpt=ckpt, decode=DecodeConfig(), backend=backend)
-    translator = load_backend(cfg)
-    search, line = search_for(translator, cfg.decode, [])
+    engine = loading.load(cfg)
+    search, line = choose_search(engine.card, cfg.decode, [])
     print(line, flush=True)
-    max_tokens = batch_tokens(backend, None)
     start = time.perf_counter()
-    hypotheses = translator.translate(lines, search, max_tokens)
+    hypotheses = engine.translate(lines, search)
     seconds = time.perf_counter() - start
-    return output_lines(translator.tokenizer, hypotheses, 1), seconds
+    return output_lines(engine.tokenizer, hypotheses, 1), seconds
 
 
 class Client:

@@ -13,7 +13,7 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.checkpoint import save_inference_checkpoint
+from nmt.checkpoint import save_checkpoint
 from nmt.cli import fail, one_line_errors
 from nmt.config import AverageConfig, register_configs
 from nmt.training.averaging import average_checkpoints, select_checkpoints
@@ -37,7 +37,7 @@ def main(dict_cfg) -> None:
         paths = [Path(p) for p in cfg.checkpoints] or select_checkpoints(Path(cfg.dir), cfg.last)
         averaged = average_checkpoints(paths)
         output = cfg.output or paths[-1].parent / f"averaged_last{len(paths)}.pt"
-        save_inference_checkpoint(output, averaged)
+        save_checkpoint(output, averaged)
     log.info("Averaged %d checkpoints into %s", len(paths), output)
 
 

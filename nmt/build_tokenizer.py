@@ -13,9 +13,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from nmt.cli import one_line_errors, setup_logging
-from nmt.config import CONF_DIR, TrainConfig, register_configs, with_experiment
+from nmt.config import CONF_DIR, TrainConfig, register_configs
 from nmt.data.encoding import build_tokenizer
-from nmt.tokenizer import tokenizer_paths
+from nmt.tokenizer_training import tokenizer_paths
+from nmt.training.experiment_choice import with_experiment
 
 log = logging.getLogger("nmt.build_tokenizer")
 

@@ -17,21 +17,18 @@ from typing import Any
 
 import torch
 
-from nmt import cpu
-from nmt.config import DecodeConfig
-from nmt.decoding.state import Hypothesis
-from nmt.decoding.text import translate_lines
+from nmt.decoding.settings import DecodeConfig
 from nmt.files import atomic_path
-from nmt.model import Ensemble, ModelConfig, Transformer, count_parameters
+from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-inference-1"
 
 
 @dataclass
-class Translator:
-    """A model (or an ensemble) with its tokenizer and direction: what decoding a raw sentence
-    needs."""
+class Checkpoint:
+    """What an inference checkpoint holds, as objects: a model (or an ensemble, once an engine
+    has built one) with its tokenizer, direction, provenance and search."""
 
     model: Transformer | Ensemble
     tokenizer: Tokenizer
@@ -39,37 +36,6 @@ class Translator:
     tgt_lang: str
     info: dict[str, Any]
     search: DecodeConfig | None = None  # the search chosen for this model; None: not stored
-
-    backend = "torch"
-
-    def translate(
-        self,
-        lines: list[str],
-        cfg: DecodeConfig,
-        max_tokens: int,
-        first_line_number: int = 1,
-        prefixes: list[str] | None = None,
-    ) -> list[list[Hypothesis]]:
-        """One n-best list per line (`nmt.decoding.text.translate_lines`)."""
-        return translate_lines(
-            self.model, self.tokenizer, lines, cfg, max_tokens, first_line_number, prefixes
-        )
-
-    @property
-    def num_parameters(self) -> int:
-        return count_parameters(self.model)
-
-    def describe(self) -> str:
-        return f"torch, weights in {str(self.dtype).removeprefix('torch.')}"
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        """The weights' dtype (float32 unless loaded with another)."""
-        return next(self.model.parameters()).dtype
 
 
 def inference_payload(
@@ -95,58 +61,31 @@ def inference_payload(
     return payload
 
 
-def save_inference_checkpoint(path: str | Path, translator: Translator) -> None:
+def save_checkpoint(path: str | Path, checkpoint: Checkpoint) -> None:
     payload = inference_payload(
-        translator.model.cfg,
-        translator.tokenizer,
-        translator.src_lang,
-        translator.tgt_lang,
-        translator.info,
-        translator.search,
+        checkpoint.model.cfg,
+        checkpoint.tokenizer,
+        checkpoint.src_lang,
+        checkpoint.tgt_lang,
+        checkpoint.info,
+        checkpoint.search,
     )
-    payload["state_dict"] = {k: v.detach().cpu() for k, v in translator.model.state_dict().items()}
+    payload["state_dict"] = {k: v.detach().cpu() for k, v in checkpoint.model.state_dict().items()}
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
-
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def pick_device(name: str) -> torch.device:
-    """ "auto" is the GPU when there is one, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def pick_dtype(name: str, device: torch.device) -> str:
-    """ "auto" is bfloat16 where the device multiplies bf16 in hardware (a CUDA GPU with bf16,
-    a CPU with AVX-512 BF16 or AMX), float32 elsewhere, where bf16 would be emulated."""
-    if name != "auto":
-        return name
-    if device.type == "cuda":
-        native = torch.cuda.is_bf16_supported()
-    else:
-        native = device.type == "cpu" and cpu.cpu_has_native_bf16()
-    return "bfloat16" if native else "float32"
 
 
 class CheckpointError(ValueError):
     """A file that cannot be loaded as a checkpoint; the message is one line."""
 
 
-def load_translator(
-    path: str | Path, device: str | torch.device = "cpu", dtype: str = "float32"
-) -> Translator:
-    """Load an inference checkpoint or a Lightning checkpoint of `nmt.train` for decoding,
-    with the weights in `dtype` (bfloat16 about halves CPU decoding time on CPUs with AVX-512
-    BF16/AMX, and GPU time too; search scores stay float32; "auto": see `pick_dtype`).
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """An inference checkpoint or a Lightning checkpoint of `nmt.train`, its model in float32
+    on the CPU (engines place it: nmt.inference).
 
     Only tensors and plain values are unpickled (`weights_only=True`): a file that would run
     code when loaded is refused. Raises FileNotFoundError or CheckpointError, one line each.
     """
-    if dtype != "auto" and dtype not in DTYPES:
-        raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, not {dtype!r}")
     path = Path(path)
     payload = read_inference_payload(path)
     try:
@@ -154,7 +93,7 @@ def load_translator(
         model.load_state_dict(payload["state_dict"])
         tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
         search = DecodeConfig(**payload["search"]) if "search" in payload else None
-        translator = Translator(
+        checkpoint = Checkpoint(
             model,
             tokenizer,
             payload["src_lang"],
@@ -169,41 +108,8 @@ def load_translator(
             f"{path}: its tokenizer has {tokenizer.vocab_size} pieces but its model "
             f"{model.cfg.vocab_size}: they were not trained together"
         )
-    device = torch.device(device)
-    dtype = pick_dtype(dtype, device)
-    cpu.warn_if_emulated_bf16(device, dtype == "bfloat16", f"dtype={dtype}")
-    model.to(device=device, dtype=DTYPES[dtype]).eval()
-    return translator
-
-
-def load_ensemble(
-    paths: list[str], device: str | torch.device = "cpu", dtype: str = "float32"
-) -> Translator:
-    """One checkpoint, as `load_translator` loads it, or several searched as one `Ensemble`
-    (the mean of their next-token probabilities). Members must share the tokenizer and the
-    direction; the first one's info is kept, with the members' paths under "ensemble"."""
-    members = [load_translator(path, device, dtype) for path in paths]
-    first = members[0]
-    if len(members) == 1:
-        return first
-    for path, member in zip(paths[1:], members[1:], strict=True):
-        if member.tokenizer.model_bytes != first.tokenizer.model_bytes:
-            raise CheckpointError(
-                f"{path} has another tokenizer than {paths[0]}: ensemble members must share one"
-            )
-        if (member.src_lang, member.tgt_lang) != (first.src_lang, first.tgt_lang):
-            raise CheckpointError(
-                f"{path} translates {member.src_lang}->{member.tgt_lang} but {paths[0]} "
-                f"{first.src_lang}->{first.tgt_lang}"
-            )
-    return Translator(
-        Ensemble([member.model for member in members]),
-        first.tokenizer,
-        first.src_lang,
-        first.tgt_lang,
-        {**first.info, "ensemble": [str(Path(path).resolve()) for path in paths]},
-        first.search,
-    )
+    model.eval()
+    return checkpoint
 
 
 def read_checkpoint(path: Path, mmap: bool = False) -> dict:

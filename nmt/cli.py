@@ -3,7 +3,7 @@
 A refusal is one line on stderr, `nmt.<command>: error: <what went wrong>`, never a
 traceback: exit code 2 for a bad command line (a missing mandatory setting, with an example
 of the command that works, or a `UsageError`: settings that cannot go together, a path given
-that is not there), 1 for everything else (a damaged file, data that fails).
+that is not there, a `SearchError`), 1 for everything else (a damaged file, data that fails).
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 from omegaconf.errors import MissingMandatoryValue
+from tqdm import tqdm
+
+from nmt.decoding.settings import SearchError
 
 
 class UsageError(ValueError):
@@ -43,7 +46,21 @@ def one_line_errors(command: str, example: str) -> Iterator[None]:
     except MissingMandatoryValue as error:
         key = error.full_key or str(error).splitlines()[0]
         fail(command, f"{key} is required, e.g. {example}", code=2)
-    except UsageError as error:
+    except (UsageError, SearchError) as error:
         fail(command, str(error), code=2)
     except (OSError, ValueError, FloatingPointError) as error:
         fail(command, str(error))
+
+
+def show_progress(setting: str, default: bool) -> bool:
+    """Whether a command draws its progress bar (on stderr): `progress=true|false`, or for
+    `auto` the command's `default`."""
+    value = str(setting).lower()  # the command line's true/false arrive as "True"/"False"
+    if value not in ("auto", "true", "false"):
+        raise UsageError(f"progress must be auto, true or false, not {setting!r}")
+    return value == "true" or (value == "auto" and default)
+
+
+def progress_bar(show: bool, **kwargs) -> tqdm:
+    """A tqdm bar on stderr (stdout is for results), drawn only if `show`."""
+    return tqdm(file=sys.stderr, disable=not show, **kwargs)

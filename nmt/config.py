@@ -11,12 +11,13 @@ the model, the tokenizer and the searches read these dataclasses without it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
 
+from nmt.decoding.settings import DecodeConfig
 from nmt.model import ModelConfig
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package
@@ -68,8 +69,8 @@ class DataConfig:
     max_tokens: int = 4096  # padded source or target tokens per training batch
     # BPE-dropout: each merge is skipped with this probability when a training pair is read,
     # a new segmentation each epoch; 0 = the tokenizer's own. Batches are sized by the
-    # tokenizer's own segmentation, so sampled ones hold more tokens (Multi30k, 8k BPE: 10% at
-    # 0.05, 21% at 0.1). Validation and test text is never sampled.
+    # tokenizer's own segmentation, so sampled ones hold more tokens (docs/guide.md). Validation
+    # and test text is never sampled.
     bpe_dropout: float = 0.0
     # Bidirectional training (BiT, Ding et al. 2021): the first N epochs read every training pair
     # twice, once as it is and once with source and target swapped (an epoch of twice the
@@ -180,117 +181,6 @@ class TrainerConfig:
 
 
 @dataclass
-class DecodeConfig:
-    """Search settings shared by validation BLEU, translate, evaluate and an exported model.
-
-    A checkpoint carries the search chosen for it (`Translator.search`); commands use it unless
-    the command line names `decode=...` or `decode.FIELD=...` (see `chosen_search`).
-    """
-
-    strategy: str = "greedy"  # greedy | beam | sample
-    beam_size: int = 1
-    len_penalty: float | None = None  # alpha of the length penalty (beam only)
-    # gnmt: score = log P / ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, ours);
-    # power: log P / |Y| ** alpha (CTranslate2's); |Y| counts EOS. docs/guide.md maps one to
-    # the other.
-    length_norm: str = "gnmt"
-    max_len_a: float = 1.0  # maximum output length = a * source_length + b (paper: |x| + 50)
-    max_len_b: int = 50
-    min_len: int = 0  # EOS is forbidden before this many tokens
-    no_repeat_ngram_size: int = 0  # 0 = off
-    nbest: int = 1  # hypotheses (beam) or samples (sample) returned per sentence
-    # Sampling: the next token is drawn from softmax(log-probs / temperature) restricted to the
-    # top_k most probable tokens (0 = all) and to the smallest set whose probability reaches
-    # top_p (1.0 = all); temperature 0 is greedy. The same seed and the same batches give the
-    # same samples.
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(
-                f"decode.strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}"
-            )
-        if self.length_norm not in LENGTH_NORMS:
-            raise ValueError(f"decode.length_norm must be gnmt or power, not {self.length_norm!r}")
-        for name in ("beam_size", "nbest"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"decode.{name} must be at least 1, not {getattr(self, name)}")
-        for name in ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size", "top_k"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"decode.{name} must not be negative, not {getattr(self, name)}")
-        if self.temperature < 0:
-            raise ValueError(f"decode.temperature must not be negative, not {self.temperature}")
-        if not 0 <= self.seed < 2**32:  # CTranslate2's seeds are 32-bit
-            raise ValueError(f"decode.seed must be in [0, 2**32), not {self.seed}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"decode.top_p must be in (0, 1], not {self.top_p}")
-
-
-def search_problem(cfg: DecodeConfig) -> str | None:
-    """What makes `cfg` a search no backend can run as asked, in one line; None if nothing."""
-    if cfg.nbest > 1 and cfg.strategy == "greedy":
-        return f"nbest={cfg.nbest} needs strategy beam (n best) or sample (n samples)"
-    if cfg.strategy == "beam" and cfg.nbest > cfg.beam_size:
-        return f"nbest={cfg.nbest} exceeds beam_size={cfg.beam_size}"
-    if cfg.strategy == "beam" and cfg.len_penalty is None:
-        return "strategy beam needs len_penalty (0.6 in decode=beam; 0 for none)"
-    if cfg.strategy == "sample" and cfg.temperature == 0 and cfg.nbest > 1:
-        return f"nbest={cfg.nbest} samples at temperature 0 are one greedy translation"
-    if cfg.max_len_a == 0 and cfg.max_len_b == 0:
-        return "max_len_a and max_len_b are both 0: no output could be longer than nothing"
-    return None
-
-
-STRATEGIES = ("greedy", "beam", "sample")
-LENGTH_NORMS = ("gnmt", "power")
-
-
-def describe_search(cfg: DecodeConfig) -> str:
-    """The search in a few words, for logs and reports."""
-    if cfg.strategy == "greedy":
-        text = "greedy"
-    elif cfg.strategy == "beam":
-        norm = "GNMT" if cfg.length_norm == "gnmt" else "power"
-        text = f"beam {cfg.beam_size}, {norm} length penalty {cfg.len_penalty}"
-    else:
-        text = (
-            f"sampling (temperature {cfg.temperature}, top-k {cfg.top_k or 'all'}, "
-            f"top-p {cfg.top_p}, seed {cfg.seed})"
-        )
-    if cfg.nbest > 1:
-        text += f", {cfg.nbest} {'samples' if cfg.strategy == 'sample' else 'best'}"
-    return text
-
-
-def chosen_search(
-    command: DecodeConfig, stored: DecodeConfig | None, overrides: list[str]
-) -> tuple[DecodeConfig, str]:
-    """The search a command runs, and where it comes from.
-
-    `command`: the command's composed `decode`; `stored`: the checkpoint's own search, None for
-    a checkpoint written before searches were stored; `overrides`: the command line. A
-    `decode=NAME` override takes the command's whole search; `decode.FIELD=...` overrides
-    change those fields of the checkpoint's search; with neither, the checkpoint's search
-    runs. A checkpoint without one falls back to the command's default.
-    """
-    keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
-    if "decode" in keys:
-        return command, "decode= from the command line"
-    if stored is None:
-        return command, (
-            "the checkpoint stores no search (written before nmt stored one), so this "
-            f"command's default: {describe_search(command)}"
-        )
-    fields = [k.removeprefix("decode.") for k in keys if k.startswith("decode.")]
-    search = replace(stored, **{name: getattr(command, name) for name in fields})
-    where = "the checkpoint's own"
-    return search, where + (f", with {', '.join(fields)} from the command line" if fields else "")
-
-
-@dataclass
 class CheckpointConfig:
     """Which checkpoints training keeps and when it stops early."""
 
@@ -315,13 +205,12 @@ class CheckpointConfig:
 
 
 @dataclass
-class FinalReportConfig:
-    """After training, score model.pt on these split roles with this search and write
-    `nmt.evaluate`'s report folder to <run>/report/, so one command reproduces a results row.
-    No splits = no report. Decoding settings are chosen on validation, never on test."""
+class FinalEvaluationConfig:
+    """After training, score model.pt on these split roles with its search (TrainConfig.search)
+    and write `nmt.evaluate`'s folder to <run>/evaluation/, so one command reproduces a results
+    row. No splits = none. Searches are chosen on validation, never on test."""
 
     splits: list[str] = field(default_factory=list)  # roles of data.splits, e.g. [valid, test]
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
     max_tokens: int = 4096  # padded source tokens x beam rows per batch
 
 
@@ -332,9 +221,11 @@ class TrainConfig:
     model: ModelConfig = MISSING
     optim: OptimConfig = MISSING
     trainer: TrainerConfig = MISSING
-    decode: DecodeConfig = MISSING
+    decode: DecodeConfig = MISSING  # the search of validation BLEU during training
+    # The search model.pt carries: translate, evaluate, serve and the final evaluation run it.
+    search: DecodeConfig = field(default_factory=DecodeConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    report: FinalReportConfig = field(default_factory=FinalReportConfig)
+    final_evaluation: FinalEvaluationConfig = field(default_factory=FinalEvaluationConfig)
     experiment_name: str = MISSING
     seed: int = 1234
     ckpt_path: str | None = None  # resume: "last" (of this run's folder) or a checkpoint path
@@ -376,19 +267,6 @@ class TrainConfig:
             )
 
 
-# Each backend's default batch (padded source tokens x beam rows), its fastest measured on 2
-# CPU cores (base shape, beam 4, docs/benchmarks.md): our torch search gains from larger
-# batches (1,024 / 2,048 / 4,096 / 8,192 tokens: 27.0 / 32.2 / 35.0 / 37.7 sent/s), while
-# CTranslate2, whose single-threaded workers take a batch each, gains from smaller ones
-# (1,024 / 2,048 / 4,096: 108 / 96 / 86 sent/s).
-BATCH_TOKENS = {"torch": 4096, "ctranslate2": 1024}
-
-
-def batch_tokens(backend: str, max_tokens: int | None) -> int:
-    """The batch budget a command runs with: max_tokens if given, else the backend's."""
-    return max_tokens if max_tokens is not None else BATCH_TOKENS[backend]
-
-
 @dataclass
 class InferenceConfig:
     """What the commands that translate share: the model, its engine, the search, the batch."""
@@ -396,7 +274,8 @@ class InferenceConfig:
     ckpt: str = MISSING
     ensemble: list[str] = field(default_factory=list)  # more checkpoints searched with ckpt
     decode: DecodeConfig = MISSING
-    max_tokens: int | None = None  # padded source tokens x beam rows per batch; see BATCH_TOKENS
+    # padded source tokens x beam rows per batch; None: the engine's own (default_max_tokens)
+    max_tokens: int | None = None
     backend: str = "torch"  # torch (a .pt/.ckpt) | ctranslate2 (a dir from nmt.export)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "float32"  # torch: float32 | bfloat16 | float16 | auto (bf16 where native)
@@ -431,6 +310,7 @@ class EvaluateConfig(InferenceConfig):
     length_buckets: list[int] = field(default_factory=lambda: [10, 20, 30])  # upper edges, words
     examples: int = 5  # best and worst sentences (by sentence BLEU) listed in report.md
     attention: list[int] = field(default_factory=list)  # line indices of the first split to plot
+    progress: str = "auto"  # auto (a bar on stderr when it is a terminal) | true | false
 
 
 @dataclass
@@ -466,6 +346,7 @@ class ExportConfig:
     quantization: str = "int8"  # int8 | int8_float32 | int16 | float32 | float16 | bfloat16 ...
     out: str = MISSING  # a new directory (overwrite=true replaces an existing one)
     overwrite: bool = False
+    progress: str = "auto"  # auto (a bar on stderr when it is a terminal) | true | false
 
 
 @dataclass
@@ -506,25 +387,3 @@ def register_configs() -> None:
         ("decode", DecodeConfig),
     ]:
         cs.store(group=group, name="schema", node=node)
-
-
-def machine_experiment() -> tuple[str, str]:
-    """The experiment `nmt.train` runs when none is named, and why: the paper's base model
-    where there is a CUDA GPU, else the CPU recipe (a 60-minute budget on the cores at hand)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return "multi30k_base", f"a CUDA GPU is present ({torch.cuda.get_device_name(0)})"
-    return "multi30k_cpu", "no CUDA GPU here, so the CPU recipe (60 minutes on this CPU)"
-
-
-def with_experiment(overrides: list[str]) -> tuple[list[str], str]:
-    """`overrides` with `experiment=...` first if they name none, and a line saying which
-    experiment runs and why."""
-    named = [o for o in overrides if o.lstrip("+~").partition("=")[0] == "experiment"]
-    if named:
-        return overrides, f"Experiment: {named[-1].partition('=')[2]} (from the command line)"
-    name, why = machine_experiment()
-    return [f"experiment={name}", *overrides], (
-        f"Experiment: {name}, since {why}; experiment=NAME picks another"
-    )

@@ -12,8 +12,9 @@ log = logging.getLogger(__name__)
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX, through oneDNN).
-    Elsewhere bf16 is emulated, many times slower than float32 (docs/benchmarks.md)."""
-    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    Elsewhere bf16 is emulated, many times slower than float32 (docs/benchmarks.md). oneDNN's
+    own `_is_mkldnn_bf16_supported` says yes for any AVX-512 CPU, which only emulates it."""
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def warn_if_emulated_bf16(device: torch.device, wants_bf16: bool, setting: str) -> None:

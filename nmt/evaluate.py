@@ -1,13 +1,14 @@
 """`python -m nmt.evaluate ckpt=PATH [splits=[valid,test]] [decode=greedy] [attention=[0,5]]`.
 
-Scores a checkpoint with sacreBLEU (BLEU, chrF2, lowercased BLEU) and writes a report folder:
-Hydra's run dir (reports/<date_time>/), or one numbered folder per job of a multirun sweep
+Scores a checkpoint with sacreBLEU (BLEU, chrF2, lowercased BLEU) and writes an evaluation
+folder:
+Hydra's run dir (evaluations/<date_time>/), or one numbered folder per job of a multirun sweep
 (multirun/evaluate/<date_time>/<job>/), e.g. over decoding settings of one checkpoint:
 
     python -m nmt.evaluate -m ckpt=PATH decode.beam_size=1,4,8 decode.len_penalty=0.6,1.0
 
-Scores go to stdout; logs and sacreBLEU signatures to stderr and evaluate.log. The logic lives
-in `nmt.evaluation.split_report`.
+Scores go to stdout; logs and sacreBLEU signatures to stderr and evaluate.log. The work is
+`nmt.evaluation.evaluation_run`'s.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from nmt.cli import one_line_errors
 from nmt.config import EvaluateConfig, register_configs
-from nmt.evaluation.split_report import evaluate, summary
+from nmt.evaluation.evaluation_run import evaluate, summary
 
 EXAMPLE = "python -m nmt.evaluate ckpt=outputs/<run>/model.pt splits=[valid,test]"
 
@@ -34,9 +35,9 @@ def main(dict_cfg: DictConfig) -> float:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     with one_line_errors("nmt.evaluate", EXAMPLE):
         cfg: EvaluateConfig = OmegaConf.to_object(dict_cfg)
-        report = evaluate(cfg, run_dir, list(hydra_cfg.overrides.task))
-    print(summary(report, run_dir), flush=True)
-    return report["splits"][cfg.splits[0]]["bleu"]
+        record = evaluate(cfg, run_dir, list(hydra_cfg.overrides.task))
+    print(summary(record, run_dir), flush=True)
+    return record["splits"][cfg.splits[0]]["bleu"]
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ beside them. Translate with it through `python -m nmt.translate backend=ctransla
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import UsageError, one_line_errors, setup_logging
+from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ExportConfig, register_configs
 
 log = logging.getLogger("nmt.export")
@@ -40,17 +41,23 @@ def check_request(cfg: ExportConfig) -> None:
 
 def run(cfg: ExportConfig) -> Path:
     check_request(cfg)
-    from nmt.checkpoint import load_translator
+    from nmt.checkpoint import load_checkpoint
     from nmt.ct2.model_dir import export
     from nmt.ct2.spec import unsupported
 
-    translator = load_translator(cfg.ckpt)
-    reason = unsupported(translator.model.cfg)
-    if reason:
-        raise UsageError(f"cannot export {cfg.ckpt}: {reason}")
-    if translator.search is None:
-        log.info("%s stores no search: the export carries none (commands fall back)", cfg.ckpt)
-    out = export(translator, cfg.out, cfg.quantization, cfg.overwrite)
+    show = show_progress(cfg.progress, default=sys.stderr.isatty())
+    with progress_bar(show, desc="exporting", total=2, unit=" steps") as bar:
+        bar.set_postfix_str("reading the checkpoint")
+        checkpoint = load_checkpoint(cfg.ckpt)
+        reason = unsupported(checkpoint.model.cfg)
+        if reason:
+            raise UsageError(f"cannot export {cfg.ckpt}: {reason}")
+        if checkpoint.search is None:
+            log.info("%s stores no search: the export carries none (commands fall back)", cfg.ckpt)
+        bar.update()
+        bar.set_postfix_str(f"converting to CTranslate2 {cfg.quantization}")
+        out = export(checkpoint, cfg.out, cfg.quantization, cfg.overwrite)
+        bar.update()
     log.info("Exported %s to %s (CTranslate2, %s)", cfg.ckpt, out, cfg.quantization)
     return out
 

@@ -1,9 +1,11 @@
 """Files written atomically, and the line-aligned text files of corpora and reports.
 
 Every file `nmt` writes (checkpoints, tokenizers, caches, reports) goes to a temporary name in
-the same folder, is flushed to disk and is then renamed over the target: a kill at any moment
-leaves either the old file or the new one, never half of one. Text is UTF-8 with "\\n" the
-only line break, so a line holding "\\r" or "\\u2028" stays one line; CRLF files read as LF.
+the same folder, is flushed to disk and is then renamed over the target, and the folder is
+flushed too: a kill or a crash at any moment leaves either the old file or the new one, never
+half of one. A new file gets the mode the umask gives (0644 under 0022, as `open` would), a
+replaced one keeps its own. Text is UTF-8 with "\\n" the only line break, so a line holding
+"\\r" or "\\u2028" stays one line; CRLF files read as LF.
 
 No torch, datasets or Lightning here: `nmt.report` imports this and starts fast.
 """
@@ -12,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import secrets
+import stat
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -26,16 +29,45 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     `path`. If the block fails, the temporary file is removed and `path` is untouched."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    tmp = Path(name)
+    tmp = new_file_beside(path)
     try:
         yield tmp
         with open(tmp, "rb+") as f:
+            with suppress(FileNotFoundError):  # a rewritten file keeps its mode
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def new_file_beside(path: Path) -> Path:
+    """A new empty file with an unused name beside `path`. The kernel gives it 0666 less the
+    umask, as for any new file (mkstemp's 0600 would hide the model from other users), and
+    reads the umask itself: changing it to look would race other threads."""
+    while True:
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def fsync_dir(folder: Path) -> None:
+    """Flush a folder's entries, so that a rename in it survives a crash; skipped where the
+    platform cannot open or flush a folder (Windows, some network file systems)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

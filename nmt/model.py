@@ -278,6 +278,28 @@ def extend_cache(past: Tensor, new: Tensor, rows: Tensor | None) -> Tensor:
     return out
 
 
+@dataclass
+class PastKeys:
+    """What a decoder layer's self-attention has of earlier steps: k, v (B0, H, P, Dh), None at
+    the first step; rows (B,) the rows of them this batch continues, None for row i; mask
+    (T, P + T) over [past | new] keys, None for plain causal attention."""
+
+    k: Tensor | None
+    v: Tensor | None
+    rows: Tensor | None
+    mask: Tensor | None
+
+
+@dataclass
+class MemoryKeys:
+    """The encoder's output as one decoder layer's cross-attention reads it: k, v
+    (B_src, H, S, Dh); mask (B_src, 1, 1, S), True at real source tokens."""
+
+    k: Tensor
+    v: Tensor
+    mask: Tensor
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -286,36 +308,22 @@ class DecoderLayer(nn.Module):
         self.ffn, self.ffn_res = feed_forward_sublayer(cfg)
 
     def forward(
-        self,
-        x: Tensor,
-        self_k: Tensor | None,
-        self_v: Tensor | None,
-        self_rows: Tensor | None,
-        causal_mask: Tensor | None,
-        cross_k: Tensor,
-        cross_v: Tensor,
-        memory_mask: Tensor,
-        record_attention: bool,
+        self, x: Tensor, past: PastKeys, memory: MemoryKeys, record_attention: bool
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """One decoder layer over T new positions.
-
-        x (B, T, D); self_k/self_v (B0, H, P, Dh) from earlier steps or None, and self_rows
-        (B,) the rows of them this batch continues or None (row i); causal_mask
-        (T, P + T) or None for plain causal attention (P = 0); cross_k/cross_v
-        (B_src, H, S, Dh) with B = B_src * g, g consecutive rows per source (beams);
-        memory_mask (B_src, 1, 1, S). Returns x (B, T, D), the grown self_k/self_v (B, H, P + T, Dh)
-        and cross-attention weights (B, T, S) if `record_attention`.
+        """One decoder layer over T new positions: x (B, T, D), B = B_src * g with g consecutive
+        rows per source (beams). Returns x (B, T, D), the grown self-attention keys and values
+        (B, H, P + T, Dh) and cross-attention weights (B, T, S) if `record_attention`.
         """
         q, k, v = self.self_attn.project_self(self.self_attn_res.before(x))
-        if self_k is not None:
-            k, v = extend_cache(self_k, k, self_rows), extend_cache(self_v, v, self_rows)
+        if past.k is not None:
+            k, v = extend_cache(past.k, k, past.rows), extend_cache(past.v, v, past.rows)
         attn, _ = self.self_attn.attend(
-            q, k, v, causal_mask, is_causal=causal_mask is None and q.size(2) > 1
+            q, k, v, past.mask, is_causal=past.mask is None and q.size(2) > 1
         )
         x = self.self_attn_res.after(x, attn)
         q = self.cross_attn.split_heads(self.cross_attn.q_proj(self.cross_attn_res.before(x)))
         attn, weights = self.cross_attn.attend(
-            q, cross_k, cross_v, memory_mask, return_weights=record_attention
+            q, memory.k, memory.v, memory.mask, return_weights=record_attention
         )
         x = self.cross_attn_res.after(x, attn)
         x = self.ffn_res.after(x, self.ffn(self.ffn_res.before(x)))
@@ -448,17 +456,14 @@ class Transformer(nn.Module):
         x = self.embed(self.tgt_embed, tgt_in, offset=past)
         for i, layer in enumerate(self.decoder_layers):
             record = cache.record_attention and i == len(self.decoder_layers) - 1
-            x, k, v, weights = layer(
-                x,
+            earlier = PastKeys(
                 cache.self_k[i] if past else None,
                 cache.self_v[i] if past else None,
                 cache.self_rows,
                 causal_mask,
-                cache.cross_k[i],
-                cache.cross_v[i],
-                memory_mask,
-                record,
             )
+            memory_keys = MemoryKeys(cache.cross_k[i], cache.cross_v[i], memory_mask)
+            x, k, v, weights = layer(x, earlier, memory_keys, record)
             if past:
                 cache.self_k[i], cache.self_v[i] = k, v
             else:

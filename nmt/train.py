@@ -16,7 +16,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from nmt.cli import one_line_errors
-from nmt.config import TrainConfig, register_configs, with_experiment
+from nmt.config import TrainConfig, register_configs
+from nmt.training.experiment_choice import with_experiment
 
 log = logging.getLogger("nmt.train")
 EXAMPLE = "python -m nmt.train experiment=multi30k_cpu"

@@ -8,7 +8,8 @@ which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" p
 first (the n best of beam search, or N samples). prefix_file=FILE (aligned with the input)
 forces the start of each translation. backend=ctranslate2 translates with a directory
 written by `python -m nmt.export`, with the same contract. Input is read, translated and
-written `chunk_lines` lines at a time, so memory stays bounded for any input size. stdout
+written `chunk_lines` lines at a time, so memory stays bounded for any input size; an output=
+file appears whole once every line is translated, or not at all. stdout
 holds only translations; logs and the progress bar go to stderr.
 """
 
@@ -17,20 +18,19 @@ from __future__ import annotations
 import logging
 import sys
 from contextlib import ExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
-from tqdm import tqdm
 
-from nmt.backends import check_model, check_search, load_backend, search_for
-from nmt.cli import UsageError, one_line_errors, setup_logging
-from nmt.config import TranslateConfig, batch_tokens, register_configs
-from nmt.decoding.text import output_lines
-from nmt.files import read_chunks
+from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.config import TranslateConfig, register_configs
+from nmt.files import atomic_path, read_chunks
+from nmt.inference.loading import check_model, load
+from nmt.inference.output_text import output_lines
+from nmt.inference.search_choice import choose_search
 
 log = logging.getLogger("nmt.translate")
 EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<run>/model.pt"
@@ -54,34 +54,38 @@ def translate_stream(
     prefixes: BinaryIO | None = None,
 ) -> int:
     """Translate every line of `source` into `sink`; returns the number of lines."""
-    translator = load_backend(cfg)
-    search, search_line = search_for(translator, cfg.decode, overrides)
-    search = replace(search, nbest=cfg.nbest)  # translate's own nbest= always counts
-    check_search(search)
-    max_tokens = batch_tokens(cfg.backend, cfg.max_tokens)
+    engine = load(cfg)
+    # translate's own nbest= always counts
+    search, search_line = choose_search(engine.card, cfg.decode, overrides, nbest=cfg.nbest)
+    engine.check(search)
     log.info(
         "%s -> %s model from %s (%s)",
-        translator.src_lang,
-        translator.tgt_lang,
+        engine.src_lang,
+        engine.tgt_lang,
         " + ".join([cfg.ckpt, *cfg.ensemble]),
-        translator.describe(),
+        engine.describe(),
     )
     log.info(search_line)
     total = 0
     name = getattr(source, "name", "input")
     prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
-    with tqdm(desc="translating", unit=" lines", file=sys.stderr, disable=not show_progress) as bar:
+    with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
         for lines in read_chunks(source, cfg.chunk_lines, name):
             forced = None
             if prefix_chunks is not None:
                 forced = next(prefix_chunks, [])
-                if len(forced) != len(lines):
+                if len(forced) < len(lines):
                     raise UsageError(
                         f"prefix_file={cfg.prefix_file} has fewer lines than the input "
                         f"(from line {total + len(forced) + 1})"
                     )
-            nbest = translator.translate(lines, search, max_tokens, total + 1, forced)
-            for line in output_lines(translator.tokenizer, nbest, cfg.nbest):
+                if len(forced) > len(lines):
+                    raise UsageError(
+                        f"prefix_file={cfg.prefix_file} has more lines than the input "
+                        f"({total + len(lines)})"
+                    )
+            nbest = engine.translate(lines, search, total + 1, forced)
+            for line in output_lines(engine.tokenizer, nbest, cfg.nbest):
                 sink.write(line + "\n")
             sink.flush()
             total += len(lines)
@@ -97,12 +101,13 @@ def run(cfg: TranslateConfig, overrides: list[str]) -> int:
     with ExitStack() as stack:
         source = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
         prefixes = stack.enter_context(open(cfg.prefix_file, "rb")) if cfg.prefix_file else None
-        if cfg.output:
-            sink = stack.enter_context(open(cfg.output, "w", encoding="utf-8", newline="\n"))
+        if cfg.output:  # written beside it, renamed into place once whole (nmt.files)
+            written = stack.enter_context(atomic_path(cfg.output))
+            sink = stack.enter_context(open(written, "w", encoding="utf-8", newline="\n"))
         else:
             sys.stdout.reconfigure(encoding="utf-8", newline="\n")
             sink = sys.stdout
-        show = cfg.progress == "true" or (cfg.progress == "auto" and cfg.input is not None)
+        show = show_progress(cfg.progress, default=cfg.input is not None)
         return translate_stream(cfg, overrides, source, sink, show, prefixes)
 
 

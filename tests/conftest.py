@@ -14,7 +14,9 @@ import pytest
 import torch
 
 from nmt.config import CONF_DIR, TokenizerConfig
-from nmt.tokenizer import PAD_ID, Tokenizer, train_or_load
+from nmt.tokenizer import Tokenizer
+from nmt.tokenizer_training import train_or_load
+from nmt.vocabulary import PAD_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +164,7 @@ TINY_TRAINING = [
 def compose_train_config(overrides: list[str]):
     """The real training config (nmt/conf/train.yaml) with overrides, as a typed TrainConfig;
     the experiment this machine would pick unless `overrides` name one."""
-    from nmt.config import with_experiment
+    from nmt.training.experiment_choice import with_experiment
 
     return compose("train", with_experiment(overrides)[0])
 
@@ -215,11 +217,12 @@ def overfit_run(overfit_data: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture(scope="session")
-def overfit_translator(overfit_run: Path):
-    """The overfit run's inference checkpoint, loaded."""
-    from nmt.checkpoint import load_translator
+def overfit_engine(overfit_run: Path):
+    """The overfit run's inference checkpoint, loaded in our torch engine (4,096 tokens a
+    batch), in float32 on the CPU."""
+    from nmt.inference.torch_engine import TorchEngine
 
-    return load_translator(overfit_run / "model.pt")
+    return TorchEngine.load([str(overfit_run / "model.pt")], "cpu", "float32", 4096)
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,7 @@ def test_experiments_state_the_papers_recipes():
 def test_the_machine_picks_the_experiment_unless_one_is_named(monkeypatch, gpu, expected):
     import torch
 
-    from nmt.config import with_experiment
+    from nmt.training.experiment_choice import with_experiment
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "a test GPU")

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 # Three bf16 products of two shapes, A B A, after set_onednn_kernel_cache(capacity): whether
 # the third finds A's kernel shows in oneDNN's own log of kernel creations.
@@ -42,3 +43,19 @@ def test_a_negative_kernel_cache_is_refused():
 
     with pytest.raises(ValueError, match="onednn_kernel_cache"):
         set_onednn_kernel_cache(-1)
+
+
+def test_native_bf16_means_the_cpus_bf16_instructions_not_onednns_avx512_claim(monkeypatch):
+    """oneDNN says bf16 is supported on any AVX-512 CPU, where it is emulated: the recipe must
+    not pick bf16 there."""
+    import nmt.cpu
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    for avx512_bf16, amx, native in [
+        (False, False, False),
+        (True, False, True),
+        (False, True, True),
+    ]:
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
+        assert nmt.cpu.cpu_has_native_bf16() is native

@@ -15,13 +15,13 @@ import sacrebleu
 import torch
 from conftest import OVERFIT_PAIRS, pad, run_module
 
-from nmt.checkpoint import load_translator
+from nmt.checkpoint import load_checkpoint
 from nmt.config import DecodeConfig
 from nmt.ct2.model_dir import export, read_model_dir
 from nmt.ct2.spec import transformer_spec, unsupported
-from nmt.ct2.translator import CTranslate2Translator
 from nmt.files import read_lines
-from nmt.tokenizer import BOS_ID, EOS_ID
+from nmt.inference.ct2_engine import CTranslate2Engine
+from nmt.vocabulary import BOS_ID, EOS_ID
 
 GREEDY = DecodeConfig()
 BEAM = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6)
@@ -30,10 +30,10 @@ BEAM = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6)
 @pytest.fixture(scope="module")
 def exported(model_pt, tmp_path_factory) -> dict[str, object]:
     """The overfit model exported in float32 and int8, each loaded on one thread."""
-    translator = load_translator(model_pt)
+    checkpoint = load_checkpoint(model_pt)
     folder = tmp_path_factory.mktemp("exported")
     return {
-        q: CTranslate2Translator(export(translator, folder / q, q, False), "cpu", "default", 1)
+        q: CTranslate2Engine(export(checkpoint, folder / q, q, False), "cpu", "default", 1, 4096)
         for q in ("float32", "int8")
     }
 
@@ -49,26 +49,26 @@ def val_lines(overfit_pairs, multi30k_dir) -> tuple[list[str], list[str]]:
 
 def bleu(translator, lines, cfg) -> tuple[float, list[str]]:
     sources, references = lines
-    hyps = translator.translate(sources, cfg, 4096)
+    hyps = translator.translate(sources, cfg)
     text = [one[0] for one in (translator.tokenizer.decode([h[0].tokens]) for h in hyps)]
     return sacrebleu.corpus_bleu(text, [references]).score, text
 
 
 def test_float32_export_gives_our_greedy_tokens_on_every_val_line(
-    overfit_translator, exported, val_lines
+    overfit_engine, exported, val_lines
 ):
     """Every line of the model's val split gives the same tokens and log-probs. On the unseen
     lines, whose outputs wander, a line may differ only where our model's two best next
     tokens are a near-tie (within 0.01 in log-prob), which float rounding in another GEMM
     can flip; each such line is reported."""
-    ours = overfit_translator.translate(val_lines[0], GREEDY, 4096)
-    theirs = exported["float32"].translate(val_lines[0], GREEDY, 4096)
+    ours = overfit_engine.translate(val_lines[0], GREEDY)
+    theirs = exported["float32"].translate(val_lines[0], GREEDY)
     for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
         if i < OVERFIT_PAIRS:
             assert b[0].tokens == a[0].tokens, f"val line {i}"
             assert b[0].score == pytest.approx(a[0].score, abs=1e-3)
         elif b[0].tokens != a[0].tokens:
-            gap = near_tie(overfit_translator, val_lines[0][i], a[0].tokens, b[0].tokens)
+            gap = near_tie(overfit_engine, val_lines[0][i], a[0].tokens, b[0].tokens)
             print(f"unseen line {i}: outputs part where our top-2 log-probs differ by {gap:.1e}")
             assert gap < 0.01
 
@@ -86,19 +86,19 @@ def near_tie(translator, line: str, ours: list[int], theirs: list[int]) -> float
     return (log_probs[mine] - log_probs[other]).abs().item()
 
 
-def test_beam_through_the_export_is_within_0_3_bleu_of_ours(
-    overfit_translator, exported, overfit_pairs
+def test_beam_through_the_export_gives_ours_on_every_val_line(
+    overfit_engine, exported, overfit_pairs
 ):
     """Beam 4 on the model's val split, with the same penalty on both sides (the power law,
-    CTranslate2's only form): what differs is the stopping rule. Ours ends a sentence once no
-    live hypothesis can beat its k finished ones, CTranslate2 once k * PATIENCE have
-    finished, so where outputs differ ours must score at least as high by the very score
-    both maximise. Our GNMT alpha, run by CTranslate2 as its power-law counterpart, too."""
+    CTranslate2's only form): what could differ is the stopping rule. Ours (exact) ends a
+    sentence once no live hypothesis can beat its k finished ones, CTranslate2 once k * 2
+    have finished; stop=first_k is CTranslate2's patience 1 exactly. Every line is the same;
+    our GNMT alpha, run by CTranslate2 as its power-law counterpart, too."""
     power = replace(BEAM, length_norm="power", len_penalty=1.0)
     sources = overfit_pairs[0]
-    ours = overfit_translator.translate(sources, power, 4096)
-    theirs = exported["float32"].translate(sources, power, 4096)
-    ours_bleu, ours_text = bleu(overfit_translator, overfit_pairs, power)
+    ours = overfit_engine.translate(sources, power)
+    theirs = exported["float32"].translate(sources, power)
+    ours_bleu, ours_text = bleu(overfit_engine, overfit_pairs, power)
     theirs_bleu, theirs_text = bleu(exported["float32"], overfit_pairs, power)
     same = sum(a == b for a, b in zip(ours_text, theirs_text, strict=True)) / len(ours_text)
     print(f"\nbeam 4, power 1.0: ours {ours_bleu:.2f}, CT2 {theirs_bleu:.2f} BLEU, {same:.0%} same")
@@ -109,27 +109,32 @@ def test_beam_through_the_export_is_within_0_3_bleu_of_ours(
                 f"CT2 {b[0].score:.4f} ({len(b[0].tokens)} tokens)"
             )
             assert a[0].score >= b[0].score - 1e-4
-    assert abs(ours_bleu - theirs_bleu) <= 0.3 and same >= 0.95
-    gnmt, gnmt_text = bleu(overfit_translator, overfit_pairs, BEAM)
+    assert ours_text == theirs_text
+    first_k = replace(power, stop="first_k")  # may end a line early: on both sides alike
+    ours_first_k = bleu(overfit_engine, overfit_pairs, first_k)[1]
+    assert bleu(exported["float32"], overfit_pairs, first_k)[1] == ours_first_k
+    gnmt, gnmt_text = bleu(overfit_engine, overfit_pairs, BEAM)
     mapped, mapped_text = bleu(exported["float32"], overfit_pairs, BEAM)  # as power 0.48
-    same = sum(a == b for a, b in zip(gnmt_text, mapped_text, strict=True)) / len(gnmt_text)
-    print(f"beam 4, ours GNMT 0.6 {gnmt:.2f} BLEU, CT2 power 0.48 {mapped:.2f}, {same:.0%} same")
-    assert abs(gnmt - mapped) <= 0.3
+    print(f"beam 4, ours GNMT 0.6 {gnmt:.2f} BLEU, CT2 power 0.48 {mapped:.2f}")
+    assert gnmt_text == mapped_text
 
 
 def test_int8_loads_and_translates_line_for_line(exported, val_lines):
     lines = [val_lines[0][0], "", "   ", val_lines[0][1], val_lines[0][64]]
-    hyps = exported["int8"].translate(lines, GREEDY, 4096)
+    hyps = exported["int8"].translate(lines, GREEDY)
     assert [bool(h) for h in hyps] == [True, False, False, True, True]
-    int8, _ = bleu(exported["int8"], val_lines, GREEDY)
-    float32, _ = bleu(exported["float32"], val_lines, GREEDY)
+    int8, int8_text = bleu(exported["int8"], val_lines, GREEDY)
+    float32, float32_text = bleu(exported["float32"], val_lines, GREEDY)
     print(f"greedy BLEU: int8 {int8:.2f}, float32 {float32:.2f}")
-    assert int8 > float32 - 5.0  # int8 keeps the memorised translations
+    # int8 keeps every memorised translation; on the unseen lines, whose outputs wander, its
+    # rounding (which depends on the CPU's instructions) may part them from float32's
+    assert int8_text[:OVERFIT_PAIRS] == float32_text[:OVERFIT_PAIRS]
+    assert abs(int8 - float32) <= 1.0
 
 
 def test_the_export_carries_the_direction_search_and_tokenizer(model_pt, exported):
     model_dir = exported["int8"].dir
-    translator = load_translator(model_pt)
+    translator = load_checkpoint(model_pt)
     assert (model_dir.src_lang, model_dir.tgt_lang) == ("en", "de")
     assert model_dir.search == translator.search and model_dir.quantization == "int8"
     assert model_dir.tokenizer.model_bytes == translator.tokenizer.model_bytes
@@ -137,11 +142,11 @@ def test_the_export_carries_the_direction_search_and_tokenizer(model_pt, exporte
     assert config["add_source_eos"] is True and config["decoder_start_token"] == "<s>"
 
 
-def test_a_setting_the_export_cannot_express_is_named(overfit_translator):
-    cfg = replace(overfit_translator.model.cfg)
+def test_a_setting_the_export_cannot_express_is_named(overfit_engine):
+    cfg = replace(overfit_engine.model.cfg)
     object.__setattr__(cfg, "activation", "swish")  # past ModelConfig's own check
     assert unsupported(cfg).startswith("model.activation='swish'")
-    model = overfit_translator.model
+    model = overfit_engine.model
     original = model.cfg
     model.cfg = cfg
     try:
@@ -182,7 +187,7 @@ def test_translate_and_evaluate_with_the_ctranslate2_backend(
     assert "valid: BLEU" in out
     stored = read_model_dir(ct2_dir).search
     assert (stored.length_norm, stored.len_penalty) == ("power", 1.0)
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    report = json.loads((tmp_path / "report" / "evaluation.json").read_text())
     assert report["backend"].startswith("ctranslate2") and report["decode"]["len_penalty"] == 1.0
 
 
@@ -216,20 +221,21 @@ def test_export_command_writes_a_directory_that_translates(model_pt, overfit_pai
     again = run("nmt.export", [f"ckpt={model_pt}", f"out={tmp_path / 'm'}"], tmp_path)
     assert again[0] == 2 and "exists" in again[2][0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no staging left behind
-    translator = CTranslate2Translator(tmp_path / "m", "cpu", "default", 1)
+    translator = CTranslate2Engine(tmp_path / "m", "cpu", "default", 1, 4096)
     assert translator.dir.quantization == "int8"
     assert {"model.bin", "nmt.json", "sentencepiece.model"} <= {
         p.name for p in (tmp_path / "m").iterdir()
     }
-    assert all(translator.translate(overfit_pairs[0][:2], GREEDY, 4096))
+    assert all(translator.translate(overfit_pairs[0][:2], GREEDY))
 
 
 def test_parallel_workers_give_the_outputs_of_one(exported, val_lines):
     """On the CPU each thread is a worker decoding its own batches: batches of 8 sentences
     spread over 2 workers come back in input order with one worker's outputs."""
     one = exported["int8"]
-    two = CTranslate2Translator(one.dir.path, "cpu", "default", 2)
-    lines = val_lines[0][:40]
     budget = 8 * 4 * 40  # about 8 sentences of beam 4 per batch: several batches in flight
-    expected = [[h.tokens for h in n] for n in one.translate(lines, BEAM, budget)]
-    assert [[h.tokens for h in n] for n in two.translate(lines, BEAM, budget)] == expected
+    one = CTranslate2Engine(one.dir.path, "cpu", "default", 1, budget)
+    two = CTranslate2Engine(one.dir.path, "cpu", "default", 2, budget)
+    lines = val_lines[0][:40]
+    expected = [[h.tokens for h in n] for n in one.translate(lines, BEAM)]
+    assert [[h.tokens for h in n] for n in two.translate(lines, BEAM)] == expected

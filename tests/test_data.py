@@ -25,7 +25,8 @@ from nmt.data.datamodule import TranslationDataModule
 from nmt.data.encoding import clean_train, encode_split, token_lengths
 from nmt.data.sources import load_splits
 from nmt.files import read_lines
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from nmt.tokenizer import Tokenizer
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 SUBSET = {"train": 300, "val": 100, "test_2016_flickr": 100}  # lines per split in small copies
@@ -238,7 +239,7 @@ def test_a_tokenizer_is_reused_by_fingerprint_without_reading_the_text(
 ) -> None:
     from nmt.data.encoding import tokenizer_for
     from nmt.data.sources import load_split
-    from nmt.tokenizer import train_or_load
+    from nmt.tokenizer_training import train_or_load
 
     cfg = data_config(tmp_path / "c", source="multi30k", dir=str(subset["dir"]), splits=SPLITS)
     tok_cfg = TokenizerConfig(name="stream", dir=str(tmp_path / "tok"), vocab_size=500)

@@ -12,10 +12,9 @@ import torch
 from conftest import one_thread, pad
 from torch import Tensor
 
-from nmt.config import DecodeConfig
 from nmt.decoding import beam as beam_module
 from nmt.decoding.beam import beam_search
-from nmt.decoding.constraints import repeated_ngram_mask
+from nmt.decoding.constraints import constrain, repeated_ngram_mask
 from nmt.decoding.greedy import greedy_search
 from nmt.decoding.penalties import (
     best_reachable_score,
@@ -25,12 +24,27 @@ from nmt.decoding.penalties import (
     sentence_done,
 )
 from nmt.decoding.search import translate_batch
-from nmt.decoding.state import Hypothesis, StepDecoder
+from nmt.decoding.settings import DecodeConfig, SearchError, check_search
+from nmt.decoding.state import Hypothesis, SearchOptions, StepDecoder
 from nmt.model import Ensemble, ModelConfig, Transformer
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 BEAM = dict(beam_size=4, len_penalty=0.6, max_len_a=1.0, max_len_b=15)
 GREEDY = dict(max_len_a=1.0, max_len_b=15)
+
+
+def run_greedy(model, src, record_attention=False, use_cache=True, target_prefix=None, **fields):
+    """greedy_search with the DecodeConfig of `fields` and those options."""
+    options = SearchOptions(target_prefix, record_attention, use_cache)
+    return greedy_search(model, src, DecodeConfig(**fields), options)
+
+
+def run_beam(model, src, record_attention=False, use_cache=True, target_prefix=None, **fields):
+    """beam_search with the beam DecodeConfig of `fields` and those options."""
+    options = SearchOptions(target_prefix, record_attention, use_cache)
+    return beam_search(model, src, DecodeConfig(strategy="beam", **fields), options)
+
+
 # Overfit pairs of 12 to 36 source pieces; the last two translate into outputs that repeat a
 # bigram (for the no-repeat test), and 34, 40 and 54 into outputs that repeat no piece.
 SOURCES = [58, 54, 42, 38, 6, 22, 12, 34, 40, 13, 60]
@@ -42,7 +56,7 @@ def source_batch(sources: list[list[int]]) -> Tensor:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def single_thread(overfit_translator):
+def single_thread(overfit_engine):
     """Tiny tensors gain nothing from intra-op threads, which thrash when the cores are busy.
     (The shared model is trained first, on every thread.)"""
     with one_thread():
@@ -50,10 +64,10 @@ def single_thread(overfit_translator):
 
 
 @pytest.fixture(scope="module")
-def trained(overfit_translator, overfit_pairs) -> tuple[Transformer, list[list[int]]]:
+def trained(overfit_engine, overfit_pairs) -> tuple[Transformer, list[list[int]]]:
     """(model in eval mode, sources without EOS), real sentences of varied length."""
-    sources = overfit_translator.tokenizer.encode([overfit_pairs[0][i] for i in SOURCES])
-    return overfit_translator.model.eval(), sources
+    sources = overfit_engine.tokenizer.encode([overfit_pairs[0][i] for i in SOURCES])
+    return overfit_engine.model.eval(), sources
 
 
 def tokens_of(results: list[list[Hypothesis]]) -> list[list[list[int]]]:
@@ -147,8 +161,8 @@ def test_beam_size_one_equals_greedy(trained) -> None:
     # can still win once divided by its larger penalty, so it may legitimately differ.
     model, sources = trained
     src = source_batch(sources)
-    greedy = greedy_search(model, src, **GREEDY)
-    beam = beam_search(model, src, **{**BEAM, "beam_size": 1, "len_penalty": 0.0})
+    greedy = run_greedy(model, src, **GREEDY)
+    beam = run_beam(model, src, **{**BEAM, "beam_size": 1, "len_penalty": 0.0})
     assert_same(greedy, beam)
 
 
@@ -157,11 +171,11 @@ def test_cached_equals_recomputed(trained, search: str) -> None:
     model, sources = trained
     src = source_batch(sources)
     if search == "greedy":
-        run = lambda use_cache: greedy_search(  # noqa: E731
+        run = lambda use_cache: run_greedy(  # noqa: E731
             model, src, **GREEDY, record_attention=True, use_cache=use_cache
         )
     else:
-        run = lambda use_cache: beam_search(  # noqa: E731
+        run = lambda use_cache: run_beam(  # noqa: E731
             model, src, **BEAM, nbest=4, record_attention=True, use_cache=use_cache
         )
     cached, recomputed = run(True), run(False)
@@ -174,9 +188,9 @@ def test_cached_equals_recomputed(trained, search: str) -> None:
 def test_batch_equals_alone(trained, search: str) -> None:
     model, sources = trained
     if search == "greedy":
-        run = lambda src: greedy_search(model, src, **GREEDY)  # noqa: E731
+        run = lambda src: run_greedy(model, src, **GREEDY)  # noqa: E731
     else:
-        run = lambda src: beam_search(model, src, **BEAM, nbest=2)  # noqa: E731
+        run = lambda src: run_beam(model, src, **BEAM, nbest=2)  # noqa: E731
     batched = run(source_batch(sources))
     alone = [run(source_batch([s]))[0] for s in sources]
     assert_same(batched, alone)
@@ -184,7 +198,7 @@ def test_batch_equals_alone(trained, search: str) -> None:
 
 def test_beam_outputs_are_well_formed(trained) -> None:
     model, sources = trained
-    results = beam_search(model, source_batch(sources), **BEAM, nbest=3)
+    results = run_beam(model, source_batch(sources), **BEAM, nbest=3)
     assert len(results) == len(sources)
     for nbest, source in zip(results, sources, strict=True):
         assert len(nbest) == 3
@@ -201,7 +215,7 @@ def test_beam_outputs_are_well_formed(trained) -> None:
 
 def test_greedy_outputs_are_well_formed(trained) -> None:
     model, sources = trained
-    results = greedy_search(model, source_batch(sources), **GREEDY)
+    results = run_greedy(model, source_batch(sources), **GREEDY)
     for nbest, source in zip(results, sources, strict=True):
         assert len(nbest) == 1
         (h,) = nbest
@@ -215,8 +229,8 @@ def test_greedy_outputs_are_well_formed(trained) -> None:
 def test_tiny_max_length_forces_the_end(trained, max_len_b: int) -> None:
     model, sources = trained
     src = source_batch(sources)
-    greedy = greedy_search(model, src, max_len_a=0.0, max_len_b=max_len_b)
-    beam = beam_search(model, src, **{**BEAM, "max_len_a": 0.0, "max_len_b": max_len_b}, nbest=4)
+    greedy = run_greedy(model, src, max_len_a=0.0, max_len_b=max_len_b)
+    beam = run_beam(model, src, **{**BEAM, "max_len_a": 0.0, "max_len_b": max_len_b}, nbest=4)
     # Live hypotheses are finished at the maximum length, so the n-best list is full (with
     # max length 0 the empty output is the only one).
     assert all(len(nbest) == (4 if max_len_b else 1) for nbest in beam)
@@ -230,7 +244,7 @@ def test_tiny_max_length_forces_the_end(trained, max_len_b: int) -> None:
 def test_length_capped_by_max_positions(trained) -> None:
     model, sources = trained
     huge = dict(max_len_a=0.0, max_len_b=10_000, min_len=10_000)  # EOS forbidden until the cap
-    (nbest,) = greedy_search(model, source_batch(sources[:1]), **huge)
+    (nbest,) = run_greedy(model, source_batch(sources[:1]), **huge)
     assert len(nbest[0].tokens) == model.cfg.max_positions - 1
 
 
@@ -240,9 +254,9 @@ def test_min_len(trained, search: str) -> None:
     src = source_batch(sources)
     limits = dict(max_len_a=1.0, max_len_b=40)
     if search == "greedy":
-        run = lambda min_len: greedy_search(model, src, **limits, min_len=min_len)  # noqa: E731
+        run = lambda min_len: run_greedy(model, src, **limits, min_len=min_len)  # noqa: E731
     else:
-        run = lambda min_len: beam_search(  # noqa: E731
+        run = lambda min_len: run_beam(  # noqa: E731
             model, src, beam_size=3, len_penalty=0.6, **limits, min_len=min_len, nbest=3
         )
     min_len = max(map(len, sources)) + 3
@@ -256,9 +270,9 @@ def test_no_repeat_ngram(trained, search: str, n: int) -> None:
     model, sources = trained
     src = source_batch(sources)
     if search == "greedy":
-        run = lambda size: greedy_search(model, src, **GREEDY, no_repeat_ngram_size=size)  # noqa: E731
+        run = lambda size: run_greedy(model, src, **GREEDY, no_repeat_ngram_size=size)  # noqa: E731
     else:
-        run = lambda size: beam_search(  # noqa: E731
+        run = lambda size: run_beam(  # noqa: E731
             model, src, **BEAM, no_repeat_ngram_size=size, nbest=2
         )
     free, blocked = sum(run(0), []), sum(run(n), [])
@@ -272,9 +286,9 @@ def test_scores_and_attention_match_teacher_forcing(trained, search: str) -> Non
     model, sources = trained
     src = source_batch(sources)
     if search == "greedy":
-        results = greedy_search(model, src, **GREEDY, record_attention=True)
+        results = run_greedy(model, src, **GREEDY, record_attention=True)
     else:
-        results = beam_search(model, src, **BEAM, nbest=3, record_attention=True)
+        results = run_beam(model, src, **BEAM, nbest=3, record_attention=True)
     for nbest, source in zip(results, sources, strict=True):
         for h in nbest:
             log_prob, attention = teacher_forced(model, source, h.tokens)
@@ -282,7 +296,7 @@ def test_scores_and_attention_match_teacher_forcing(trained, search: str) -> Non
             assert h.attention.shape == (len(h.tokens) + 1, len(source) + 1)
             assert torch.allclose(h.attention.sum(dim=1), torch.ones(len(h.tokens) + 1), atol=1e-5)
             assert torch.allclose(h.attention, attention, atol=1e-5)
-    assert greedy_search(model, src, **GREEDY)[0][0].attention is None
+    assert run_greedy(model, src, **GREEDY)[0][0].attention is None
 
 
 @pytest.mark.parametrize("len_penalty", [0.6, 3.0])
@@ -301,26 +315,85 @@ def test_early_stop_loses_nothing(trained, monkeypatch, len_penalty: float) -> N
 
     monkeypatch.setattr(StepDecoder, "step", counting_step)
     args = {**BEAM, "len_penalty": len_penalty, "max_len_b": 15, "nbest": 4}
-    early = beam_search(model, src, **args)
+    early = run_beam(model, src, **args)
     run = "full"
     never = lambda worst, *_: torch.zeros_like(worst, dtype=torch.bool)  # noqa: E731
     monkeypatch.setattr(beam_module, "sentence_done", never)
-    full = beam_search(model, src, **args)
+    full = run_beam(model, src, **args)
     assert_same(early, full)
     assert rows["early"] < rows["full"]
 
 
-def test_translate_batch_dispatches_and_warns(trained) -> None:
+def test_translate_batch_dispatches_and_the_search_rules_are_one_check(trained) -> None:
     model, sources = trained
     src = source_batch(sources[:3])
     greedy_cfg = DecodeConfig(strategy="greedy", max_len_b=15)
-    assert_same(translate_batch(model, src, greedy_cfg), greedy_search(model, src, **GREEDY))
+    assert_same(translate_batch(model, src, greedy_cfg), run_greedy(model, src, **GREEDY))
     beam_cfg = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6, max_len_b=15, nbest=2)
-    assert_same(translate_batch(model, src, beam_cfg), beam_search(model, src, **BEAM, nbest=2))
-    with pytest.warns(UserWarning, match="len_penalty=0.6 does nothing with greedy"):
-        translate_batch(model, src, DecodeConfig(strategy="greedy", len_penalty=0.6))
-    with pytest.raises(ValueError, match="len_penalty must be set"):
-        translate_batch(model, src, DecodeConfig(strategy="beam", beam_size=4))
+    assert_same(translate_batch(model, src, beam_cfg), run_beam(model, src, **BEAM, nbest=2))
+    with pytest.warns(UserWarning, match="len_penalty=0.6 does nothing with strategy greedy"):
+        check_search(DecodeConfig(strategy="greedy", len_penalty=0.6))
+    with pytest.warns(UserWarning, match="beam_size=4 does nothing with strategy sample"):
+        check_search(DecodeConfig(strategy="sample", beam_size=4))
+    with pytest.raises(SearchError, match="strategy beam needs len_penalty"):
+        check_search(DecodeConfig(strategy="beam", beam_size=4))
+    with pytest.raises(SearchError, match="exceeds half the vocabulary"):
+        check_search(DecodeConfig(strategy="beam", beam_size=600, len_penalty=0.0), 1000)
+
+
+def test_an_engine_refuses_a_bad_search_as_the_commands_do(overfit_engine) -> None:
+    """Library callers get the same one-line SearchError as the command line and the server."""
+    bad = DecodeConfig(strategy="beam", beam_size=2, nbest=3, len_penalty=1.0)
+    with pytest.raises(SearchError, match="nbest=3 exceeds beam_size=2"):
+        overfit_engine.translate(["A man."], bad)
+
+
+def first_k_reference(model, source: list[int], k: int, alpha: float, max_len: int):
+    """Beam search at its plainest, for one sentence: every step recomputes the whole prefix,
+    ranks the 2k best extensions of the live hypotheses, finishes the EOS ones among the first
+    k and keeps the k best others; it ends once k hypotheses have finished. -> (tokens, score)
+    of the finished ones, best first."""
+    src = torch.tensor([source + [EOS_ID]])
+    live, finished = [([], 0.0)], []
+    for t in range(max_len + 1):
+        prefixes = torch.tensor([[BOS_ID, *tokens] for tokens, _ in live])
+        logits = model(src.expand(len(live), -1), prefixes)[:, -1].float()
+        log_probs = constrain(
+            logits.log_softmax(-1), prefixes[:, 1:], torch.full((len(live),), max_len), 0, 0
+        )
+        candidates = sorted(
+            (
+                (lp + float(log_probs[i, v]), i, v)
+                for i, (_, lp) in enumerate(live)
+                for v in range(log_probs.size(1))
+                if log_probs[i, v] > float("-inf")
+            ),
+            reverse=True,
+        )[: 2 * k]
+        for total, i, v in candidates[:k]:
+            if v == EOS_ID:
+                finished.append((live[i][0], normalized_score(total, t + 1, alpha, "power")))
+        live = [(live[i][0] + [v], total) for total, i, v in candidates if v != EOS_ID][:k]
+        if len(finished) >= k:
+            break
+    return sorted(finished, key=lambda f: -f[1])
+
+
+@pytest.mark.parametrize("alpha", [0.0, 2.0])
+def test_stop_first_k_is_the_peers_rule(trained, alpha: float) -> None:
+    """stop=first_k gives, batched and cached, what the plain definition gives; and with a
+    penalty that rewards length it stops where the exact rule runs on."""
+    model, sources = trained
+    chosen = sources[:4]
+    args = dict(beam_size=3, nbest=3, len_penalty=alpha, length_norm="power", max_len_b=12)
+    ours = run_beam(model, source_batch(chosen), stop="first_k", **args)
+    for nbest, source in zip(ours, chosen, strict=True):
+        expected = first_k_reference(model, source, 3, alpha, len(source) + 1 + 12)
+        assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected[:3]]
+        assert [h.score for h in nbest] == pytest.approx([s for _, s in expected[:3]], abs=1e-4)
+    exact = run_beam(model, source_batch(chosen), stop="exact", **args)
+    lengths = [max(len(h.tokens) for nbest in run for h in nbest) for run in (ours, exact)]
+    assert lengths[0] <= lengths[1] if alpha == 0.0 else lengths[0] < lengths[1]
 
 
 # Ensembles: models searched as one, with the mean of their next-token probabilities.
@@ -355,9 +428,9 @@ def test_ensemble_of_copies_equals_the_model(trained, search: str) -> None:
     model, sources = trained
     src = source_batch(sources)
     if search == "greedy":
-        run = lambda m: greedy_search(m, src, **GREEDY, record_attention=True)  # noqa: E731
+        run = lambda m: run_greedy(m, src, **GREEDY, record_attention=True)  # noqa: E731
     else:
-        run = lambda m: beam_search(m, src, **BEAM, nbest=3, record_attention=True)  # noqa: E731
+        run = lambda m: run_beam(m, src, **BEAM, nbest=3, record_attention=True)  # noqa: E731
     alone, ensemble = run(model), run(Ensemble([model, model]))
     assert_same(alone, ensemble)
     for x, y in zip(sum(alone, []), sum(ensemble, []), strict=True):
@@ -371,11 +444,11 @@ def test_ensemble_scores_are_the_mean_probability(trained, perturbed, search: st
     model, sources = trained
     members = Ensemble([model, perturbed])
     if search == "greedy":
-        run = lambda src, cache=True: greedy_search(  # noqa: E731
+        run = lambda src, cache=True: run_greedy(  # noqa: E731
             members, src, **GREEDY, use_cache=cache
         )
     else:
-        run = lambda src, cache=True: beam_search(  # noqa: E731
+        run = lambda src, cache=True: run_beam(  # noqa: E731
             members, src, **BEAM, nbest=3, use_cache=cache
         )
     results = run(source_batch(sources))

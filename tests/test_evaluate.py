@@ -15,16 +15,12 @@ import pytest
 import sacrebleu
 from conftest import OVERFIT_PAIRS, compose, one_thread, run_module
 
-from nmt.checkpoint import (
-    CheckpointError,
-    load_ensemble,
-    load_translator,
-    save_inference_checkpoint,
-)
+from nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt.config import EvaluateConfig, TokenizerConfig
-from nmt.evaluation.split_report import evaluate
+from nmt.evaluation.evaluation_run import evaluate
+from nmt.inference.torch_engine import TorchEngine
 from nmt.report import main as report_main
-from nmt.tokenizer import train_or_load
+from nmt.tokenizer_training import train_or_load
 
 
 @pytest.fixture(scope="module")
@@ -70,11 +66,11 @@ def test_evaluate_writes_the_report_folder(tiny_checkpoint, tmp_path):
     with one_thread():
         report = evaluate(compose_evaluate(overrides), run, overrides)
 
-    for name in ["hyp.valid.txt", "hyp.test.txt", "ref.valid.txt", "ref.test.txt", "report.md"]:
+    for name in ["hyp.valid.txt", "hyp.test.txt", "ref.valid.txt", "ref.test.txt", "evaluation.md"]:
         assert (run / name).is_file(), name
     for name in ["bleu_by_length.png", "attention.valid.3.png"]:
         assert (run / name).stat().st_size > 0, name
-    assert report == json.loads((run / "report.json").read_text())
+    assert report == json.loads((run / "evaluation.json").read_text())
 
     hyps, refs = read(run / "hyp.test.txt"), read(data_dir / "test_2016_flickr.de")
     assert len(hyps) == len(refs) == OVERFIT_PAIRS and read(run / "ref.test.txt") == refs
@@ -95,7 +91,7 @@ def test_evaluate_writes_the_report_folder(tiny_checkpoint, tmp_path):
     assert report["checkpoint"]["info"]["experiment"] == "multi30k_cpu"
     assert report["decode"]["strategy"] == "greedy"
 
-    markdown = (run / "report.md").read_text()
+    markdown = (run / "evaluation.md").read_text()
     for text in ["## valid", "## test", "BLEU by source length", "5 best sentences",
                  "5 worst sentences", test["bleu_signature"], "attention.valid.3.png"]:  # fmt: skip
         assert text in markdown, text
@@ -116,15 +112,15 @@ def test_evaluate_refuses_unknown_roles_and_lines(tiny_checkpoint, tmp_path):
         evaluate(compose_evaluate([*base, "attention=[999]"]), tmp_path / "b", [])
 
 
-def test_cli_prints_scores_and_writes_a_dated_report_folder(tiny_checkpoint, tmp_path):
+def test_cli_prints_scores_and_writes_a_dated_evaluation_folder(tiny_checkpoint, tmp_path):
     overrides = [*data_overrides(*tiny_checkpoint, tmp_path), "decode=greedy"]
     done = run_cli(["-m", "nmt.evaluate", *overrides], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("test: BLEU ")  # stdout: the summary only
     assert "tok:13a" in done.stderr and "nrefs:1|case:lc" in done.stderr  # signatures logged
-    (run,) = (tmp_path / "reports").iterdir()
-    assert (run / "report.json").is_file() and (run / ".hydra" / "overrides.yaml").is_file()
-    assert f"report: {run}" in done.stdout
+    (run,) = (tmp_path / "evaluations").iterdir()
+    assert (run / "evaluation.json").is_file() and (run / ".hydra" / "overrides.yaml").is_file()
+    assert f"evaluation: {run}" in done.stdout
 
 
 def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkpoint, tmp_path):
@@ -136,7 +132,7 @@ def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkp
     assert done.returncode == 0, done.stderr
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0", "1", "2"]
-    reports = [json.loads((sweep / job / "report.json").read_text()) for job in jobs]
+    reports = [json.loads((sweep / job / "evaluation.json").read_text()) for job in jobs]
     assert {r["decode"]["max_len_b"] for r in reports} == {4, 8, 50}
 
     report_main([str(sweep), "--bootstrap", "200"])
@@ -167,7 +163,8 @@ def test_an_ensemble_of_copies_scores_like_its_model(tiny_checkpoint, tmp_path):
     assert ensemble["checkpoint"]["parameters"] == 2 * alone["checkpoint"]["parameters"]
     assert ensemble["checkpoint"]["info"]["ensemble"] == [str(ckpt.resolve())] * 2
     assert (
-        f"- ensembled with: {ckpt.resolve()}" in (tmp_path / "ensemble" / "report.md").read_text()
+        f"- ensembled with: {ckpt.resolve()}"
+        in (tmp_path / "ensemble" / "evaluation.md").read_text()
     )
 
 
@@ -175,12 +172,10 @@ def test_ensemble_members_must_share_tokenizer_and_direction(
     tiny_checkpoint, multi30k_dir, tmp_path
 ):
     ckpt, _ = tiny_checkpoint
-    translator = load_translator(ckpt)
-    save_inference_checkpoint(
-        tmp_path / "de_en.pt", replace(translator, src_lang="de", tgt_lang="en")
-    )
+    translator = load_checkpoint(ckpt)
+    save_checkpoint(tmp_path / "de_en.pt", replace(translator, src_lang="de", tgt_lang="en"))
     with pytest.raises(CheckpointError, match="de_en.pt translates de->en but .* en->de"):
-        load_ensemble([str(ckpt), str(tmp_path / "de_en.pt")])
+        TorchEngine.load([str(ckpt), str(tmp_path / "de_en.pt")], "cpu", "float32", 4096)
     texts = []
     for lang in ("en", "de"):  # other lines than tiny_tokenizer's: other pieces, as many
         with open(multi30k_dir / f"train.{lang}", encoding="utf-8") as lines:
@@ -192,6 +187,6 @@ def test_ensemble_members_must_share_tokenizer_and_direction(
         texts,
         "multi30k train[3000:6000] en+de",
     )
-    save_inference_checkpoint(tmp_path / "other.pt", replace(translator, tokenizer=other))
+    save_checkpoint(tmp_path / "other.pt", replace(translator, tokenizer=other))
     with pytest.raises(CheckpointError, match="other.pt has another tokenizer"):
-        load_ensemble([str(ckpt), str(tmp_path / "other.pt")])
+        TorchEngine.load([str(ckpt), str(tmp_path / "other.pt")], "cpu", "float32", 4096)

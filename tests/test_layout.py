@@ -12,14 +12,14 @@ from pathlib import Path
 
 from conftest import ROOT, run_module
 
-FRAMEWORKS = ("hydra", "lightning", "lightning_fabric", "pytorch_lightning")
+FRAMEWORKS = ("hydra", "lightning", "lightning_fabric", "pytorch_lightning", "datasets")
 
 
-def loaded_frameworks(*modules: str) -> list[str]:
+def loaded_frameworks(*modules: str, frameworks: tuple[str, ...] = FRAMEWORKS) -> list[str]:
     """The framework modules a fresh interpreter holds after importing `modules`."""
     code = (
         f"import sys, json\nfor m in {list(modules)!r}: __import__(m)\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {FRAMEWORKS!r})))"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {frameworks!r})))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
@@ -27,15 +27,36 @@ def loaded_frameworks(*modules: str) -> list[str]:
     return json.loads(done.stdout)
 
 
-def test_the_model_tokenizer_and_searches_load_neither_hydra_nor_lightning():
-    core = ["nmt.model", "nmt.tokenizer", "nmt.checkpoint", "nmt.decoding.text"]
-    assert loaded_frameworks(*core, "nmt.decoding.search", "nmt.decoding.beam") == []
-    engines = ["nmt.backends", "nmt.ct2.spec", "nmt.ct2.model_dir", "nmt.ct2.translator"]
-    assert loaded_frameworks(*engines, "nmt.decoding.sampling") == []
+def test_the_model_tokenizer_searches_and_engines_load_no_framework():
+    """Neither hydra, lightning nor datasets; and the model and the searches not even
+    sentencepiece."""
+    core = ["nmt.model", "nmt.tokenizer", "nmt.checkpoint", "nmt.decoding.search"]
+    assert loaded_frameworks(*core, "nmt.decoding.beam", "nmt.decoding.settings") == []
+    engines = ["nmt.inference.loading", "nmt.inference.torch_engine", "nmt.inference.ct2_engine"]
+    assert loaded_frameworks(*engines, "nmt.inference.search_choice", "nmt.ct2.spec") == []
+    lean = ["nmt.model", "nmt.decoding.search", "nmt.decoding.settings"]
+    assert loaded_frameworks(*lean, frameworks=(*FRAMEWORKS, "sentencepiece")) == []
+
+
+def test_no_caller_outside_the_engines_asks_which_engine_it_holds():
+    """Only nmt/inference/ may branch on which engine it holds (isinstance, backend= or the
+    engine's name): everything else goes through the Engine interface."""
+    pattern = re.compile(
+        r"isinstance\([^)]*(Engine|Translator)\b|"
+        r"\.backend\s*[!=]=|backend\s*[!=]=\s*[\"']|\.name\s*[!=]=\s*[\"'](torch|ctranslate2)"
+    )
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in (ROOT / "nmt").rglob("*.py")
+        if "inference" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if pattern.search(line)
+    ]
+    assert offenders == []
 
 
 def test_evaluation_and_reports_load_no_lightning():
-    loaded = loaded_frameworks("nmt.evaluation.split_report", "nmt.evaluation.runs_table")
+    loaded = loaded_frameworks("nmt.evaluation.evaluation_run", "nmt.evaluation.runs_table")
     assert not [m for m in loaded if "lightning" in m]
 
 
@@ -117,3 +138,20 @@ def test_every_command_answers_a_missing_setting_in_one_line(tmp_path):
     assert (
         done.returncode == 2 and "the following arguments are required: dir" in done.stderr.decode()
     )
+
+
+def test_the_readmes_module_map_names_every_module_and_only_those():
+    """Every .py file of nmt/ (but __init__.py) is in the README's table of modules, and every
+    file the table names exists."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| module | what it holds |") :].split("\n\n")[0]
+    named = set()
+    for cell in re.findall(r"^\| (.+?) \|", table, flags=re.MULTILINE)[2:]:
+        paths = re.findall(r"`([^`]+)`", cell)
+        folder = Path(paths[0]).parent
+        named |= {str(Path(p) if "/" in p else folder / p) for p in paths}
+    modules = {
+        str(p.relative_to(ROOT)) for p in (ROOT / "nmt").rglob("*.py") if p.name != "__init__.py"
+    }
+    assert modules - named == set(), "modules the README does not name"
+    assert {p for p in named if p.endswith(".py")} - modules == set(), "named but not there"

@@ -25,7 +25,15 @@ class GradientProbe(TranslationModule):
 
     def __init__(self, model_cfg: ModelConfig, batches: list, out: Path | None = None):
         super().__init__(
-            model_cfg, OptimConfig(), DecodeConfig(), 0, "en", "de", False, False, "stop"
+            model_cfg,
+            OptimConfig(),
+            DecodeConfig(),
+            0,
+            src_lang="en",
+            tgt_lang="de",
+            val_bleu=False,
+            compile_model=False,
+            on_nonfinite_loss="stop",
         )
         self.batches, self.out = batches, out
 

@@ -119,7 +119,9 @@ def test_fused_rdrop_loss_equals_cross_entropies_and_kl_divergences_with_gradien
         first, second, log_target=True, reduction="sum"
     )
     expected_grads = torch.autograd.grad(expected_loss + 0.7 * expected_kl, [states, weight])
-    objective, loss, nll, kl = projected_rdrop_loss(states, weight, target, 0.1, 0.7, 0, chunk_rows)
+    objective, loss, nll, kl = projected_rdrop_loss(
+        states, weight, target, 0.1, 0.7, 0, chunk_rows=chunk_rows
+    )
     grads = torch.autograd.grad(objective, [states, weight])
     assert objective.item() == pytest.approx((expected_loss + 0.7 * expected_kl).item(), rel=1e-10)
     assert loss.item() == pytest.approx(expected_loss.item(), rel=1e-10)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from conftest import ROOT, TINY_TRAINING, overfit_training, run_module, write_split_files
 
-from nmt.checkpoint import CheckpointError, Translator, load_translator, save_inference_checkpoint
+from nmt.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from nmt.files import atomic_path, read_lines, write_bytes
 
 
@@ -169,12 +169,12 @@ def test_missing_not_a_and_truncated_checkpoints_are_one_line_errors(model_pt, t
 
 
 def test_a_tokenizer_that_does_not_match_the_model_is_refused(model_pt, tiny_tokenizer, tmp_path):
-    good = load_translator(model_pt)
+    good = load_checkpoint(model_pt)
     assert tiny_tokenizer.vocab_size != good.model.cfg.vocab_size
     bad = tmp_path / "mismatch.pt"
-    save_inference_checkpoint(bad, Translator(good.model, tiny_tokenizer, "en", "de", {}))
+    save_checkpoint(bad, Checkpoint(good.model, tiny_tokenizer, "en", "de", {}))
     with pytest.raises(CheckpointError, match="not trained together"):
-        load_translator(bad)
+        load_checkpoint(bad)
     result = run_module("nmt.translate", [f"ckpt={bad}"], tmp_path, b"a man\n")
     assert_one_line_error(result, "nmt.translate", "mismatch.pt", "pieces")
 
@@ -228,7 +228,7 @@ def test_loading_never_runs_code_hidden_in_a_checkpoint(overfit_run, tmp_path):
     payload["info"] = {"note": Planted(marker)}
     torch.save(payload, evil)
     with pytest.raises(CheckpointError, match="refusing to load"):
-        load_translator(evil)
+        load_checkpoint(evil)
     result = run_module("nmt.translate", [f"ckpt={evil}"], tmp_path, b"a man\n")
     assert_one_line_error(result, "nmt.translate", "refusing to load", "evil.pt")
     # a training checkpoint handed to resume goes through the same guarded loader
@@ -311,7 +311,7 @@ def test_skipping_nonfinite_batches_keeps_the_weights_finite(overfit_data, tmp_p
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     logs = result.stdout.decode() + result.stderr.decode()
     assert logs.count("batch skipped, weights unchanged") >= 3, logs[-3000:]
-    weights = load_translator(tmp_path / "r" / "model.pt").model.state_dict().values()
+    weights = load_checkpoint(tmp_path / "r" / "model.pt").model.state_dict().values()
     assert all(torch.isfinite(w).all() for w in weights)
 
 

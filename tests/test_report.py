@@ -35,7 +35,7 @@ def write_eval_run(folder: Path, overrides: list[str], hypotheses: list[str]) ->
         "training": {"train_seconds": 125.0},
         "splits": {"test": scores},
     }
-    (folder / "report.json").write_text(json.dumps(report))
+    (folder / "evaluation.json").write_text(json.dumps(report))
 
 
 def write_train_run(folder: Path, overrides: list[str], best_bleu: float, seconds: float) -> None:
@@ -144,7 +144,7 @@ def test_report_explains_what_it_cannot_use(tmp_path, capsys):
 
     assert "no runs under" in refusal(tmp_path)
     write_eval_run(tmp_path / "run", ["decode.beam_size=4"], REFERENCES)
-    assert "is one evaluate report folder" in refusal(tmp_path / "run")
+    assert "is one evaluation folder" in refusal(tmp_path / "run")
 
 
 def test_small_helpers():

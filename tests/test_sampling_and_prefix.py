@@ -8,13 +8,15 @@ import pytest
 import torch
 from conftest import one_thread, pad
 
-from nmt.checkpoint import load_translator
+from nmt.checkpoint import load_checkpoint
 from nmt.config import DecodeConfig
 from nmt.ct2.model_dir import export
-from nmt.ct2.translator import CTranslate2Translator
 from nmt.decoding.sampling import nucleus
 from nmt.decoding.search import translate_batch
-from nmt.tokenizer import EOS_ID
+from nmt.decoding.state import SearchOptions
+from nmt.inference.ct2_engine import CTranslate2Engine
+from nmt.inference.torch_engine import TorchEngine
+from nmt.vocabulary import EOS_ID
 
 GREEDY = DecodeConfig(max_len_b=15)
 SAMPLE = DecodeConfig(strategy="sample", max_len_b=15, seed=7)
@@ -23,7 +25,7 @@ LINES = [3, 17, 29, 41, 58]  # overfit pairs of varied length
 
 
 @pytest.fixture(scope="module", autouse=True)
-def single_thread(overfit_translator):
+def single_thread(overfit_engine):
     with one_thread():
         yield
 
@@ -31,11 +33,11 @@ def single_thread(overfit_translator):
 @pytest.fixture(scope="module", params=["torch", "ctranslate2"])
 def backend(request, model_pt, tmp_path_factory):
     """The overfit model on either backend (CTranslate2: exported in float32)."""
-    translator = load_translator(model_pt)
     if request.param == "torch":
-        return translator
+        return TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
     folder = tmp_path_factory.mktemp("sampling_export") / "float32"
-    return CTranslate2Translator(export(translator, folder, "float32", False), "cpu", "default", 1)
+    out = export(load_checkpoint(model_pt), folder, "float32", False)
+    return CTranslate2Engine(out, "cpu", "default", 1, 4096)
 
 
 @pytest.fixture(scope="module")
@@ -48,18 +50,18 @@ def tokens(nbests) -> list[list[list[int]]]:
 
 
 def test_top_k_1_and_temperature_0_sample_the_greedy_output(backend, sources):
-    greedy = tokens(backend.translate(sources, GREEDY, 4096))
+    greedy = tokens(backend.translate(sources, GREEDY))
     for cfg in (replace(SAMPLE, top_k=1), replace(SAMPLE, temperature=0.0)):
-        assert tokens(backend.translate(sources, cfg, 4096)) == greedy, cfg
+        assert tokens(backend.translate(sources, cfg)) == greedy, cfg
     near_zero = replace(SAMPLE, temperature=1e-4, nbest=3)
-    assert tokens(backend.translate(sources, near_zero, 4096)) == [g * 3 for g in greedy]
+    assert tokens(backend.translate(sources, near_zero)) == [g * 3 for g in greedy]
 
 
 def test_a_seed_repeats_its_samples_and_another_seed_does_not(backend, sources):
     hot = replace(SAMPLE, temperature=1.5, nbest=4)
-    first = tokens(backend.translate(sources, hot, 4096))
-    assert tokens(backend.translate(sources, hot, 4096)) == first
-    assert tokens(backend.translate(sources, replace(hot, seed=8), 4096)) != first
+    first = tokens(backend.translate(sources, hot))
+    assert tokens(backend.translate(sources, hot)) == first
+    assert tokens(backend.translate(sources, replace(hot, seed=8))) != first
     assert all(len(nbest) == 4 for nbest in first)
 
 
@@ -76,16 +78,16 @@ def first_token_probs(translator, source: str, temperature: float) -> torch.Tens
 
 
 @pytest.mark.parametrize("top_k", [0, 3])
-def test_sampling_frequencies_follow_the_model(backend, overfit_translator, sources, top_k):
+def test_sampling_frequencies_follow_the_model(backend, overfit_engine, sources, top_k):
     """4,000 one-token samples of one sentence at temperature 3 (a flat enough distribution
     to test): over the 5 most probable tokens and the rest as one bucket, their frequencies
     match the model's probabilities within 0.03 total variation (sampling noise is ~0.01),
     and top-k draws only from the k most probable tokens."""
     n = 4000
     cfg = replace(SAMPLE, temperature=3.0, top_k=top_k, nbest=n, max_len_a=0.0, max_len_b=1)
-    samples = backend.translate(sources[:1], cfg, 10**6)[0]
+    samples = backend.translate(sources[:1], cfg)[0]
     drawn = [h.tokens[0] if h.tokens else EOS_ID for h in samples]  # [] when EOS came first
-    probs = first_token_probs(overfit_translator, sources[0], 3.0)
+    probs = first_token_probs(overfit_engine, sources[0], 3.0)
     if top_k:
         top = probs.topk(top_k)
         assert set(drawn) <= set(top.indices.tolist())
@@ -111,10 +113,10 @@ def test_a_prefix_of_the_greedy_output_continues_into_it(backend, sources, cfg):
     """Line i gets the first i + 1 words of its own greedy translation as prefix (whole words
     encode to the same pieces as inside the sentence)."""
     tokenizer = backend.tokenizer
-    greedy_ids = [n[0].tokens for n in backend.translate(sources, cfg, 4096)]
+    greedy_ids = [n[0].tokens for n in backend.translate(sources, cfg)]
     texts = tokenizer.decode(greedy_ids)
     prefixes = [" ".join(text.split(" ")[: i + 1]) for i, text in enumerate(texts)]
-    forced = backend.translate(sources, cfg, 4096, prefixes=prefixes)
+    forced = backend.translate(sources, cfg, prefixes=prefixes)
     assert [n[0].tokens for n in forced] == greedy_ids
     assert tokenizer.decode([n[0].tokens for n in forced]) == texts
 
@@ -122,19 +124,18 @@ def test_a_prefix_of_the_greedy_output_continues_into_it(backend, sources, cfg):
 def test_any_prefix_starts_the_output_and_empty_lines_stay_empty(backend, sources):
     prefixes = ["Zwei Hunde", "", "Ein"]
     lines = [sources[0], sources[1], ""]
-    out = backend.translate(lines, BEAM, 4096, prefixes=prefixes)
+    out = backend.translate(lines, BEAM, prefixes=prefixes)
     text = backend.tokenizer.decode([n[0].tokens for n in out[:2]])
     assert text[0].startswith("Zwei Hunde") and out[2] == []  # continued, maybe mid-word
     assert (
-        text[1]
-        == backend.tokenizer.decode([backend.translate(lines[1:2], BEAM, 4096)[0][0].tokens])[0]
+        text[1] == backend.tokenizer.decode([backend.translate(lines[1:2], BEAM)[0][0].tokens])[0]
     )
 
 
-def test_a_prefix_longer_than_the_length_limit_is_kept_whole(overfit_translator, sources):
-    model, tokenizer = overfit_translator.model, overfit_translator.tokenizer
+def test_a_prefix_longer_than_the_length_limit_is_kept_whole(overfit_engine, sources):
+    model, tokenizer = overfit_engine.model, overfit_engine.tokenizer
     prefix = tokenizer.encode(["Ein Mann mit einem Hut und ein Hund"])[0]
     src = pad([tokenizer.encode([sources[0]])[0] + [EOS_ID]])
     short = replace(GREEDY, max_len_a=0.0, max_len_b=2)
-    out = translate_batch(model, src, short, target_prefix=pad([prefix]))[0][0]
+    out = translate_batch(model, src, short, SearchOptions(target_prefix=pad([prefix])))[0][0]
     assert out.tokens == prefix  # the limit grew to the prefix, then EOS

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.config import DecodeConfig
-from nmt.decoding.text import best_text, one_line
+from nmt.inference.output_text import best_text, one_line
 from nmt.serving.launch import launched
 
 pytestmark = pytest.mark.xdist_group("serve")  # one worker runs these: one set of servers
@@ -108,34 +108,39 @@ def test_served_translations_are_the_offline_ones_in_the_shape_asked(server, lin
 
 
 def test_per_request_search_prefix_and_nbest_match_the_offline_search(
-    server, overfit_translator, lines
+    server, overfit_engine, lines
 ):
-    own = overfit_translator.search
+    """A request's fields on top of the model's search; the fields its strategy does not read
+    go back to their defaults, so requests that search alike are batched together."""
+    from nmt.decoding.settings import without_unread
+
+    own = overfit_engine.search
     cases = [
-        ({"strategy": "greedy"}, replace(own, strategy="greedy")),
+        ({"strategy": "greedy"}, without_unread(replace(own, strategy="greedy"))),
         ({"beam_size": 3, "nbest": 3}, replace(own, beam_size=3, nbest=3)),
         (
             {"strategy": "sample", "seed": 7, "nbest": 2},
-            replace(own, strategy="sample", seed=7, nbest=2),
+            without_unread(replace(own, strategy="sample", seed=7, nbest=2)),
         ),
     ]
+    assert cases[0][1].beam_size == 1 and cases[0][1].len_penalty is None
     text = [line for line in lines if line][:4]
     for settings_, search in cases:
         answer = post(server, {"text": text, "search": settings_}).json()
         assert DecodeConfig(**answer["search"]) == search
-        expected = overfit_translator.translate(text, search, 4096)
-        assert answer["translation"] == best_text(overfit_translator.tokenizer, expected)
+        expected = overfit_engine.translate(text, search)
+        assert answer["translation"] == best_text(overfit_engine.tokenizer, expected)
         if search.nbest > 1:
             for got, hyps in zip(answer["nbest"], expected, strict=True):
-                texts = overfit_translator.tokenizer.decode([h.tokens for h in hyps])
+                texts = overfit_engine.tokenizer.decode([h.tokens for h in hyps])
                 assert [h["text"] for h in got] == [one_line(t) for t in texts]
                 assert [h["score"] for h in got] == pytest.approx([h.score for h in hyps], abs=1e-4)
     again = post(server, {"text": text, "search": cases[2][0]}).json()
     assert again["nbest"] == answer["nbest"]  # a seed repeats its samples
     prefix = "Ein"
     answer = post(server, {"text": text[0], "prefix": prefix}).json()
-    expected = overfit_translator.translate([text[0]], own, 4096, prefixes=[prefix])
-    assert answer["translation"] == best_text(overfit_translator.tokenizer, expected)[0]
+    expected = overfit_engine.translate([text[0]], own, prefixes=[prefix])
+    assert answer["translation"] == best_text(overfit_engine.tokenizer, expected)[0]
     assert answer["translation"].startswith(prefix)
 
 
@@ -165,21 +170,19 @@ def test_a_line_is_translated_alike_alone_or_batched_with_other_requests(api, li
     assert together[0]["translation"] and together[-1]["translation"] == []
 
 
-def test_the_ctranslate2_backend_serves_its_offline_translations(
-    overfit_translator, lines, tmp_path
-):
+def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
     from nmt.ct2.model_dir import export
-    from nmt.ct2.translator import CTranslate2Translator
+    from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.serving.api import TranslationAPI
 
-    out = export(overfit_translator, tmp_path / "ct2", "int8", overwrite=False)
+    out = export(overfit_engine, tmp_path / "ct2", "int8", overwrite=False)
     api = TranslationAPI(
         compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
     )
     api.setup("cpu")
     assert api.search.length_norm == "power"  # the GNMT penalty, as CTranslate2 runs it
-    offline = CTranslate2Translator(out, "cpu", "default", 1)
-    expected = best_text(offline.tokenizer, offline.translate(lines, api.search, 1024))
+    offline = CTranslate2Engine(out, "cpu", "default", 1, 1024)
+    expected = best_text(offline.tokenizer, offline.translate(lines, api.search))
     bodies = [{"text": line} for line in lines] + [{"text": lines}]
     served = served_with(api, bodies)
     assert [answer["translation"] for answer in served[:-1]] == expected
@@ -187,34 +190,39 @@ def test_the_ctranslate2_backend_serves_its_offline_translations(
     assert served[0]["backend"] == "ctranslate2"
 
 
-def test_a_search_is_checked_whole_against_the_servers_default() -> None:
-    """Fields a request leaves out come from the default; what they add up to is checked."""
-    from nmt.serving.schema import RequestError, TranslateRequest, request_search
+def test_a_search_is_checked_whole_against_the_servers_default(api) -> None:
+    """Fields a request leaves out come from the default; what they add up to is checked by
+    the engine, once, and refused with a 422 for the requests that asked for it."""
+    from dataclasses import fields as dataclass_fields
 
+    from nmt.serving.api import Refusal, TranslationAPI
+    from nmt.serving.schema import SearchSettings, TranslateRequest, request_search
+
+    assert set(SearchSettings.model_fields) == {f.name for f in dataclass_fields(DecodeConfig)}
     greedy = DecodeConfig()  # a default with no length penalty and one hypothesis
-    for fields, message in [
-        ({"strategy": "beam"}, "strategy beam needs len_penalty"),
+    request = TranslateRequest.model_validate({"text": "A.", "search": {"strategy": "beam"}})
+    assert request_search(greedy, request).len_penalty is None
+    bad = [
+        ({"beam_size": 2, "nbest": 3}, "nbest=3 exceeds beam_size=2"),
         ({"strategy": "sample", "temperature": 0.0, "nbest": 3}, "temperature 0"),
-    ]:
-        request = TranslateRequest.model_validate({"text": "A man.", "search": fields})
-        with pytest.raises(RequestError, match=message) as refused:
-            request_search(greedy, "torch", request)
-        assert refused.value.status == 422
-    beam = TranslateRequest.model_validate(
-        {"text": "A man.", "search": {"strategy": "beam", "len_penalty": 1.0}}
-    )
-    assert request_search(greedy, "ctranslate2", beam).length_norm == "power"
+    ]
+    bodies = [{"text": "A man.", "search": fields} for fields, _ in bad] + [{"text": "A man."}]
+    answers = served_with(api, bodies)
+    for answer, (_, message) in zip(answers, bad, strict=False):
+        assert isinstance(answer, Refusal) and message in answer
+        assert TranslationAPI.encode_response(api, answer).status_code == 422
+    assert answers[-1]["translation"]
 
 
 def test_extreme_but_valid_settings_translate_on_both_backends(
-    api, overfit_translator, lines, tmp_path
+    api, overfit_engine, lines, tmp_path
 ):
     """Settings at the edges a backend could trip on: a top-k above the vocabulary, min_len
     past the length limit, a temperature so small that only the best token is left."""
     from nmt.ct2.model_dir import export
     from nmt.serving.api import Failure, TranslationAPI
 
-    out = export(overfit_translator, tmp_path / "ct2", "float32", overwrite=False)
+    out = export(overfit_engine, tmp_path / "ct2", "float32", overwrite=False)
     ct2 = TranslationAPI(
         compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
     )
@@ -244,14 +252,14 @@ def test_concurrent_requests_get_their_own_translations(server, lines, offline):
 def test_a_failure_inside_a_batch_fails_only_its_request(api, lines, monkeypatch):
     from nmt.serving.api import Failure
 
-    translate = api.translator.translate
+    translate = api.engine.translate
 
     def failing(batch_lines, *args, **kwargs):
         if any("BOOM" in line for line in batch_lines):
             raise RuntimeError("a fault in this batch\nsecond line")
         return translate(batch_lines, *args, **kwargs)
 
-    monkeypatch.setattr(api.translator, "translate", failing)
+    monkeypatch.setattr(api.engine, "translate", failing)
     bodies = [{"text": lines[0]}, {"text": ["BOOM", lines[1]]}, {"text": [lines[2], lines[3]]}]
     answers = served_with(api, bodies)
     assert isinstance(answers[1], Failure)

@@ -14,8 +14,11 @@ import pyarrow as pa
 import pytest
 
 from nmt.config import TokenizerConfig
+from nmt.data.arrow_ids import encode_arrow
+from nmt.data.bpe_dropout import BpeDropout
 from nmt.files import read_lines
-from nmt.tokenizer import Tokenizer, tokenizer_paths, train_or_load
+from nmt.tokenizer import Tokenizer
+from nmt.tokenizer_training import tokenizer_paths, train_or_load
 
 
 @pytest.mark.parametrize("lang", ["en", "de"])
@@ -44,7 +47,7 @@ def test_word_cache_gives_sentencepieces_own_ids(
     fresh = Tokenizer(tiny_tokenizer.model_bytes)
     assert fresh.words_split_exactly
     assert fresh.encode(texts) == fresh.sp.encode(texts, out_type=int)
-    assert "Hund" in fresh.word_ids and "  two  spaces " not in fresh.word_ids
+    assert "Hund" in fresh.words.ids and "  two  spaces " not in fresh.words.ids
     assert fresh.encode(texts[::-1]) == fresh.sp.encode(texts[::-1], out_type=int)  # cache hits
 
 
@@ -59,27 +62,27 @@ def test_arrow_encoding_gives_sentencepieces_own_ids(
             [pa.array(texts[:5], pa.string()), pa.array(texts[5:], pa.string())]
         )
         for column in (pa.array(texts, pa.string()), pa.array(texts, pa.large_string()), chunked):
-            ids = tokenizer.encode_arrow(column, np.uint16)
+            ids = encode_arrow(tokenizer, column, np.uint16)
             assert ids.type == pa.list_(pa.uint16())
             assert ids.to_pylist() == tokenizer.sp.encode(texts, out_type=int)
-    assert "Hund" in tokenizer.word_ids
+    assert "Hund" in tokenizer.words.ids
 
 
 def test_bpe_dropout_samples_finer_pieces_of_the_same_text(
     tiny_tokenizer: Tokenizer, multi30k_dir: Path
 ) -> None:
     texts = list(islice(read_lines(multi30k_dir / "val.de"), 200)) + ODD_TEXTS + NUL_TEXTS
-    plain = tiny_tokenizer.encode(texts)
-    assert tiny_tokenizer.sample(texts, 0.0, seed=1) == plain  # our merge loop is BPE's own
-    sampled = tiny_tokenizer.sample(texts, 0.1, seed=1)
+    plain, sampler = tiny_tokenizer.encode(texts), BpeDropout(tiny_tokenizer)
+    assert sampler.sample(texts, 0.0, seed=1) == plain  # our merge loop is BPE's own
+    sampled = sampler.sample(texts, 0.1, seed=1)
     assert tiny_tokenizer.decode(sampled) == tiny_tokenizer.decode(plain)  # == texts but for ▁
-    assert tiny_tokenizer.sample(texts, 0.1, seed=1) == sampled  # reproducible
-    assert tiny_tokenizer.sample(texts, 0.1, seed=2) != sampled
+    assert sampler.sample(texts, 0.1, seed=1) == sampled  # reproducible
+    assert sampler.sample(texts, 0.1, seed=2) != sampled
     changed = sum(s != p for s, p in zip(sampled, plain, strict=True))
     assert 100 < changed < len(texts)  # most sentences, not all (169-182 of 209, seeds 1-10)
     assert sum(map(len, sampled)) > sum(map(len, plain))
     # Every merge skipped: single characters, each a piece of its own.
-    characters = tiny_tokenizer.sample(texts[:20], 1.0, seed=1)
+    characters = sampler.sample(texts[:20], 1.0, seed=1)
     pieces = [tiny_tokenizer.sp.id_to_piece(i).lstrip("▁") for ids in characters for i in ids]
     assert all(len(piece) <= 1 for piece in pieces)
 
@@ -95,13 +98,15 @@ def test_bpe_dropout_draws_the_same_pieces_in_another_process(
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     script = (
         "import json; from nmt.tokenizer import Tokenizer; "
+        "from nmt.data.bpe_dropout import BpeDropout; "
         f"texts = json.load(open({str(tmp_path / 'texts.json')!r})); "
-        f"print(json.dumps(Tokenizer.from_file({str(model)!r}).sample(texts, 0.1, seed=7)))"
+        f"sampler = BpeDropout(Tokenizer.from_file({str(model)!r})); "
+        "print(json.dumps(sampler.sample(texts, 0.1, seed=7)))"
     )
     other = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     ).stdout
-    assert json.loads(other) == tiny_tokenizer.sample(texts, 0.1, seed=7)
+    assert json.loads(other) == BpeDropout(tiny_tokenizer).sample(texts, 0.1, seed=7)
 
 
 def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_path: Path) -> None:
@@ -128,8 +133,10 @@ def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_pa
     # BPE-dropout's merge loop over whole texts, without byte fallback: runs of characters
     # outside the vocabulary become one unknown id each, as in sentencepiece.
     sample += NUL_TEXTS
-    assert tokenizer.sample(sample, 0.0, seed=0) == tokenizer.sp.encode(sample, out_type=int)
-    ids = tokenizer.encode_arrow(pa.array(texts[:200]), np.int32)
+    assert BpeDropout(tokenizer).sample(sample, 0.0, seed=0) == tokenizer.sp.encode(
+        sample, out_type=int
+    )
+    ids = encode_arrow(tokenizer, pa.array(texts[:200]), np.int32)
     assert ids.to_pylist() == tokenizer.sp.encode(texts[:200], out_type=int)
 
 

@@ -12,23 +12,20 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing
 
-import nmt.evaluation.scoring
-from nmt.checkpoint import load_translator
+from nmt.checkpoint import load_checkpoint
 from nmt.config import DecodeConfig
-from nmt.decoding.text import best_text, translate_lines
 from nmt.evaluation.scoring import translate_across_processes
+from nmt.inference.output_text import best_text
+from nmt.inference.torch_engine import TorchEngine
 
 GREEDY = DecodeConfig()
 
 
 def test_tiny_model_overfits_real_pairs_until_greedy_reproduces_them(
-    overfit_run, overfit_translator, overfit_pairs
+    overfit_run, overfit_engine, overfit_pairs
 ):
     sources, references = overfit_pairs
-    model, tokenizer = overfit_translator.model, overfit_translator.tokenizer
-    hypotheses = best_text(
-        tokenizer, translate_lines(model, tokenizer, sources, GREEDY, max_tokens=4096)
-    )
+    hypotheses = best_text(overfit_engine.tokenizer, overfit_engine.translate(sources, GREEDY))
     exact = sum(h == r for h, r in zip(hypotheses, references, strict=True))
     assert exact == len(references), [
         (h, r) for h, r in zip(hypotheses, references, strict=True) if h != r
@@ -37,15 +34,17 @@ def test_tiny_model_overfits_real_pairs_until_greedy_reproduces_them(
     assert metrics["best_score"] > 95 and metrics["global_step"] == 200
 
 
-def test_the_recipe_reports_its_splits_after_training(overfit_run, overfit_pairs):
-    """multi30k_cpu's report section: model.pt scored with beam search on valid and test
-    (here the memorised pairs) into <run>/report/, the scores copied into metrics.json."""
+def test_the_recipe_evaluates_its_splits_after_training(overfit_run, overfit_pairs):
+    """multi30k_cpu's final evaluation: model.pt scored with its search (beam) on valid and
+    test (here the memorised pairs) into <run>/evaluation/, the scores copied into
+    metrics.json, which is written once, whole, with the training's own figures."""
     metrics = json.loads((overfit_run / "metrics.json").read_text())
-    report = json.loads((overfit_run / "report" / "report.json").read_text())
-    assert report["decode"]["strategy"] == "beam" and report["decode"]["beam_size"] == 5
+    record = json.loads((overfit_run / "evaluation" / "evaluation.json").read_text())
+    assert record["decode"]["strategy"] == "beam" and record["decode"]["beam_size"] == 5
+    assert record["training"]["global_step"] == metrics["global_step"]
     for role in ("valid", "test"):
-        assert metrics["report"][role]["bleu"] == report["splits"][role]["bleu"] > 95
-        hypotheses = (overfit_run / "report" / f"hyp.{role}.txt").read_text().splitlines()
+        assert metrics["final_evaluation"][role]["bleu"] == record["splits"][role]["bleu"] > 95
+        hypotheses = (overfit_run / "evaluation" / f"hyp.{role}.txt").read_text().splitlines()
         assert len(hypotheses) == len(overfit_pairs[1])
 
 
@@ -236,7 +235,11 @@ def test_a_run_shorter_than_the_warmup_still_warms_up_and_decays(overfit_data, t
     from nmt.training.schedules import inverse_sqrt_lr
 
     overrides = ["optim.warmup_steps=2000", "trainer.max_steps=20", "val_bleu=false"]
-    overrides += ["checkpoint.monitor=val/loss", "checkpoint.mode=min", "report.splits=[]"]
+    overrides += [
+        "checkpoint.monitor=val/loss",
+        "checkpoint.mode=min",
+        "final_evaluation.splits=[]",
+    ]
     cfg = compose_train_config(overfit_training(overfit_data, tmp_path, *overrides))
     assert cfg.optim.warmup_fraction == 0.2  # the recipe's
     train(cfg, tmp_path / "run")
@@ -260,7 +263,15 @@ def test_compile_reaches_the_layers_that_training_and_decoding_call():
 
     cfg = ModelConfig(vocab_size=64, d_model=16, n_heads=2, d_ff=32)
     module = TranslationModule(
-        cfg, OptimConfig(), DecodeConfig(), 0, "en", "de", True, True, "stop"
+        cfg,
+        OptimConfig(),
+        DecodeConfig(),
+        0,
+        src_lang="en",
+        tgt_lang="de",
+        val_bleu=True,
+        compile_model=True,
+        on_nonfinite_loss="stop",
     )
     names = [name for name, _ in module.named_parameters()]
     module.configure_model()
@@ -304,7 +315,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "experiment=multi30k_cpu",
         "trainer.max_steps=20",
         "trainer.enable_progress_bar=false",
-        "report.splits=[]",  # the report step has its own test (the overfit run's)
+        "final_evaluation.splits=[]",  # it has its own test (the overfit run's)
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -323,17 +334,17 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     assert len(epoch_ends) == 1 and list(selection["val_bleu"]) == ["best", "average_last1"]
     assert selection["averaged"] == {"average_last1": [str(epoch_ends[0])]}
     assert selection["chosen"] in selection["val_bleu"]
-    from nmt.checkpoint import load_translator
+    from nmt.checkpoint import load_checkpoint
 
     payload = torch.load(run / "model.pt", weights_only=True)  # plain tensors and values only
     assert payload["src_lang"] == "en" and payload["tgt_lang"] == "de"
-    translator = load_translator(run / "model.pt")
+    translator = load_checkpoint(run / "model.pt")
     assert translator.model.cfg.d_model == 128 and translator.tokenizer.vocab_size == 8000
-    assert load_translator(run / "checkpoints" / "last.ckpt").info["global_step"] == 20
+    assert load_checkpoint(run / "checkpoints" / "last.ckpt").info["global_step"] == 20
 
 
 def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
-    from nmt.checkpoint import load_translator, save_inference_checkpoint
+    from nmt.checkpoint import load_checkpoint, save_checkpoint
     from nmt.training.averaging import average_checkpoints
 
     paths = sorted((overfit_run / "checkpoints").glob("step*.ckpt")) + [
@@ -341,13 +352,13 @@ def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
     ]
     paths = paths[:2]
     averaged = average_checkpoints(paths)
-    models = [load_translator(p).model.state_dict() for p in paths]
+    models = [load_checkpoint(p).model.state_dict() for p in paths]
     name = "encoder_layers.0.ffn.fc1.weight"
     torch.testing.assert_close(
         averaged.model.state_dict()[name], (models[0][name] + models[1][name]) / 2
     )
-    save_inference_checkpoint(tmp_path / "avg.pt", averaged)
-    assert load_translator(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
+    save_checkpoint(tmp_path / "avg.pt", averaged)
+    assert load_checkpoint(tmp_path / "avg.pt").info["averaged"] == [str(p) for p in paths]
 
 
 def test_checkpoints_are_ordered_by_the_step_they_were_saved_at(overfit_run, tmp_path):
@@ -356,22 +367,22 @@ def test_checkpoints_are_ordered_by_the_step_they_were_saved_at(overfit_run, tmp
     them (as `nmt.average` does by default) are left out."""
     import shutil
 
-    from nmt.checkpoint import save_inference_checkpoint, saved_step
+    from nmt.checkpoint import save_checkpoint, saved_step
     from nmt.training.averaging import checkpoints_by_step
 
     lightning = overfit_run / "checkpoints" / "last.ckpt"
     step = saved_step(lightning)
-    assert step == load_translator(lightning).info["global_step"] > 5
+    assert step == load_checkpoint(lightning).info["global_step"] > 5
     shutil.copy(lightning, tmp_path / "b.ckpt")
     shutil.copy(lightning, tmp_path / "last.ckpt")
     for name, saved_at in (("a.pt", step + 5), ("c.pt", step - 5)):
-        translator = load_translator(lightning)
+        translator = load_checkpoint(lightning)
         translator.info = {"global_step": saved_at}
-        save_inference_checkpoint(tmp_path / name, translator)
+        save_checkpoint(tmp_path / name, translator)
         assert saved_step(tmp_path / name) == saved_at
-    average = load_translator(lightning)
+    average = load_checkpoint(lightning)
     average.info = {"global_step": step + 5, "averaged": [str(tmp_path / "a.pt")]}
-    save_inference_checkpoint(tmp_path / "averaged_last3.pt", average)
+    save_checkpoint(tmp_path / "averaged_last3.pt", average)
     assert checkpoints_by_step(tmp_path) == [tmp_path / n for n in ("c.pt", "b.ckpt", "a.pt")]
 
 
@@ -384,11 +395,11 @@ def test_model_pt_is_the_best_of_the_checkpoint_and_each_averaging_window(
     average carry noise, so the 1-epoch window must win."""
     from conftest import TINY_TRAINING, compose_train_config
 
-    from nmt.checkpoint import save_inference_checkpoint
+    from nmt.checkpoint import save_checkpoint
     from nmt.training.selection import best_or_average
 
     def perturbed(scale: float, step: int):
-        translator = load_translator(overfit_run / "model.pt")
+        translator = load_checkpoint(overfit_run / "model.pt")
         generator = torch.Generator().manual_seed(step)
         with torch.no_grad():
             for weight in translator.model.parameters():
@@ -399,7 +410,7 @@ def test_model_pt_is_the_best_of_the_checkpoint_and_each_averaging_window(
     epochs_dir = tmp_path / "epochs"
     epochs_dir.mkdir()
     for step, scale in ((1, 0.5), (2, 0.5), (3, 0.0)):
-        save_inference_checkpoint(epochs_dir / f"epoch{step}.ckpt", perturbed(scale, step))
+        save_checkpoint(epochs_dir / f"epoch{step}.ckpt", perturbed(scale, step))
     cfg = compose_train_config(TINY_TRAINING + ["checkpoint.average_last_epochs=[10,1,3]"])
     sources, references = overfit_pairs
     valid = {"src": sources, "tgt": references}
@@ -414,7 +425,7 @@ def test_model_pt_is_the_best_of_the_checkpoint_and_each_averaging_window(
         "average_last1": [str(epochs_dir / "epoch3.ckpt")],
         "average_last3": [str(epochs_dir / f"epoch{step}.ckpt") for step in (1, 2, 3)],
     }
-    trained = load_translator(overfit_run / "model.pt").model.state_dict()
+    trained = load_checkpoint(overfit_run / "model.pt").model.state_dict()
     for name, weight in chosen.model.state_dict().items():
         torch.testing.assert_close(weight, trained[name])
 
@@ -427,29 +438,26 @@ def _decode_in_process_group(rank: int, world_size: int, ckpt: Path, lines, fold
     )
     torch.set_num_threads(1)
     decoded = []
-    translate = nmt.evaluation.scoring.translate_lines
+    engine = TorchEngine.load([str(ckpt)], "cpu", "float32", 4096)
+    translate = engine.translate
 
-    def counting(model, tokenizer, own_lines, *args):
+    def counting(own_lines, *args):
         decoded.append(len(own_lines))
-        return translate(model, tokenizer, own_lines, *args)
+        return translate(own_lines, *args)
 
-    nmt.evaluation.scoring.translate_lines = counting
-    translator = load_translator(ckpt)
-    texts = translate_across_processes(
-        translator.model, translator.tokenizer, lines, GREEDY, max_tokens=4096
-    )
+    engine.translate = counting
+    texts = translate_across_processes(engine, lines, GREEDY)
     (folder / f"rank{rank}.json").write_text(json.dumps({"texts": texts, "decoded": decoded}))
     dist.destroy_process_group()
 
 
 def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
-    overfit_run, overfit_translator, overfit_pairs, tmp_path
+    overfit_run, overfit_engine, overfit_pairs, tmp_path
 ):
     """Validation BLEU under DDP: each of 2 ranks decodes half the lines (9 here, one of them
     empty), and both end with exactly the single-process translations, in input order."""
     sources = overfit_pairs[0][:7] + ["", overfit_pairs[0][3]]
-    model, tokenizer = overfit_translator.model, overfit_translator.tokenizer
-    alone = translate_across_processes(model, tokenizer, sources, GREEDY, max_tokens=4096)
+    alone = translate_across_processes(overfit_engine, sources, GREEDY)
     assert alone == overfit_pairs[1][:7] + ["", overfit_pairs[1][3]]
     torch.multiprocessing.spawn(
         _decode_in_process_group, args=(2, overfit_run / "model.pt", sources, tmp_path), nprocs=2
@@ -509,7 +517,7 @@ def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
         "experiment=multi30k_cpu",
         "trainer.max_steps=1120",  # 10 epochs of 112 updates, validated at the 10th's end
         "checkpoint.average_last_epochs=[]",
-        "report.splits=[]",
+        "final_evaluation.splits=[]",
         "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
@@ -520,3 +528,33 @@ def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["global_step"] == 1120
     assert metrics["best_score"] > 15, metrics
+
+
+def test_model_pt_carries_the_recipes_search_whichever_weights_win(
+    overfit_run, overfit_pairs, tmp_path
+):
+    """final_weights: an average chosen over the best checkpoint still carries the search."""
+    from types import SimpleNamespace
+
+    from conftest import TINY_TRAINING, compose_train_config
+
+    from nmt.checkpoint import load_checkpoint, save_checkpoint
+    from nmt.training.fit import final_weights
+
+    epochs_dir = tmp_path / "checkpoints" / "epochs"
+    epochs_dir.mkdir(parents=True)
+    for step in (1, 2):
+        epoch = load_checkpoint(overfit_run / "model.pt")
+        epoch.info, epoch.search = {"global_step": step}, None
+        save_checkpoint(epochs_dir / f"epoch{step}.ckpt", epoch)
+    cfg = compose_train_config(TINY_TRAINING + ["checkpoint.average_last_epochs=[2]"])
+    trainer = SimpleNamespace(
+        checkpoint_callback=SimpleNamespace(best_model_path=str(overfit_run / "model.pt")),
+        is_global_zero=True,
+    )
+    valid = {"src": overfit_pairs[0][:8], "tgt": overfit_pairs[1][:8]}
+    datamodule = SimpleNamespace(splits={"valid": valid}, tokenizer=None)
+    module = SimpleNamespace(device=torch.device("cpu"), model=None)
+    checkpoint, selection = final_weights(cfg, trainer, module, datamodule, tmp_path)
+    assert selection is not None and set(selection["val_bleu"]) == {"best", "average_last2"}
+    assert checkpoint.search == cfg.search and cfg.search.strategy == "beam"

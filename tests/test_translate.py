@@ -7,9 +7,11 @@ import pytest
 import torch
 from conftest import run_module
 
-from nmt.checkpoint import load_translator, store_search
-from nmt.config import DecodeConfig, chosen_search
+from nmt.checkpoint import load_checkpoint, store_search
+from nmt.decoding.settings import DecodeConfig
 from nmt.files import read_chunks
+from nmt.inference.search_choice import chosen_search
+from nmt.inference.torch_engine import TorchEngine, pick_dtype
 
 
 def run_translate(args: list[str], stdin: bytes, cwd):
@@ -112,13 +114,12 @@ def test_bfloat16_decoding_keeps_lines(model_pt, overfit_pairs, tmp_path):
 def test_bf16_on_a_cpu_that_would_emulate_it_is_warned_about_once(
     model_pt, monkeypatch, caplog, native
 ):
-    import nmt.checkpoint
     import nmt.cpu
 
     monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
     with caplog.at_level("WARNING", logger="nmt.cpu"):
-        nmt.checkpoint.load_translator(model_pt, "cpu", "bfloat16")
-        nmt.checkpoint.load_translator(model_pt, "cpu", "float32")
+        TorchEngine.load([str(model_pt)], "cpu", "bfloat16", 4096)
+        TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == ([] if native else [warnings[0]])
     assert native or "dtype=bfloat16" in warnings[0] and "no native bf16" in warnings[0]
@@ -126,17 +127,15 @@ def test_bf16_on_a_cpu_that_would_emulate_it_is_warned_about_once(
 
 @pytest.mark.parametrize("native", [False, True])
 def test_auto_dtype_is_bfloat16_only_where_the_cpu_multiplies_it(model_pt, monkeypatch, native):
-    import nmt.checkpoint
     import nmt.cpu
 
     monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
-    translator = nmt.checkpoint.load_translator(model_pt, "cpu", "auto")
-    weights = next(translator.model.parameters()).dtype
-    assert weights == (torch.bfloat16 if native else torch.float32)
-    assert nmt.checkpoint.pick_dtype("float16", torch.device("cpu")) == "float16"
+    engine = TorchEngine.load([str(model_pt)], "cpu", "auto", 4096)
+    assert engine.precision == ("bfloat16" if native else "float32")
+    assert pick_dtype("float16", torch.device("cpu")) == "float16"
 
 
-# The search travels with the model: model.pt stores the recipe's report.decode.
+# The search travels with the model: model.pt stores the recipe's search.
 
 
 def search_line(result) -> str:
@@ -148,7 +147,7 @@ def test_the_models_own_search_runs_unless_the_command_line_names_one(
 ):
     stdin = (overfit_pairs[0][0] + "\n").encode()
     own = run_translate([f"ckpt={model_pt}"], stdin, tmp_path)
-    # the recipe's tuned search (multi30k_cpu's report.decode)
+    # the recipe's tuned search (multi30k_cpu's search)
     assert "Search: beam 5, GNMT length penalty 1.4 (the checkpoint's own)" in search_line(own)
     assert own.stdout.decode() == overfit_pairs[1][0] + "\n"
     one_field = run_translate([f"ckpt={model_pt}", "decode.beam_size=2"], stdin, tmp_path)
@@ -166,7 +165,7 @@ def test_a_checkpoint_written_before_searches_were_stored_falls_back_with_a_note
     payload = torch.load(model_pt, weights_only=True)
     del payload["search"]
     torch.save(payload, tmp_path / "old.pt")
-    assert load_translator(tmp_path / "old.pt").search is None
+    assert load_checkpoint(tmp_path / "old.pt").search is None
     stdin = (overfit_pairs[0][1] + "\n").encode()
     result = run_translate([f"ckpt={tmp_path / 'old.pt'}"], stdin, tmp_path)
     assert result.returncode == 0 and result.stdout.decode() == overfit_pairs[1][1] + "\n"
@@ -189,4 +188,4 @@ def test_a_search_stored_into_a_checkpoint_is_loaded_with_it(model_pt, tmp_path)
     shutil.copy(model_pt, copy)
     search = DecodeConfig(strategy="sample", top_k=5, nbest=2, seed=3)
     store_search(copy, search)
-    assert load_translator(copy).search == search
+    assert load_checkpoint(copy).search == search

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import Translator
-from nmt.config import DecodeConfig
+from nmt.checkpoint import Checkpoint
+from nmt.decoding.settings import DecodeConfig
 from nmt.files import write_bytes, write_text
 from nmt.model import ModelConfig
 from nmt.tokenizer import Tokenizer
@@ -52,8 +52,8 @@ class ModelDir:
     info: dict[str, Any]
 
 
-def export(translator: Translator, out: str | Path, quantization: str, overwrite: bool) -> Path:
-    """Write `translator`'s model (float32 weights) as a CTranslate2 directory `out`.
+def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite: bool) -> Path:
+    """Write `checkpoint`'s model (float32 weights) as a CTranslate2 directory `out`.
 
     Everything is built in a temporary directory beside `out` and moved into place at the end,
     so a failure leaves no half-written `out`. An existing `out` is replaced only with
@@ -68,8 +68,8 @@ def export(translator: Translator, out: str | Path, quantization: str, overwrite
     out = Path(out)
     if out.exists() and not overwrite:
         raise FileExistsError(f"out={out} exists: choose a new directory or add overwrite=true")
-    model = translator.model
-    pieces = [translator.tokenizer.sp.id_to_piece(i) for i in range(model.cfg.vocab_size)]
+    model = checkpoint.model
+    pieces = [checkpoint.tokenizer.sp.id_to_piece(i) for i in range(model.cfg.vocab_size)]
 
     class _Converter(Converter):
         def _load(self):
@@ -80,15 +80,15 @@ def export(translator: Translator, out: str | Path, quantization: str, overwrite
     try:
         built = staging / "model"
         _Converter().convert(str(built), quantization=quantization)
-        write_bytes(built / TOKENIZER, translator.tokenizer.model_bytes)
+        write_bytes(built / TOKENIZER, checkpoint.tokenizer.model_bytes)
         settings = {
             "format": FORMAT,
-            "src_lang": translator.src_lang,
-            "tgt_lang": translator.tgt_lang,
+            "src_lang": checkpoint.src_lang,
+            "tgt_lang": checkpoint.tgt_lang,
             "quantization": quantization,
             "model_config": asdict(model.cfg),
-            "search": asdict(translator.search) if translator.search else None,
-            "info": translator.info,
+            "search": asdict(checkpoint.search) if checkpoint.search else None,
+            "info": checkpoint.info,
         }
         write_text(built / SETTINGS, json.dumps(settings, indent=2, default=str) + "\n")
         if out.exists():

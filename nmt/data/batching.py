@@ -21,7 +21,9 @@ import torch
 from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from nmt.data.bpe_dropout import BpeDropout
+from nmt.tokenizer import Tokenizer
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class TokenBatchSampler:
         tgt_lens: npt.ArrayLike,
         max_tokens: int,
         shuffle: bool,
+        *,
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
@@ -206,13 +209,14 @@ class SampledPairs(IndexedPairs):
         batches: TokenBatchSampler,
     ):
         self.ds = ds.select_columns(["src", "tgt"])  # text, not ids: read_ids segments it
-        self.tokenizer, self.dropout, self.seed, self.batches = tokenizer, dropout, seed, batches
+        self.dropout_sampler = BpeDropout(tokenizer)
+        self.dropout, self.seed, self.batches = dropout, seed, batches
 
     def read_ids(self, indices: list[int]) -> tuple[list, list]:
         """The rows' source and target text, segmented with this batch's draw."""
         rows = self.ds[indices]
         draw = hash((self.seed, self.batches.epoch, indices[0])) % 2**32
-        ids = self.tokenizer.sample(rows["src"] + rows["tgt"], self.dropout, draw)
+        ids = self.dropout_sampler.sample(rows["src"] + rows["tgt"], self.dropout, draw)
         return ids[: len(indices)], ids[len(indices) :]
 
 

@@ -112,7 +112,13 @@ class TranslationDataModule(L.LightningDataModule):
         if both_directions:
             src_lens, tgt_lens = BothDirections.lengths(src_lens, tgt_lens)
         sampler = TokenBatchSampler(
-            src_lens + 1, tgt_lens + 1, max_tokens, shuffle, self.seed, num_replicas, rank
+            src_lens + 1,
+            tgt_lens + 1,
+            max_tokens,
+            shuffle,
+            seed=self.seed,
+            num_replicas=num_replicas,
+            rank=rank,
         )
         if role == "train" and self.data_cfg.bpe_dropout > 0:
             pairs = SampledPairs(ds, self.tokenizer, self.data_cfg.bpe_dropout, self.seed, sampler)

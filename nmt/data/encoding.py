@@ -17,8 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from nmt.config import DataConfig, TokenizerConfig
+from nmt.data.arrow_ids import encode_arrow
 from nmt.data.sources import load_split
-from nmt.tokenizer import Tokenizer, train_or_load
+from nmt.tokenizer import Tokenizer
+from nmt.tokenizer_training import train_or_load
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> d
     lengths `src_len`, `tgt_len`, and `blank`: either side empty after strip().
 
     Ids are stored as uint16 when the vocabulary fits (a quarter of int64's memory), else int32.
-    Batches go in and out as Arrow tables (`Tokenizer.encode_arrow`), so the ids reach the
+    Batches go in and out as Arrow tables (`nmt.data.arrow_ids.encode_arrow`), so the ids reach the
     cache file from flat numpy buffers, never as Python ints. Batches of ENCODE_BATCH_ROWS
     rows: the more rows, the fewer distinct words per row go through Python.
     """
@@ -99,7 +101,7 @@ def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> d
 def _encode_batch(batch: pa.Table, tokenizer: Tokenizer, id_type: type) -> pa.Table:
     blank = None
     for side in ("src", "tgt"):
-        ids = tokenizer.encode_arrow(batch[side], id_type)
+        ids = encode_arrow(tokenizer, batch[side], id_type)
         batch = batch.append_column(f"{side}_ids", ids)
         batch = batch.append_column(f"{side}_len", pc.list_value_length(ids))
         empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(batch[side])), 0)

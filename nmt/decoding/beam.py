@@ -13,10 +13,14 @@ k are finished (scored with the length penalty); the k best others stay live, so
 hypothesis never leaves the live beam short. At its maximum length only EOS is allowed, so
 every live hypothesis ends there (forced end) and every sentence gets k finished ones.
 
-Stopping rule (penalties.sentence_done): a sentence is done once it has k finished
-hypotheses and no live one can still beat the worst of them. With alpha >= 0 the best a live
-hypothesis can still reach is log_prob / lp(max |Y|), max |Y| = max output tokens + 1 (EOS),
-since log-probs only fall and lp only grows. Done sentences leave the batch.
+Stopping rules (DecodeConfig.stop). exact (penalties.sentence_done): a sentence is done once
+it has k finished hypotheses and no live one can still beat the worst of them. With alpha >= 0
+the best a live hypothesis can still reach is log_prob / lp(max |Y|), max |Y| = max output
+tokens + 1 (EOS), since log-probs only fall and lp only grows; a penalty that rewards length
+loosens that bound, and the search runs towards the maximum length. first_k: done once k
+hypotheses have finished (fairseq's, Hugging Face's early_stopping=True, CTranslate2's
+patience 1), which may miss a longer hypothesis that would have scored higher. Done sentences
+leave the batch.
 """
 
 from __future__ import annotations
@@ -26,22 +30,10 @@ from torch import Tensor
 
 from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import normalized_score, sentence_done
-from nmt.decoding.state import Finished, Hypothesis, StepDecoder, prepare, start_prefix
+from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
-from nmt.tokenizer import EOS_ID
-
-
-def check_arguments(beam_size: int, len_penalty: float, nbest: int, vocab_size: int) -> None:
-    """Reject settings the search cannot honour, in plain words."""
-    if beam_size < 1 or 2 * beam_size > vocab_size:
-        raise ValueError(f"beam_size must be in 1..vocab_size/2, got {beam_size}")
-    if not 1 <= nbest <= beam_size:
-        raise ValueError(f"nbest must be in 1..beam_size={beam_size}, got {nbest}")
-    if len_penalty < 0:
-        raise ValueError(
-            f"len_penalty must be >= 0, got {len_penalty}: the early stop assumes the length "
-            "penalty grows with length"
-        )
+from nmt.vocabulary import EOS_ID
 
 
 def top_candidates(
@@ -60,48 +52,50 @@ def top_candidates(
     return cand_log_prob, first_row + flat // V, flat % V
 
 
+def finished_scores(log_prob: Tensor, ended: Tensor, length: int, cfg: DecodeConfig) -> Tensor:
+    """log_prob, ended (B', k): the first k candidates' log-probs and which of them end in EOS
+    at |Y| = length -> (B', k) their scores (penalised), -inf for those that do not end."""
+    score = normalized_score(log_prob, length, cfg.len_penalty, cfg.length_norm)
+    return score.masked_fill(~ended, float("-inf"))
+
+
+def search_done(
+    cfg: DecodeConfig, t: int, max_lengths: Tensor, worst: Tensor, log_prob: Tensor
+) -> Tensor:
+    """(B',) True for the sentences whose search ends after step t: at their maximum length
+    (max_lengths (B',)), or by the stopping rule (cfg.stop). worst (B',): the k-th best
+    finished score, -inf until k have finished; log_prob (B', k): the live hypotheses'."""
+    at_end = t >= max_lengths
+    if cfg.stop == "first_k":
+        return at_end | worst.gt(float("-inf"))
+    # the longest |Y| a live hypothesis can still reach is max_lengths + 1 (EOS)
+    best_live = log_prob.max(dim=1).values
+    alpha, norm = cfg.len_penalty, cfg.length_norm
+    return at_end | sentence_done(worst, best_live, max_lengths + 1, alpha, norm)
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer | Ensemble,
     src: Tensor,
-    beam_size: int,
-    len_penalty: float,
-    max_len_a: float,
-    max_len_b: int,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-    nbest: int = 1,
-    record_attention: bool = False,
-    use_cache: bool = True,
-    length_norm: str = "gnmt",
-    target_prefix: Tensor | None = None,
+    cfg: DecodeConfig,
+    options: SearchOptions | None = None,
 ) -> list[list[Hypothesis]]:
-    """src (B, S) right-padded ids, each row ending in EOS -> `nbest` hypotheses per sentence,
-    best score first. len_penalty is alpha of the `length_norm` penalty (penalties).
-    target_prefix (B, P): right-padded ids every hypothesis of a sentence starts with, or None.
-    `model` may be an `Ensemble`. Call `model.eval()` first."""
-    check_arguments(beam_size, len_penalty, nbest, model.cfg.vocab_size)
-    k, alpha, device = beam_size, len_penalty, src.device
-    batch = prepare(model, src, max_len_a, max_len_b, target_prefix)
-    decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
-    finished = Finished(src.size(0))
+    """src (B, S) right-padded ids, each row ending in EOS -> cfg.nbest hypotheses per
+    sentence, best score first (cfg: a checked search, settings.check_search). `model` may be
+    an `Ensemble`. Call `model.eval()` first."""
+    k, device = cfg.beam_size, src.device
+    batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
-    sentence = torch.arange(src.size(0), device=device)
-    prefix = start_prefix(src.size(0), device)
     log_prob = torch.zeros(src.size(0), 1, device=device)
     attention = decoder.empty_attention()
     for t in range(int(batch.max_lengths.max()) + 1):
         n_sentences, beams = log_prob.shape
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
-        step_log_probs = constrain(
-            step_log_probs,
-            prefix[:, 1:],
-            max_lengths.repeat_interleave(beams),
-            min_len,
-            no_repeat_ngram_size,
-            batch.forced_tokens(sentence.repeat_interleave(beams), t),
-        )
+        forced = batch.forced_tokens(sentence.repeat_interleave(beams), t)
+        rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
+        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, forced)
         cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
@@ -109,11 +103,8 @@ def beam_search(
         is_eos = token.eq(EOS_ID)  # (B', 2k)
         ended = is_eos[:, :k]  # (B', k)
         if ended.any():
-            score = normalized_score(cand_log_prob[:, :k], t + 1, alpha, length_norm)  # |Y| = t + 1
-            score = score.masked_fill(~ended, float("-inf"))
-            best_finished[sentence] = (
-                torch.cat([best_finished[sentence], score], dim=1).topk(k).values
-            )
+            score = finished_scores(cand_log_prob[:, :k], ended, t + 1, cfg)
+            best_finished[sentence] = torch.cat([best_finished[sentence], score], 1).topk(k).values
             rows = parent[:, :k][ended]  # (M,)
             finished.add(
                 sentence[:, None].expand_as(ended)[ended],
@@ -126,14 +117,7 @@ def beam_search(
         live = is_eos.to(torch.uint8).sort(dim=1, stable=True).indices[:, :k]  # (B', k)
         log_prob = cand_log_prob.gather(1, live)
         parent, token = parent.gather(1, live), token.gather(1, live)
-        # Forced end, or the early stop; the longest |Y| still reachable is max_lengths + 1.
-        done = (t >= max_lengths) | sentence_done(
-            best_finished[sentence, -1],
-            log_prob.max(dim=1).values,
-            max_lengths + 1,
-            alpha,
-            length_norm,
-        )
+        done = search_done(cfg, t, max_lengths, best_finished[sentence, -1], log_prob)
         keep = (~done).nonzero().squeeze(1)  # (B'',)
         if keep.numel() == 0:
             break
@@ -144,4 +128,4 @@ def beam_search(
         prefix = torch.cat([prefix[rows], token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 2)
         log_prob, sentence = log_prob[keep], sentence[keep]
         attention = attention[rows] if attention is not None else None
-    return finished.results(batch.src_lengths, nbest)
+    return finished.results(batch.src_lengths, cfg.nbest)

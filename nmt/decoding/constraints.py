@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 
 def repeated_ngram_mask(tokens: Tensor, n: int, vocab_size: int) -> Tensor:

@@ -14,36 +14,28 @@ import torch
 from torch import Tensor
 
 from nmt.decoding.constraints import constrain
-from nmt.decoding.state import Finished, Hypothesis, StepDecoder, prepare, start_prefix
+from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
-from nmt.tokenizer import EOS_ID
+from nmt.vocabulary import EOS_ID
 
 
 @torch.inference_mode()
 def greedy_search(
     model: Transformer | Ensemble,
     src: Tensor,
-    max_len_a: float,
-    max_len_b: int,
-    min_len: int = 0,
-    no_repeat_ngram_size: int = 0,
-    record_attention: bool = False,
-    use_cache: bool = True,
+    cfg: DecodeConfig,
+    options: SearchOptions | None = None,
     pick: Callable[[Tensor], Tensor] | None = None,
-    target_prefix: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> one hypothesis per sentence.
 
+    Reads cfg's lengths (max_len_a, max_len_b, min_len) and no_repeat_ngram_size.
     pick: (N, V) constrained log-probs -> (N,) the chosen tokens; None = the most probable.
-    target_prefix (B, P): right-padded ids each output must start with, or None. The score is
-    the log_prob (no length penalty), the model's own whatever `pick` drew from. `model` may
-    be an `Ensemble`. Call `model.eval()` first.
+    The score is the log_prob (no length penalty), the model's own whatever `pick` drew from.
+    `model` may be an `Ensemble`. Call `model.eval()` first.
     """
-    batch = prepare(model, src, max_len_a, max_len_b, target_prefix)
-    decoder = StepDecoder(model, src, batch.src_pad_mask, record_attention, use_cache)
-    finished = Finished(src.size(0))
-    sentence = torch.arange(src.size(0), device=src.device)
-    prefix = start_prefix(src.size(0), src.device)
+    batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     log_prob = torch.zeros(src.size(0), device=src.device)
     attention = decoder.empty_attention()
     for _ in range(int(batch.max_lengths.max()) + 1):
@@ -53,8 +45,8 @@ def greedy_search(
             step_log_probs,
             prefix[:, 1:],
             max_lengths,
-            min_len,
-            no_repeat_ngram_size,
+            cfg.min_len,
+            cfg.no_repeat_ngram_size,
             batch.forced_tokens(sentence, prefix.size(1) - 1),
         )
         if pick is None:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from nmt.decoding.penalties import max_output_lengths
+from nmt.decoding.settings import DecodeConfig
 from nmt.model import Ensemble, Transformer
-from nmt.tokenizer import BOS_ID, PAD_ID
+from nmt.vocabulary import BOS_ID, PAD_ID
 
 
 @dataclass
@@ -32,6 +34,19 @@ class Hypothesis:
     score: float
     log_prob: float
     attention: Tensor | None = None
+
+
+@dataclass
+class SearchOptions:
+    """How a search runs, beside what it searches for (the DecodeConfig).
+
+    target_prefix (B, P): right-padded ids every output of a sentence starts with, or None;
+    record_attention: keep each hypothesis's cross-attention (for plots); use_cache: the KV
+    cache (off only to test that it changes nothing)."""
+
+    target_prefix: Tensor | None = None
+    record_attention: bool = False
+    use_cache: bool = True
 
 
 @dataclass
@@ -186,3 +201,28 @@ class Finished:
 def start_prefix(batch_size: int, device: torch.device) -> Tensor:
     """(B, 1) decoder input: BOS for every row."""
     return torch.full((batch_size, 1), BOS_ID, dtype=torch.long, device=device)
+
+
+class SearchStart(NamedTuple):
+    """What every search begins with: the batch's masks and limits, the step decoder, an empty
+    finished list, each row's sentence (B,) and each row's prefix (B, 1): BOS alone."""
+
+    batch: Batch
+    decoder: StepDecoder
+    finished: Finished
+    sentence: Tensor
+    prefix: Tensor
+
+
+def start_search(
+    model: Transformer | Ensemble, src: Tensor, cfg: DecodeConfig, options: SearchOptions | None
+) -> SearchStart:
+    """src (B, S) right-padded ids ending in EOS, cfg's length limits, the options -> the
+    search's starting state."""
+    options = options or SearchOptions()
+    batch = prepare(model, src, cfg.max_len_a, cfg.max_len_b, options.target_prefix)
+    record, cache = options.record_attention, options.use_cache
+    decoder = StepDecoder(model, src, batch.src_pad_mask, record, cache)
+    n = src.size(0)
+    sentence = torch.arange(n, device=src.device)
+    return SearchStart(batch, decoder, Finished(n), sentence, start_prefix(n, src.device))

@@ -1,6 +1,7 @@
 """Gather the runs under a folder into one table: what differs between them and how they score.
 
-A run is an evaluate report folder (report.json, hyp.<role>.txt, ref.<role>.txt) or a training
+A run is an evaluation folder of nmt.evaluate (evaluation.json, hyp.<role>.txt,
+ref.<role>.txt) or a training
 run folder (metrics.json and .hydra/overrides.yaml). Runs are ranked by BLEU on one split role;
 every evaluate run with that split's hypotheses is compared with the best such run by sacreBLEU's
 paired bootstrap resampling, on the same references only.
@@ -53,17 +54,17 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 
 
 def read_eval_run(folder: Path) -> Run:
-    """An `nmt.evaluate` report folder."""
-    report = json.loads((folder / "report.json").read_text())
-    splits: dict[str, Any] = report["splits"]
-    training = report["training"]
+    """An `nmt.evaluate` evaluation folder."""
+    record = json.loads((folder / "evaluation.json").read_text())
+    splits: dict[str, Any] = record["splits"]
+    training = record["training"]
     return Run(
         folder=folder,
         kind="evaluate",
-        overrides=parse_overrides(report["overrides"]),
+        overrides=parse_overrides(record["overrides"]),
         bleu={role: s["bleu"] for role, s in splits.items()},
         chrf={role: s["chrf"] for role, s in splits.items()},
-        parameters=report["checkpoint"]["parameters"],
+        parameters=record["checkpoint"]["parameters"],
         train_seconds=training["train_seconds"] if training else None,
         sentences_per_second={r: s["decoding"]["sentences_per_second"] for r, s in splits.items()},
         tokens_per_second={r: s["decoding"]["tokens_per_second"] for r, s in splits.items()},
@@ -99,21 +100,21 @@ def read_train_run(folder: Path) -> Run:
 
 
 def find_runs(root: Path) -> list[Run]:
-    """Every evaluate report folder and training run folder under `root`, recursively."""
+    """Every evaluation folder and training run folder under `root`, recursively."""
     if not root.is_dir():
         raise FileNotFoundError(f"no such folder: {root}")
-    if (root / "report.json").is_file():
-        raise ValueError(
-            f"{root} is one evaluate report folder: give the folder that holds the runs"
-        )
+    if (root / "evaluation.json").is_file():
+        raise ValueError(f"{root} is one evaluation folder: give the folder that holds the runs")
     runs = []
-    for path in sorted(root.rglob("report.json")):
+    for path in sorted(root.rglob("evaluation.json")):
         runs.append(read_eval_run(path.parent))
     for path in sorted(root.rglob("metrics.json")):
         if (path.parent / ".hydra" / "overrides.yaml").is_file():
             runs.append(read_train_run(path.parent))
     if not runs:
-        raise ValueError(f"no runs under {root}: neither report.json nor metrics.json with .hydra/")
+        raise ValueError(
+            f"no runs under {root}: neither evaluation.json nor metrics.json with .hydra/"
+        )
     return runs
 
 
@@ -301,6 +302,7 @@ def markdown(
     split: str,
     cols: list[Column],
     tests: dict[Path, Result],
+    *,
     signature: str | None,
     plotted: bool,
 ) -> str:
@@ -346,6 +348,6 @@ def report_runs(root: Path, split: str | None, samples: int) -> str:
     cols = columns(ranked, root, split, keys, tests)
     write_csv(root / "report.csv", cols)
     plotted = plot_parameters(ranked, keys, split, root / PLOT_NAME)
-    text = markdown(root, runs, split, cols, tests, signature, plotted)
+    text = markdown(root, runs, split, cols, tests, signature=signature, plotted=plotted)
     write_text(root / "report.md", text)
     return text

@@ -3,16 +3,16 @@ during training and `nmt.evaluate` share, so the two never disagree."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sacrebleu
 import torch.distributed as dist
 
-from nmt.config import DecodeConfig
+from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
-from nmt.decoding.text import best_text, translate_lines
-from nmt.model import Transformer
-from nmt.tokenizer import Tokenizer
+from nmt.inference.engine import Engine
+from nmt.inference.output_text import best_text
 
 
 @dataclass
@@ -48,23 +48,24 @@ def score(hypotheses: list[str], references: list[str]) -> Scores:
 
 
 def translate_and_score(
-    translator,
+    engine: Engine,
     sources: list[str],
     references: list[str],
-    cfg: DecodeConfig,
-    max_tokens: int,
+    search: DecodeConfig,
+    done: Callable[[int], object] | None = None,
 ) -> tuple[list[str], list[list[Hypothesis]], Scores]:
-    """Translate raw source lines with a backend (`nmt.backends`: torch or CTranslate2); return
-    the best hypotheses as text, the n-best lists and the scores against the raw references."""
+    """Translate raw source lines with an engine (`nmt.inference`; `done`: as its translate
+    takes it); return the best hypotheses as text, the n-best lists and the scores against the
+    raw references."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} references")
-    nbest = translator.translate(sources, cfg, max_tokens)
-    text = best_text(translator.tokenizer, nbest)
+    nbest = engine.translate(sources, search, done=done)
+    text = best_text(engine.tokenizer, nbest)
     return text, nbest, score(text, references)
 
 
 def translate_across_processes(
-    model: Transformer, tokenizer: Tokenizer, sources: list[str], cfg: DecodeConfig, max_tokens: int
+    engine: Engine, sources: list[str], search: DecodeConfig
 ) -> list[str]:
     """The best translation of every line as text, in order, on every process.
 
@@ -74,9 +75,7 @@ def translate_across_processes(
     """
     distributed = dist.is_available() and dist.is_initialized()
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
-    mine = best_text(
-        tokenizer, translate_lines(model, tokenizer, sources[rank::world_size], cfg, max_tokens)
-    )
+    mine = best_text(engine.tokenizer, engine.translate(sources[rank::world_size], search))
     if world_size == 1:
         return mine
     shards: list[list[str] | None] = [None] * world_size

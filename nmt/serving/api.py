@@ -5,8 +5,9 @@ batch_wait_ms). Their lines are decoded together: requests with the same search 
 of the backend's `translate`, which sorts all their lines by length into batches under
 max_tokens, so a line's translation does not depend on who else asked (tests/test_serve.py).
 Sampling requests are decoded one by one, so a seed gives the same samples however they arrive.
-If a call fails, its requests are retried one by one: only a request that fails alone gets a
-500, the others their translations, and the model stays loaded.
+A search that is no search as a whole (the engine's SearchError) is a 422 for the requests
+that asked for it. If a call fails otherwise, its requests are retried one by one: only a
+request that fails alone gets a 500, the others their translations, and the model stays loaded.
 
 No `from __future__ import annotations` here: LitServe reads decode_request's and
 encode_response's annotations as the endpoint's request and response types (OpenAPI).
@@ -19,16 +20,26 @@ import litserve as ls
 from fastapi.responses import JSONResponse
 from litserve.loops import BatchedLoop
 
-from nmt.backends import load_backend, search_for
-from nmt.config import DecodeConfig, ServeConfig, batch_tokens
-from nmt.decoding.text import scored_texts
+from nmt.config import ServeConfig
+from nmt.decoding.settings import DecodeConfig, SearchError
+from nmt.inference.loading import load
+from nmt.inference.output_text import scored_texts
+from nmt.inference.search_choice import choose_search
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
 
 log = logging.getLogger("nmt.serve")
 
 
 class Failure(str):
-    """A request that failed when decoded alone: the one-line reason."""
+    """A request that failed when decoded alone: the one-line reason (a 500)."""
+
+    status = 500
+
+
+class Refusal(Failure):
+    """A request whose search is no search (a 422)."""
+
+    status = 422
 
 
 class TranslationAPI(ls.LitAPI):
@@ -45,13 +56,13 @@ class TranslationAPI(ls.LitAPI):
         """Load the model once; `device` is LitServe's ("cpu", "cuda:0", ...)."""
         if self.cfg.device == "auto":
             self.cfg.device = device
-        self.translator = load_backend(self.cfg)
-        self.search, line = search_for(self.translator, self.cfg.decode, self.overrides)
-        self.max_tokens = batch_tokens(self.cfg.backend, self.cfg.max_tokens)
-        log.info("%s on %s; default %s", self.model_name, self.translator.describe(), line)
+        self.engine = load(self.cfg)
+        self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
+        log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)
 
     def decode_request(self, request: TranslateRequest) -> tuple[TranslateRequest, DecodeConfig]:
-        return request, request_search(self.search, self.translator.backend, request)
+        search = request_search(self.search, request)
+        return request, self.engine.runnable(search)[0]
 
     def predict(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list:
         """One answer (a dict) or Failure per request, in order."""
@@ -64,6 +75,9 @@ class TranslationAPI(ls.LitAPI):
             try:
                 for i, answer in zip(members, self.decode([jobs[i] for i in members]), strict=True):
                     answers[i] = answer
+            except SearchError as error:  # the same search for all of them
+                for i in members:
+                    answers[i] = Refusal(f"search: {error}")
             except Exception:  # noqa: BLE001 - isolate it: retry its requests one by one
                 log.exception("a batch of %d requests failed; retrying each alone", len(members))
                 for i in members:
@@ -82,19 +96,19 @@ class TranslationAPI(ls.LitAPI):
         prefixes = None
         if any(request.prefixes for request, _ in jobs):
             prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
-        hypotheses = self.translator.translate(lines, search, self.max_tokens, 1, prefixes)
-        scored = scored_texts(self.translator.tokenizer, hypotheses)
+        hypotheses = self.engine.translate(lines, search, 1, prefixes)
+        scored = scored_texts(self.engine.tokenizer, hypotheses)
         answers, first = [], 0
         for request, _ in jobs:
             mine = scored[first : first + len(request.lines)]
             first += len(request.lines)
             best = [hyps[0][0] if hyps else "" for hyps in mine]
             nbest = mine if search.nbest > 1 else None
-            backend = self.translator.backend
+            backend = self.engine.name
             answers.append(response(request, best, nbest, self.model_name, backend, search))
         return answers
 
     def encode_response(self, answer) -> TranslateResponse:
         if isinstance(answer, Failure):
-            return JSONResponse({"detail": str(answer)}, status_code=500)
+            return JSONResponse({"detail": str(answer)}, status_code=answer.status)
         return answer

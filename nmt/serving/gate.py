@@ -1,23 +1,30 @@
 """The front door of `POST /translate`: every request is checked before it is queued for the
 model, and refused with one line, {"detail": "..."}:
-- 413 for a body over max_body_bytes (read no further), more than max_lines lines, or a line
-  or prefix over max_line_chars characters; the message names the limit;
-- 422 for a body that is not JSON, a missing or mistyped field, an unknown search setting, a
-  prefix not in the shape of the text, or search settings that make no valid search.
+- 413 for a body over max_body_bytes (the rest is read and dropped, not parsed), more than
+  max_lines lines, or a line or prefix over max_line_chars characters; the message names the
+  limit;
+- 422 for a body that is not JSON, a missing or mistyped field, an unknown search setting or
+  one out of bounds, a setting its strategy ignores, or a prefix not in the shape of the text.
 A request that passes goes on to LitServe as JSON, which parses the same bytes again (that is
-what its OpenAPI schema describes). The model never sees a bad request, so no batch fails for one.
+what its OpenAPI schema describes). Whether its search is a search as a whole (nbest within the
+beam, say) the engine checks, once (`nmt.serving.api` answers 422).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 
-from nmt.config import DecodeConfig
-from nmt.serving.schema import RequestError, TranslateRequest, parse_request, request_search
+from nmt.decoding.settings import DecodeConfig
+from nmt.serving.schema import RequestError, TranslateRequest, parse_request, refused_fields
 
 log = logging.getLogger("nmt.serve")
+
+LINGER_SECONDS = 10.0  # after a 413 for its size, a body is read this long (20 MB at 2 MB/s)
+LINGER_BYTES = 64 << 20  # and this far; a client still sending after either may see a reset
 
 
 @dataclass(frozen=True)
@@ -27,8 +34,9 @@ class Limits:
     max_line_chars: int
 
 
-def check_request(request: TranslateRequest, limits: Limits, default: DecodeConfig, backend: str):
-    """Refuse (RequestError) a parsed request over the limits or with a bad prefix or search."""
+def check_request(request: TranslateRequest, limits: Limits, default: DecodeConfig):
+    """Refuse (RequestError) a parsed request over the limits, with a bad prefix, or with a
+    search setting its strategy ignores."""
     lines, prefixes = request.lines, request.prefixes
     if len(lines) > limits.max_lines:
         raise RequestError(413, f"{len(lines)} lines: the limit is max_lines={limits.max_lines}")
@@ -45,15 +53,16 @@ def check_request(request: TranslateRequest, limits: Limits, default: DecodeConf
                     f"{name} {i + 1} has {len(text)} characters: the limit is "
                     f"max_line_chars={limits.max_line_chars}",
                 )
-    request_search(default, backend, request)
+    refused = refused_fields(request, default)
+    if refused:
+        raise RequestError(422, refused)
 
 
 class RequestGate:
     """ASGI middleware checking POST `path` (see the module docstring)."""
 
-    def __init__(self, app, *, path: str, limits: Limits, default: DecodeConfig, backend: str):
-        self.app, self.path, self.limits = app, path, limits
-        self.default, self.backend = default, backend
+    def __init__(self, app, *, path: str, limits: Limits, default: DecodeConfig):
+        self.app, self.path, self.limits, self.default = app, path, limits, default
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["path"] != self.path or scope["method"] != "POST":
@@ -63,9 +72,10 @@ class RequestGate:
             body = await self.read_body(scope, receive)
             if body is None:  # the client left before sending it all
                 return
-            check_request(parse_request(body), self.limits, self.default, self.backend)
+            check_request(parse_request(body), self.limits, self.default)
         except RequestError as error:
-            await refuse(send, error.status, str(error))
+            unread = receive if isinstance(error, BodyTooBig) else None  # the rest of the body
+            await refuse(send, error.status, str(error), unread)
             return
         except Exception as error:  # noqa: BLE001 - a bug of ours: still one line, and logged
             log.exception("the request gate failed")
@@ -87,7 +97,7 @@ class RequestGate:
 
     async def read_body(self, scope, receive) -> bytes | None:
         limit = self.limits.max_body_bytes
-        too_big = RequestError(413, f"the body exceeds max_body_bytes={limit}")
+        too_big = BodyTooBig(413, f"the body exceeds max_body_bytes={limit}")
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             raise too_big
@@ -104,9 +114,35 @@ class RequestGate:
                 return b"".join(chunks)
 
 
-async def refuse(send, status: int, message: str) -> None:
-    """A JSON error response {"detail": message}."""
+class BodyTooBig(RequestError):
+    """A 413 raised before the body has been read to its end."""
+
+
+async def refuse(send, status: int, message: str, unread=None) -> None:
+    """A JSON error response {"detail": message}.
+
+    Given `unread`, the receive of a body not read to its end, the answer is sent, then the
+    rest of the body read and dropped before the response ends and the connection closes, as
+    nginx's lingering close does: closing on a client that is still sending resets the
+    connection, and most clients then report the reset, not the answer."""
     body = json.dumps({"detail": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if unread is not None:
+        headers.append((b"connection", b"close"))  # what is left past the bounds is never read
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": body, "more_body": unread is not None})
+    if unread is not None:
+        await drain(unread)
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def drain(receive) -> None:
+    """Read and drop the rest of a request's body, within LINGER_SECONDS and LINGER_BYTES."""
+    dropped = 0
+    with suppress(TimeoutError):
+        async with asyncio.timeout(LINGER_SECONDS):
+            while dropped <= LINGER_BYTES:
+                message = await receive()
+                dropped += len(message.get("body", b""))
+                if not message.get("more_body", False):  # its end, or the client left
+                    return

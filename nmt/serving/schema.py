@@ -9,34 +9,53 @@ Types are strict: "5" is not a beam size, 1.5 is not a line.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, replace
-from typing import Literal
+from typing import Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from nmt.backends import runnable_search
-from nmt.config import DecodeConfig, describe_search, search_problem
+from nmt.decoding.settings import (
+    CHOICES,
+    READ_BY,
+    DecodeConfig,
+    describe_search,
+    unread,
+    without_unread,
+)
+
+# How far a request may take each search field: one request must not take the machine (a
+# beam of 10,000, say). The fields and their types are DecodeConfig's (settings.py).
+BOUNDS = {
+    "beam_size": dict(ge=1, le=64),
+    "len_penalty": dict(ge=0, le=10),
+    "nbest": dict(ge=1, le=64),
+    "temperature": dict(ge=0, le=100),
+    "top_k": dict(ge=0, le=1_000_000),
+    "top_p": dict(gt=0, le=1),
+    "seed": dict(ge=0, le=2**32 - 1),
+    "max_len_a": dict(ge=0, le=10),
+    "max_len_b": dict(ge=0, le=1024),
+    "min_len": dict(ge=0, le=1024),
+    "no_repeat_ngram_size": dict(ge=0, le=16),
+}
 
 
-class SearchSettings(BaseModel):
-    """Fields of the search to change for this request (DecodeConfig's; docs/guide.md). The
-    bounds keep one request from taking the machine (a beam of 10,000, say)."""
+def search_settings_model() -> type[BaseModel]:
+    """The request's `search`: every DecodeConfig field, optional, with its type (a choice of
+    settings.CHOICES as a Literal) and BOUNDS."""
+    hints = get_type_hints(DecodeConfig)
+    fields = {}
+    for field in dataclasses.fields(DecodeConfig):
+        kind = Literal[CHOICES[field.name]] if field.name in CHOICES else hints[field.name]
+        fields[field.name] = (kind | None, Field(default=None, **BOUNDS.get(field.name, {})))
+    config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    model = create_model("SearchSettings", __config__=config, **fields)
+    model.__doc__ = "Fields of the search to change for this request (DecodeConfig's)."
+    return model
 
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
-    strategy: Literal["greedy", "beam", "sample"] | None = None
-    beam_size: int | None = Field(default=None, ge=1, le=64)
-    len_penalty: float | None = Field(default=None, ge=0, le=10)
-    length_norm: Literal["gnmt", "power"] | None = None
-    nbest: int | None = Field(default=None, ge=1, le=64)
-    temperature: float | None = Field(default=None, ge=0, le=100)
-    top_k: int | None = Field(default=None, ge=0, le=1_000_000)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
-    max_len_a: float | None = Field(default=None, ge=0, le=10)
-    max_len_b: int | None = Field(default=None, ge=0, le=1024)
-    min_len: int | None = Field(default=None, ge=0, le=1024)
-    no_repeat_ngram_size: int | None = Field(default=None, ge=0, le=16)
+SearchSettings = search_settings_model()
 
 
 class TranslateRequest(BaseModel):
@@ -85,19 +104,6 @@ class RequestError(ValueError):
         self.status = status
 
 
-# Which fields a strategy reads: a request setting one its search ignores is refused.
-USED_BY = {
-    "beam_size": ("beam",),
-    "len_penalty": ("beam",),
-    "length_norm": ("beam",),
-    "nbest": ("beam", "sample"),
-    "temperature": ("sample",),
-    "top_k": ("sample",),
-    "top_p": ("sample",),
-    "seed": ("sample",),
-}
-
-
 def parse_request(body: bytes) -> TranslateRequest:
     """The request in `body`, or a 422 RequestError naming the first problem in one line."""
     try:
@@ -117,25 +123,24 @@ def validation_message(error: ValidationError) -> str:
     return f"{where}: {message}" if where else message
 
 
-def request_search(default: DecodeConfig, backend: str, request: TranslateRequest) -> DecodeConfig:
-    """The search this request runs: the server's `default` with the request's fields; a 422
-    RequestError if they make no valid search or the search would ignore one of them."""
+def refused_fields(request: TranslateRequest, default: DecodeConfig) -> str | None:
+    """Why the request's search sets a field its strategy ignores (one line), or None."""
     given = request.search.model_dump(exclude_none=True) if request.search else {}
-    try:
-        search = replace(default, **given)
-    except ValueError as error:  # DecodeConfig's own checks
-        raise RequestError(422, "search." + str(error).removeprefix("decode.")) from None
-    for name in given:
-        if name in USED_BY and search.strategy not in USED_BY[name]:
-            raise RequestError(
-                422,
-                f"search.{name} does nothing with strategy {search.strategy}: "
-                f"it applies to {' or '.join(USED_BY[name])}",
-            )
-    problem = search_problem(search)
-    if problem:
-        raise RequestError(422, f"search: {problem}")
-    return runnable_search(backend, search)[0]
+    strategy = given.get("strategy", default.strategy)
+    for name in unread(strategy, given):
+        return (
+            f"search.{name} does nothing with strategy {strategy}: "
+            f"it applies to {' or '.join(READ_BY[name])}"
+        )
+    return None
+
+
+def request_search(default: DecodeConfig, request: TranslateRequest) -> DecodeConfig:
+    """The search this request runs: the server's `default` with the request's fields, and the
+    fields its strategy ignores at their defaults (so requests that search alike are batched
+    together). Whether it is a search as a whole, the engine checks."""
+    given = request.search.model_dump(exclude_none=True) if request.search else {}
+    return without_unread(replace(default, **given))
 
 
 def response(

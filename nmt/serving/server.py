@@ -1,66 +1,33 @@
 """`nmt.serve`'s HTTP server: LitServe (FastAPI and uvicorn underneath) around TranslationAPI.
 
 Routes: POST /translate (checked by RequestGate, then batched by LitServe into
-TranslationAPI.predict), GET /health (LitServe's: 200 "ok" once the worker has loaded the
-model, 503 before), GET /info (LitServe's, with our ModelCard as "model"), GET / (the page,
-page.html), and FastAPI's /docs and /openapi.json.
+TranslationAPI.predict), GET /health (200 "ok" while every model worker is up with the model
+loaded, else 503 saying how many are: workers.py), GET /info (LitServe's, with our ModelCard
+as "model"), GET / (the page, page.html), and FastAPI's /docs and /openapi.json.
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from importlib import resources
 from importlib.metadata import version
-from pathlib import Path
 
 import litserve as ls
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from nmt.backends import check_model, check_search, search_for
 from nmt.cli import UsageError
-from nmt.config import DecodeConfig, ServeConfig, batch_tokens, describe_search
+from nmt.config import ServeConfig
+from nmt.decoding.settings import check_search, describe_search
+from nmt.inference.loading import check_model, max_tokens, read_card
+from nmt.inference.search_choice import choose_search
 from nmt.serving.api import TranslationAPI
 from nmt.serving.gate import Limits, RequestGate
+from nmt.serving.workers import ModelWorkers, watch_workers
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
-
-
-@dataclass
-class ModelCard:
-    """What the front door and /info know of the model, read without loading its weights."""
-
-    name: str
-    backend: str
-    src_lang: str
-    tgt_lang: str
-    shape: dict
-    vocab_size: int
-    info: dict
-    search: DecodeConfig | None  # as stored with the model
-
-
-def read_card(cfg: ServeConfig) -> ModelCard:
-    if cfg.backend == "ctranslate2":
-        from nmt.ct2.model_dir import read_model_dir
-
-        model = read_model_dir(cfg.ckpt)
-        shape, vocab = asdict(model.model_config), model.tokenizer.vocab_size
-        src, tgt, info, search = model.src_lang, model.tgt_lang, model.info, model.search
-        engine = f"CTranslate2 {model.quantization}"
-    else:
-        from nmt.checkpoint import read_inference_payload
-
-        payload = read_inference_payload(Path(cfg.ckpt), mmap=True)
-        shape, info = payload["model_config"], dict(payload.get("info", {}))
-        src, tgt, vocab = payload["src_lang"], payload["tgt_lang"], shape["vocab_size"]
-        search = DecodeConfig(**payload["search"]) if "search" in payload else None
-        engine = Path(cfg.ckpt).name + (f" + {len(cfg.ensemble)} more" if cfg.ensemble else "")
-    step = f", step {info['global_step']}" if "global_step" in info else ""
-    name = f"{info.get('experiment', Path(cfg.ckpt).stem)} ({engine}{step})"
-    return ModelCard(name, cfg.backend, src, tgt, shape, vocab, info, search)
 
 
 def check_serve(cfg: ServeConfig) -> None:
@@ -95,8 +62,8 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
     check_serve(cfg)
     cfg = with_workers(cfg)
     card = read_card(cfg)
-    search, search_line = search_for(card, cfg.decode, overrides)
-    check_search(search)  # the default every request starts from
+    search, search_line = choose_search(card, cfg.decode, overrides)
+    check_search(search, card.vocab_size)  # the default every request starts from, at start
     limits = Limits(cfg.max_body_bytes, cfg.max_lines, cfg.max_line_chars)
     metadata = {
         "name": card.name,
@@ -114,12 +81,13 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
             "batch_wait_ms": cfg.batch_wait_ms,
             "workers": cfg.workers,
             "threads": cfg.threads,
-            "max_tokens": batch_tokens(cfg.backend, cfg.max_tokens),
+            "max_tokens": max_tokens(cfg),
         },
         "limits": asdict(limits),
         "version": version("nmt"),
     }
-    gate = {"path": "/translate", "limits": limits, "default": search, "backend": cfg.backend}
+    gate = {"path": "/translate", "limits": limits, "default": search}
+    workers = ModelWorkers(cfg.workers)
     server = ls.LitServer(
         TranslationAPI(cfg, overrides, card.name),
         accelerator=accelerator(cfg.device),
@@ -129,7 +97,9 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
         model_metadata=metadata,
         middlewares=[(RequestGate, gate)],
         restart_workers=True,  # a worker that dies is replaced, not the server shut down
+        callbacks=[workers],
     )
+    watch_workers(server, workers)  # its requests answered, /health telling
     add_page(server, metadata)
     server.app.add_exception_handler(RequestValidationError, one_line_422)
     return server, f"{card.name}: {search_line}"

@@ -1,11 +1,11 @@
 """One training run, start to finish: the Trainer and its callbacks, fit (or resume), then
-model.pt, metrics.json and the post-training report.
+model.pt, the final evaluation and metrics.json.
 
 Each run writes to its own folder (Hydra's output dir): the composed config (.hydra/),
 checkpoints/ (best-k by the monitored metric, last, optional periodic and last-epochs),
 logs/ (CSV and TensorBoard), model.pt (an inference checkpoint of the best weights, or of
 the average of the last N epochs, for the window N that scores highest on validation) and
-metrics.json.
+metrics.json, and evaluation/ when the experiment names splits for the final evaluation.
 """
 
 from __future__ import annotations
@@ -24,16 +24,12 @@ from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, Mode
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.plugins import TorchCheckpointIO
 
-from nmt.checkpoint import (
-    Translator,
-    load_translator,
-    read_checkpoint,
-    save_inference_checkpoint,
-)
+from nmt.checkpoint import Checkpoint, load_checkpoint, read_checkpoint, save_checkpoint
+from nmt.cli import UsageError
 from nmt.config import EvaluateConfig, TrainConfig
 from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
 from nmt.data.datamodule import TranslationDataModule
-from nmt.evaluation.split_report import evaluate, summary
+from nmt.evaluation.evaluation_run import evaluate, summary
 from nmt.files import atomic_path, write_text
 from nmt.training.budget import FitScheduleToBudget
 from nmt.training.lightning_module import TranslationModule
@@ -124,36 +120,51 @@ def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
     return ckpt_path
 
 
-def train(cfg: TrainConfig, run_dir: Path) -> dict:
-    """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
-    set_onednn_kernel_cache(cfg.onednn_kernel_cache)
-    L.seed_everything(cfg.seed, workers=True)
-    # Lightning runs the datamodule's prepare_data (tokenizer training, caches) once per node
-    # before setup on every rank; the module takes the tokenizer from it in its own setup.
+def build_module(cfg: TrainConfig) -> tuple[TranslationDataModule, TranslationModule]:
+    """The data module and the LightningModule of a run. Lightning runs the data module's
+    prepare_data (tokenizer training, caches) once per node before setup on every rank; the
+    module takes the tokenizer from it in its own setup."""
     datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed)
     module = TranslationModule(
         cfg.model,
         cfg.optim,
         cfg.decode,
         cfg.seed,
-        cfg.data.src_lang,
-        cfg.data.tgt_lang,
+        src_lang=cfg.data.src_lang,
+        tgt_lang=cfg.data.tgt_lang,
         val_bleu=cfg.val_bleu,
         compile_model=cfg.compile,
         on_nonfinite_loss=cfg.on_nonfinite_loss,
     )
     log.info("Model: %s parameters", f"{module.num_parameters:,}")
+    return datamodule, module
+
+
+def check_precision(cfg: TrainConfig) -> bool:
+    """Whether the run is on the CPU; refuse fp16 there: there is no fp16 autocast on the CPU,
+    and Lightning would train in bf16 instead, emulated (many times slower) where the CPU
+    lacks it, while the config says fp16."""
     on_cpu = cfg.trainer.accelerator == "cpu" or not torch.cuda.is_available()
+    if on_cpu and cfg.trainer.precision.startswith("16"):
+        raise UsageError(
+            f"trainer.precision={cfg.trainer.precision} needs a GPU: the CPU has no fp16 "
+            "autocast; use bf16-mixed (where the CPU has native bf16) or 32-true"
+        )
+    return on_cpu
+
+
+def build_trainer(cfg: TrainConfig, run_dir: Path) -> L.Trainer:
+    """The Trainer of a run: cfg.trainer, our callbacks, CSV and TensorBoard logs under logs/."""
+    on_cpu = check_precision(cfg)
     warn_if_emulated_bf16(
         torch.device("cpu" if on_cpu else "cuda"),
         cfg.trainer.precision.startswith("bf16"),
         f"trainer.precision={cfg.trainer.precision}",
     )
-    checkpoint_dir = run_dir / "checkpoints"
     trainer = L.Trainer(
         **asdict(cfg.trainer),
         default_root_dir=run_dir,
-        callbacks=build_callbacks(cfg, checkpoint_dir),
+        callbacks=build_callbacks(cfg, run_dir / "checkpoints"),
         logger=[
             CSVLogger(run_dir, name="logs", version=""),
             TensorBoardLogger(run_dir, name="logs", version=""),
@@ -168,6 +179,11 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
             f"on_nonfinite_loss=skip is for one process: with {trainer.world_size} DDP "
             "processes the others would wait for the skipped batch's gradients; use stop"
         )
+    return trainer
+
+
+def fit(cfg: TrainConfig, trainer: L.Trainer, module, datamodule, run_dir: Path) -> float:
+    """Train (or resume); returns the seconds it took."""
     threads = torch.get_num_threads()  # CPU DDP lowers it to cores // processes for the fit
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -179,68 +195,91 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
         trainer.fit(
             module,
             datamodule=datamodule,
-            ckpt_path=resolve_resume(cfg.ckpt_path, checkpoint_dir),
+            ckpt_path=resolve_resume(cfg.ckpt_path, run_dir / "checkpoints"),
             weights_only=True,
         )
-    train_seconds = time.perf_counter() - start
     torch.set_num_threads(threads)  # what follows runs on rank 0 alone
+    return time.perf_counter() - start
 
+
+def final_weights(
+    cfg: TrainConfig, trainer: L.Trainer, module, datamodule, run_dir: Path
+) -> tuple[Checkpoint, dict | None]:
+    """What model.pt holds: the best checkpoint (or the final weights without one), or an
+    average of the last epochs' if that scores higher on validation; and how it was chosen."""
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if best:
-        translator = load_translator(best)
+        checkpoint = load_checkpoint(best)
     else:
-        translator = Translator(
+        checkpoint = Checkpoint(
             module.model, datamodule.tokenizer, cfg.data.src_lang, cfg.data.tgt_lang, {}
         )
-    translator.info.update(
+    checkpoint.info.update(
         {"experiment": cfg.experiment_name, "source_checkpoint": best or "final weights"}
     )
-    selection = None
-    epochs_dir = checkpoint_dir / "epochs"
+    epochs_dir = run_dir / "checkpoints" / "epochs"
     averaging = cfg.checkpoint.average_last_epochs and any(epochs_dir.glob("*.ckpt"))
+    selection = None
     if trainer.is_global_zero and averaging:
-        translator, selection = best_or_average(
-            cfg, translator, epochs_dir, datamodule.splits["valid"], module.device
-        )
-    metrics = {
+        valid = datamodule.splits["valid"]
+        checkpoint, selection = best_or_average(cfg, checkpoint, epochs_dir, valid, module.device)
+    checkpoint.search = cfg.search  # the search chosen for the model travels with it
+    return checkpoint, selection
+
+
+def run_metrics(cfg: TrainConfig, trainer: L.Trainer, module, seconds: float, selection) -> dict:
+    """What metrics.json says of the run."""
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    return {
         "experiment": cfg.experiment_name,
         "parameters": module.num_parameters,
         "global_step": trainer.global_step,
         "epoch": trainer.current_epoch,
-        "train_seconds": train_seconds,
+        "train_seconds": seconds,
         "best_checkpoint": best,
         "best_score": _as_float(trainer.checkpoint_callback.best_model_score) if best else None,
         "monitor": cfg.checkpoint.monitor,
         "selection": selection,
         "final_metrics": {k: _as_float(v) for k, v in trainer.callback_metrics.items()},
     }
+
+
+def train(cfg: TrainConfig, run_dir: Path) -> dict:
+    """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
+    check_precision(cfg)
+    set_onednn_kernel_cache(cfg.onednn_kernel_cache)
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, module = build_module(cfg)
+    trainer = build_trainer(cfg, run_dir)
+    seconds = fit(cfg, trainer, module, datamodule, run_dir)
+    checkpoint, selection = final_weights(cfg, trainer, module, datamodule, run_dir)
+    metrics = run_metrics(cfg, trainer, module, seconds, selection)
     write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
     if trainer.is_global_zero:
-        translator.search = cfg.report.decode  # the search chosen for it travels with it
-        save_inference_checkpoint(run_dir / "model.pt", translator)
+        save_checkpoint(run_dir / "model.pt", checkpoint)
         log.info("Inference checkpoint: %s", run_dir / "model.pt")
+        if cfg.final_evaluation.splits:
+            metrics["final_evaluation"] = final_evaluation(cfg, run_dir, metrics)
         write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
-        if cfg.report.splits:  # after metrics.json, which the report shows
-            metrics["report"] = final_report(cfg, run_dir)
-            write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
 
 
-def final_report(cfg: TrainConfig, run_dir: Path) -> dict:
-    """Score model.pt on `cfg.report.splits` with `cfg.report.decode`, as `nmt.evaluate`
-    would, into run_dir/report/; returns each split's BLEU, lowercased BLEU and chrF2."""
+def final_evaluation(cfg: TrainConfig, run_dir: Path, metrics: dict) -> dict:
+    """Score model.pt on `cfg.final_evaluation.splits` with its search, as `nmt.evaluate`
+    would, into run_dir/evaluation/; returns each split's BLEU, lowercased BLEU and chrF2.
+    `metrics`: the run's, shown in the evaluation as its training."""
     eval_cfg = EvaluateConfig(
         ckpt=str(run_dir / "model.pt"),
         data=cfg.data,
-        decode=cfg.report.decode,
-        splits=cfg.report.splits,
-        max_tokens=cfg.report.max_tokens,
+        decode=cfg.search,
+        splits=cfg.final_evaluation.splits,
+        max_tokens=cfg.final_evaluation.max_tokens,
     )
-    report_dir = run_dir / "report"
-    report = evaluate(eval_cfg, report_dir, overrides=[])
-    log.info("Final report:\n%s", summary(report, report_dir))
+    folder = run_dir / "evaluation"
+    record = evaluate(eval_cfg, folder, overrides=[], training=metrics)
+    log.info("Final evaluation:\n%s", summary(record, folder))
     keys = ("bleu", "bleu_lowercase", "chrf")
-    return {role: {k: s[k] for k in keys} for role, s in report["splits"].items()}
+    return {role: {k: s[k] for k in keys} for role, s in record["splits"].items()}
 
 
 def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule) -> None:

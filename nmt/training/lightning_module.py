@@ -13,9 +13,10 @@ import time
 import lightning as L
 import torch
 
-from nmt.checkpoint import inference_payload
+from nmt.checkpoint import Checkpoint, inference_payload
 from nmt.config import DecodeConfig, OptimConfig
 from nmt.evaluation.scoring import score, translate_across_processes
+from nmt.inference.torch_engine import TorchEngine
 from nmt.model import ModelConfig, Transformer, count_parameters
 from nmt.tokenizer import Tokenizer
 from nmt.training.losses import projected_label_smoothed_loss, projected_rdrop_loss
@@ -36,6 +37,7 @@ class TranslationModule(L.LightningModule):
         optim_cfg: OptimConfig,
         decode_cfg: DecodeConfig,
         seed: int,
+        *,
         src_lang: str,
         tgt_lang: str,
         val_bleu: bool,
@@ -191,13 +193,11 @@ class TranslationModule(L.LightningModule):
         # Each rank decodes its share of the lines and gets all of them back: all ranks log
         # the same BLEU. sync_dist averages those equal values (one scalar each), as Lightning
         # wants of epoch-level metrics under DDP, and silences its warning.
-        hypotheses = translate_across_processes(
-            self.model,
-            self.tokenizer,
-            list(valid["src"]),
-            self.decode_cfg,
+        engine = TorchEngine(
+            Checkpoint(self.model, self.tokenizer, self.src_lang, self.tgt_lang, {}),
             self.trainer.datamodule.data_cfg.eval_max_tokens,
         )
+        hypotheses = translate_across_processes(engine, list(valid["src"]), self.decode_cfg)
         scores = score(hypotheses, list(valid["tgt"]))
         self.log("val/bleu", scores.bleu, prog_bar=True, sync_dist=True)
         self.log("val/chrf", scores.chrf, sync_dist=True)

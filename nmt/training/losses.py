@@ -3,6 +3,8 @@ projection (plain and R-Drop), so the full logits of a batch never exist at once
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -29,6 +31,18 @@ def label_smoothed_loss(
     return loss, nll
 
 
+@dataclass(frozen=True)
+class FusedLossOptions:
+    """The settings of a fused loss: label smoothing epsilon, target positions per chunk, the
+    dtype of the matrix products, whether to form gradients, R-Drop's KL weight."""
+
+    epsilon: float
+    chunk_rows: int
+    dtype: torch.dtype
+    need_grad: bool = True
+    kl_weight: float = 0.0
+
+
 class ProjectedLabelSmoothedLoss(torch.autograd.Function):
     """Vocabulary projection and label-smoothed cross-entropy in one pass, `chunk_rows` target
     positions at a time, so the (N, V) logits never exist whole.
@@ -42,8 +56,10 @@ class ProjectedLabelSmoothedLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden, weight, target, epsilon, chunk_rows, compute_dtype, need_grad):
+    def forward(ctx, hidden, weight, target, options: FusedLossOptions):
         """hidden (N, D), weight (V, D), target (N,) -> (smoothed loss sum, NLL sum), fp32."""
+        epsilon, chunk_rows, compute_dtype = options.epsilon, options.chunk_rows, options.dtype
+        need_grad = options.need_grad
         V = weight.size(0)
         w = weight.to(compute_dtype)
         exact = torch.promote_types(compute_dtype, torch.float32)  # softmax and sums
@@ -92,7 +108,7 @@ class ProjectedLabelSmoothedLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss, grad_nll):
         grad_hidden, grad_weight = ctx.saved_tensors
-        return grad_hidden * grad_loss, grad_weight * grad_loss, None, None, None, None, None
+        return grad_hidden * grad_loss, grad_weight * grad_loss, None, None
 
 
 def product_dtype(hidden: Tensor) -> torch.dtype:
@@ -137,9 +153,8 @@ def projected_label_smoothed_loss(
         chunk_rows = default_chunk_rows(weight, passes=1)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(hidden.device.type, enabled=False):
-        return ProjectedLabelSmoothedLoss.apply(
-            hidden, weight, target, epsilon, chunk_rows, compute_dtype, need_grad
-        )
+        options = FusedLossOptions(epsilon, chunk_rows, compute_dtype, need_grad)
+        return ProjectedLabelSmoothedLoss.apply(hidden, weight, target, options)
 
 
 class ProjectedRDropLoss(torch.autograd.Function):
@@ -154,10 +169,12 @@ class ProjectedRDropLoss(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, hidden_a, hidden_b, weight, target, epsilon, kl_weight, chunk_rows, dtype):
+    def forward(ctx, hidden_a, hidden_b, weight, target, options: FusedLossOptions):
         """hidden_a, hidden_b (N, D) the two passes' states at the same positions, weight (V, D),
         target (N,) -> (objective, smoothed loss sum over both passes, NLL sum over both,
         symmetric KL sum), fp32; only the objective has a gradient."""
+        epsilon, kl_weight, chunk_rows = options.epsilon, options.kl_weight, options.chunk_rows
+        dtype = options.dtype
         V = weight.size(0)
         w = weight.to(dtype)
         exact = torch.promote_types(dtype, torch.float32)
@@ -206,7 +223,8 @@ class ProjectedRDropLoss(torch.autograd.Function):
             grad_a * grad_objective,
             grad_b * grad_objective,
             grad_weight * grad_objective,
-            *([None] * 5),
+            None,
+            None,
         )
 
 
@@ -217,6 +235,7 @@ def projected_rdrop_loss(
     epsilon: float,
     kl_weight: float,
     pad_id: int,
+    *,
     chunk_rows: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """R-Drop's terms for a batch that was run twice, stacked: states (2B, T, D) holds the
@@ -231,6 +250,5 @@ def projected_rdrop_loss(
     if chunk_rows is None:
         chunk_rows = default_chunk_rows(weight, passes=2)
     with torch.autocast(hidden_a.device.type, enabled=False):
-        return ProjectedRDropLoss.apply(
-            hidden_a, hidden_b, weight, target, epsilon, kl_weight, chunk_rows, compute_dtype
-        )
+        options = FusedLossOptions(epsilon, chunk_rows, compute_dtype, kl_weight=kl_weight)
+        return ProjectedRDropLoss.apply(hidden_a, hidden_b, weight, target, options)

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import Translator
+from nmt.checkpoint import Checkpoint
 from nmt.config import TrainConfig
 from nmt.evaluation.scoring import translate_and_score
+from nmt.inference.torch_engine import TorchEngine
 from nmt.training.averaging import average_checkpoints, checkpoints_by_step
 
 log = logging.getLogger(__name__)
 
 
 def best_or_average(
-    cfg: TrainConfig, best: Translator, epochs_dir: Path, valid, device: torch.device
-) -> tuple[Translator, dict]:
+    cfg: TrainConfig, best: Checkpoint, epochs_dir: Path, valid, device: torch.device
+) -> tuple[Checkpoint, dict]:
     """The best checkpoint or the average of the last N epochs' weights for one of the
     windows N of `checkpoint.average_last_epochs`, whichever scores the highest validation
     BLEU with the run's decode settings (selection on validation only; on a tie, the first of
@@ -36,12 +37,10 @@ def best_or_average(
         )
     sources, references = list(valid["src"]), list(valid["tgt"])
 
-    def val_bleu(translator: Translator) -> float:
-        translator.model.to(device)
-        _, _, scores = translate_and_score(
-            translator, sources, references, cfg.decode, cfg.data.eval_max_tokens
-        )
-        return scores.bleu
+    def val_bleu(candidate: Checkpoint) -> float:
+        candidate.model.to(device)
+        engine = TorchEngine(candidate, cfg.data.eval_max_tokens)
+        return translate_and_score(engine, sources, references, cfg.decode)[2].bleu
 
     bleu, averaged = {"best": val_bleu(best)}, {}
     chosen_name, chosen = "best", best

@@ -1,0 +1,206 @@
+"""The CTranslate2 engine: an exported directory (`nmt.export`) translated by CTranslate2. The
+lines are planned as for the torch engine (`nmt.inference.planner`); this supplies the search.
+
+How a DecodeConfig maps onto `ctranslate2.Translator.translate_batch`:
+- greedy: beam_size 1. beam: beam_size, num_hypotheses = nbest, length_penalty = alpha of
+  the power law score / |Y| ** alpha, and patience PATIENCE (below). A GNMT alpha has no
+  CTranslate2 equivalent: it runs as `gnmt_as_power(alpha)` (`with_power_penalty`; the
+  commands say so); tune alpha on val with decode.length_norm=power.
+- sample: beam_size 1, sampling_topk (0 = all), sampling_topp, sampling_temperature,
+  num_hypotheses = nbest. CTranslate2 seeds a worker thread's generator when the thread
+  starts, so each sampling call runs on a fresh `ctranslate2.Translator` created right after
+  `set_random_seed(seed)`: the same seed and batches give the same samples.
+- threads: on the CPU, `threads` workers of one thread each decode batches in parallel
+  (every batch is queued at once), faster than one worker of all threads
+  (docs/benchmarks.md).
+- max output length: ours is per sentence, a * |x| + b (or a longer prefix's length);
+  CTranslate2 takes one per call, so each length batch is split by that limit (`same_limit`).
+- scores: CTranslate2's score is log-prob / |Y| ** length_penalty with |Y| counting EOS, as
+  our "power" norm; greedy and sampling run with length_penalty 0, so their score is the
+  log-prob, as in the torch path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_search
+from nmt.decoding.penalties import gnmt_as_power
+from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis
+from nmt.inference.engine import Engine, ModelCard
+from nmt.inference.planner import Batch, Planner
+
+# CTranslate2 ends a beam once beam_size * patience hypotheses have finished. first_k is
+# patience 1; our exact rule (no live hypothesis can beat the finished ones) has no
+# counterpart, and patience 2 gave its outputs on the test model (tests/test_ctranslate2.py).
+PATIENCE = {"exact": 2.0, "first_k": 1.0}
+
+
+def model_dir_card(model: ModelDir, name: str) -> ModelCard:
+    """The card of an exported directory (nmt.json): nothing of CTranslate2 is loaded."""
+    cfg = model.model_config
+    return ModelCard(
+        name=name,
+        engine="ctranslate2",
+        src_lang=model.src_lang,
+        tgt_lang=model.tgt_lang,
+        shape={k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+        vocab_size=model.tokenizer.vocab_size,
+        info=model.info,
+        search=model.search,
+    )
+
+
+class CTranslate2Engine(Engine):
+    """An exported model directory loaded for translation (see the module docstring)."""
+
+    name = "ctranslate2"
+    # each single-threaded worker takes a batch: smaller ones keep them all busy
+    default_max_tokens = 1024
+
+    def __init__(
+        self, path: str | Path, device: str, compute_type: str, threads: int, max_tokens: int
+    ):
+        import ctranslate2
+
+        self.dir: ModelDir = read_model_dir(path)
+        planner = Planner(
+            self.dir.tokenizer,
+            self.dir.model_config.max_positions,
+            max_tokens,
+            one_length_per_batch=True,
+        )
+        card = model_dir_card(self.dir, Path(path).name)
+        super().__init__(card, self.dir.tokenizer, planner, str(path))
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
+        self._device, self.compute_type, self.threads = device, compute_type, threads
+        self.engine = self.new_engine(workers=threads if device == "cpu" else 1)
+
+    def new_engine(self, workers: int):
+        """A `ctranslate2.Translator` of the directory with `workers` batches decoded at once,
+        the CPU threads shared among them; each worker's generator is seeded as it starts."""
+        import ctranslate2
+        import torch
+
+        torch_threads = torch.get_num_threads()
+        try:
+            return ctranslate2.Translator(
+                str(self.dir.path),
+                device=self._device,
+                compute_type=self.compute_type,
+                inter_threads=workers,
+                intra_threads=max(1, self.threads // workers),
+            )
+        except ValueError as error:  # an unknown or unsupported compute type
+            raise ValueError(f"compute_type={self.compute_type}: {error}") from None
+        finally:  # CTranslate2 sets the process's OpenMP threads to intra_threads: undo it
+            torch.set_num_threads(torch_threads)
+
+    @property
+    def num_parameters(self) -> int:
+        """The exported model's parameters (counted on a weightless copy of its shape)."""
+        import torch
+
+        from nmt.model import Transformer, count_parameters
+
+        with torch.device("meta"):
+            return count_parameters(Transformer(self.dir.model_config))
+
+    @property
+    def device(self) -> str:
+        return self._device
+
+    @property
+    def precision(self) -> str:
+        return self.dir.quantization if self.compute_type == "default" else self.compute_type
+
+    def describe(self) -> str:
+        weights = self.dir.quantization
+        return f"ctranslate2 on {self.device}, weights {weights}, compute {self.compute_type}"
+
+    def store_search(self, search: DecodeConfig) -> None:
+        store_dir_search(self.path, search)
+
+    @classmethod
+    def runnable(cls, search: DecodeConfig) -> tuple[DecodeConfig, str]:
+        """CTranslate2 has no GNMT length penalty: a GNMT alpha runs as the power law's
+        counterpart (`gnmt_as_power`)."""
+        if not (search.strategy == "beam" and search.length_norm == "gnmt"):
+            return search, ""
+        alpha = gnmt_as_power(search.len_penalty)
+        return replace(search, length_norm="power", len_penalty=alpha), (
+            f"; CTranslate2 has no GNMT penalty: alpha {search.len_penalty} runs as the "
+            f"power law's {alpha} (tune it on val with decode.length_norm=power)"
+        )
+
+    def options(self, cfg: DecodeConfig) -> dict:
+        """translate_batch keyword arguments for `cfg` (a runnable search), but the batch's
+        maximum length."""
+        options = dict(
+            no_repeat_ngram_size=cfg.no_repeat_ngram_size,
+            num_hypotheses=cfg.nbest,
+            return_scores=True,
+            max_input_length=0,  # sources are cut to the model's positions before
+        )
+        if cfg.strategy == "beam":
+            options.update(
+                beam_size=cfg.beam_size,
+                length_penalty=cfg.len_penalty,
+                patience=PATIENCE[cfg.stop],
+            )
+        elif cfg.strategy == "sample":
+            options.update(
+                beam_size=1,
+                length_penalty=0.0,
+                sampling_topk=cfg.top_k if cfg.top_k < self.tokenizer.vocab_size else 0,
+                sampling_topp=cfg.top_p,
+                sampling_temperature=cfg.temperature,
+            )
+            if cfg.temperature == 0:  # greedy, as in the torch path
+                options.update(sampling_topk=1, sampling_temperature=1.0)
+        else:
+            options.update(beam_size=1, length_penalty=0.0)
+        return options
+
+    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+        import ctranslate2
+
+        options = self.options(search)
+        engine = self.engine
+        if search.strategy == "sample":  # one worker, seeded now: the same draws in order
+            ctranslate2.set_random_seed(search.seed)
+            engine = self.new_engine(workers=1)
+        piece = self.tokenizer.sp.id_to_piece
+        pending = []  # every batch is queued at once, so the workers decode them in parallel
+        for batch in batches:
+            limit = max(batch.max_lengths[0], 1)
+            prefixes = None
+            if batch.prefixes is not None:
+                prefixes = [[piece(t) for t in p] or None for p in batch.prefixes]
+            pending.append(
+                engine.translate_batch(
+                    [[piece(t) for t in ids[:-1]] for ids in batch.sources],  # config adds EOS
+                    prefixes,
+                    asynchronous=True,
+                    **options,
+                    max_decoding_length=limit,
+                    # min_len past the limit: the limit wins, as in the torch path
+                    min_decoding_length=min(search.min_len, limit),
+                )
+            )
+        alpha = options.get("length_penalty", 0.0)
+        for outputs in pending:
+            yield [self.hypotheses(output.result(), alpha) for output in outputs]
+
+    def hypotheses(self, output, alpha: float) -> list[Hypothesis]:
+        """A CTranslate2 result as our n-best list: its score is log-prob / |Y| ** alpha, with
+        |Y| counting EOS, so the log-prob is score * |Y| ** alpha."""
+        to_id = self.tokenizer.sp.piece_to_id
+        return [
+            Hypothesis([to_id(p) for p in pieces], score, score * (len(pieces) + 1) ** alpha)
+            for pieces, score in zip(output.hypotheses, output.scores, strict=True)
+        ]

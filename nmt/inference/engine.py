@@ -1,0 +1,136 @@
+"""What an engine is: the interface both engines implement, and the path they share.
+
+An engine holds a model with its tokenizer and direction, and translates raw lines into n-best
+lists. `Engine.translate` checks the search (once, for every caller: commands, the server,
+library code), plans the lines into batches (`planner`) and hands the batches to the one step
+each engine supplies, `search_batches`. A new capability (per-token scores, alignments) is one
+more such step per engine.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from nmt.decoding.settings import DecodeConfig, check_search
+from nmt.decoding.state import Hypothesis
+from nmt.inference.planner import Batch, Planner
+from nmt.tokenizer import Tokenizer
+
+
+@dataclass
+class ModelCard:
+    """What is known of a model without loading its weights: for /info, the server's front door
+    and the search a command starts from."""
+
+    name: str  # e.g. "multi30k_cpu (model.pt, step 4588)"
+    engine: str  # torch | ctranslate2
+    src_lang: str
+    tgt_lang: str
+    shape: dict  # ModelConfig as a dict
+    vocab_size: int
+    info: dict  # provenance stored with the model
+    search: DecodeConfig | None  # the search stored with the model; None: none stored
+
+
+class Engine(ABC):
+    """A loaded model that translates lines (see the module docstring)."""
+
+    name: ClassVar[str]  # the backend= value that picks it
+    attention_plots: ClassVar[bool] = False  # whether `attention` can give cross-attention
+    default_max_tokens: ClassVar[int]  # the batch budget when a command names none
+
+    def __init__(self, card: ModelCard, tokenizer: Tokenizer, planner: Planner, path: str):
+        self.card, self.tokenizer, self.planner, self.path = card, tokenizer, planner, path
+        self.checked: DecodeConfig | None = None  # the last search `check` passed
+
+    def check(self, search: DecodeConfig) -> None:
+        """Raise a one-line SearchError for a search that is no search on this model
+        (settings.check_search). A command checks its search before it logs or writes
+        anything; each chunk's `translate` then finds it checked, so the rules run once."""
+        if search != self.checked:
+            check_search(search, self.tokenizer.vocab_size)
+            self.checked = replace(search)
+
+    @property
+    def src_lang(self) -> str:
+        return self.card.src_lang
+
+    @property
+    def tgt_lang(self) -> str:
+        return self.card.tgt_lang
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.card.info
+
+    @property
+    def search(self) -> DecodeConfig | None:
+        """The search stored with the model, None if none is."""
+        return self.card.search
+
+    @property
+    def max_tokens(self) -> int:
+        """The batch budget: padded source tokens x search rows."""
+        return self.planner.max_tokens
+
+    def translate(
+        self,
+        lines: list[str],
+        search: DecodeConfig,
+        first_line_number: int = 1,
+        prefixes: list[str] | None = None,
+        done: Callable[[int], object] | None = None,
+    ) -> list[list[Hypothesis]]:
+        """One n-best list per line, in input order, best first; [] for an empty or
+        whitespace-only line. prefixes: per line, text every translation of it starts with
+        ("" = none), included in the hypotheses. `first_line_number`: what warnings call
+        lines[0]; `done(n)`: told of the n lines of each batch as it ends (progress bars).
+        Raises SearchError (one line) for a search that is no search (`check`)."""
+        self.check(search)
+        search = self.runnable(search)[0]
+        results: list[list[Hypothesis]] = [[] for _ in lines]
+        batches = self.planner.plan(lines, search, prefixes, first_line_number)
+        for batch, nbests in zip(batches, self.search_batches(batches, search), strict=True):
+            for line, nbest in zip(batch.lines, nbests, strict=True):
+                results[line] = nbest
+            if done is not None:
+                done(len(batch.lines))
+        return results
+
+    @abstractmethod
+    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+        """Per batch, in order, per sentence its n-best list: the one step an engine supplies."""
+
+    @classmethod
+    def runnable(cls, search: DecodeConfig) -> tuple[DecodeConfig, str]:
+        """`search` as this engine runs it, and a note saying what changed ("" if nothing)."""
+        return search, ""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """The engine and its precision in a few words, for logs and reports."""
+
+    @property
+    @abstractmethod
+    def num_parameters(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def device(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def precision(self) -> str:
+        """The weights' type: float32, bfloat16, int8, ..."""
+
+    @abstractmethod
+    def store_search(self, search: DecodeConfig) -> None:
+        """Store `search` with the model, as the one commands run from now on."""
+
+    def attention(self, line: str, search: DecodeConfig):
+        """(source pieces, output pieces, (len(output) + 1, len(source)) weights) of one line's
+        best translation, or None for an empty line: for plots (`attention_plots`)."""
+        raise NotImplementedError(f"the {self.name} engine gives no attention weights")

@@ -1,0 +1,41 @@
+"""N-best lists as text: the best translation of each line, or its n-best list with scores,
+each on one line whatever the model wrote."""
+
+from __future__ import annotations
+
+from nmt.decoding.state import Hypothesis
+from nmt.tokenizer import Tokenizer
+
+# Characters that would split one output line into several.
+LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str) -> str:
+    """Text safe to write as a single line of a line-aligned (or tab-separated) file."""
+    return text.translate(LINE_BREAKS)
+
+
+def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[str]:
+    """The best hypothesis of each sentence as one line of raw text ("" for none)."""
+    texts = tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in hypotheses])
+    return [one_line(t) for t in texts]
+
+
+def output_lines(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]], nbest: int) -> list[str]:
+    """One output line per sentence: its best translation, or with nbest > 1 its n-best list
+    as "hypothesis<TAB>score" pairs joined by tabs, best first ("" for an empty line)."""
+    if nbest == 1:
+        return best_text(tokenizer, hypotheses)
+    return [
+        "\t".join(f"{text}\t{score:.4f}" for text, score in scored)
+        for scored in scored_texts(tokenizer, hypotheses)
+    ]
+
+
+def scored_texts(
+    tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]
+) -> list[list[tuple[str, float]]]:
+    """Each sentence's n-best list as (one line of raw text, score) pairs, best first; one
+    decode call for all of them."""
+    texts = iter(tokenizer.decode([h.tokens for hyps in hypotheses for h in hyps]))
+    return [[(one_line(next(texts)), h.score) for h in hyps] for hyps in hypotheses]

@@ -1,0 +1,151 @@
+"""Lines in, batches of ids out: the line handling both engines share.
+
+Empty or whitespace-only lines are not decoded (their n-best list is empty). The others are
+encoded with the model's sentencepiece model (EOS appended; a line longer than the model's
+positions is cut, with a warning naming its line number), their prefixes too, and grouped
+into length-sorted batches of at most `max_tokens` padded source tokens x search rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Batch:
+    """Sentences decoded together. lines: their indices in the input; sources: their ids, EOS
+    included; prefixes: the forced start of each output (ids, [] = none), or None when no line
+    of the batch has one; max_lengths: per sentence, the most output tokens (EOS excluded)."""
+
+    lines: list[int]
+    sources: list[list[int]]
+    prefixes: list[list[int]] | None
+    max_lengths: list[int]
+
+
+def rows_per_sentence(search: DecodeConfig) -> int:
+    """Rows a sentence takes in the search (beams or samples): batches are budgeted for all."""
+    if search.strategy == "beam":
+        return search.beam_size
+    return search.nbest if search.strategy == "sample" else 1
+
+
+def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped into batches sorted by length, each with at most `max_tokens` padded
+    tokens (a longer single item gets a batch of its own)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        if current and lengths[index] * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def encode_sources(
+    tokenizer: Tokenizer, lines: list[str], max_positions: int, numbers: list[int]
+) -> list[list[int]]:
+    """Source ids with EOS appended. A line longer than the model's positions is cut to its
+    first max_positions - 1 tokens (and translated as such), with a one-line warning naming
+    its line number (`numbers`)."""
+    encoded = []
+    for ids, number in zip(tokenizer.encode(lines), numbers, strict=True):
+        if len(ids) + 1 > max_positions:
+            log.warning(
+                "line %d: %d tokens, cut to the model's %d", number, len(ids), max_positions - 1
+            )
+            ids = ids[: max_positions - 1]
+        encoded.append(ids + [tokenizer.eos_id])
+    return encoded
+
+
+def encode_prefixes(
+    tokenizer: Tokenizer, prefixes: list[str], max_positions: int, numbers: list[int]
+) -> list[list[int]]:
+    """Target prefixes as ids, without BOS or EOS; "" (or only spaces) forces nothing. A prefix
+    that would fill the model's positions is cut to leave room for EOS, with a warning naming
+    its line (`numbers`)."""
+    encoded = []
+    for text, ids, number in zip(prefixes, tokenizer.encode(prefixes), numbers, strict=True):
+        if len(ids) > max_positions - 2:
+            log.warning(
+                "line %d: prefix of %d tokens cut to %d", number, len(ids), max_positions - 2
+            )
+            ids = ids[: max_positions - 2]
+        encoded.append(ids if text.strip() else [])
+    return encoded
+
+
+def max_output_length(search: DecodeConfig, source: list[int], prefix: list[int], limit: int):
+    """Most output tokens (EOS excluded) for a source of ids (EOS included): a * |x| + b,
+    at most `limit`, and at least the prefix (nmt.decoding.penalties.max_output_lengths)."""
+    return max(min(int(search.max_len_a * len(source) + search.max_len_b), limit), len(prefix))
+
+
+@dataclass
+class Planner:
+    """How an engine wants its lines: the model's positions, the batch budget, and whether
+    each batch must hold one maximum output length (CTranslate2 takes one per call)."""
+
+    tokenizer: Tokenizer
+    max_positions: int
+    max_tokens: int
+    one_length_per_batch: bool = False
+
+    def plan(
+        self,
+        lines: list[str],
+        search: DecodeConfig,
+        prefixes: list[str] | None = None,
+        first_line_number: int = 1,
+    ) -> list[Batch]:
+        """The batches that translate `lines` (none for empty ones); `first_line_number` is what
+        warnings call lines[0] (translate streams a file in chunks)."""
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        if not todo:
+            return []
+        numbers = [first_line_number + i for i in todo]
+        sources = encode_sources(
+            self.tokenizer, [lines[i] for i in todo], self.max_positions, numbers
+        )
+        forced = [[] for _ in todo]
+        if prefixes:
+            kept = [prefixes[i] for i in todo]
+            forced = encode_prefixes(self.tokenizer, kept, self.max_positions, numbers)
+        limits = [
+            max_output_length(search, s, p, self.max_positions - 1)
+            for s, p in zip(sources, forced, strict=True)
+        ]
+        groups = length_batches(
+            [len(s) for s in sources], max(1, self.max_tokens // rows_per_sentence(search))
+        )
+        if self.one_length_per_batch:
+            groups = [same for group in groups for same in same_limit(group, limits)]
+        return [
+            Batch(
+                lines=[todo[i] for i in group],
+                sources=[sources[i] for i in group],
+                prefixes=[forced[i] for i in group] if any(forced[i] for i in group) else None,
+                max_lengths=[limits[i] for i in group],
+            )
+            for group in groups
+        ]
+
+
+def same_limit(group: list[int], limits: list[int]) -> list[list[int]]:
+    """`group` split into groups of one maximum output length each. Batches are length-sorted,
+    so the groups stay large."""
+    by_limit: dict[int, list[int]] = {}
+    for i in group:
+        by_limit.setdefault(limits[i], []).append(i)
+    return list(by_limit.values())

@@ -1,0 +1,178 @@
+"""Our own engine: the PyTorch model of a checkpoint (or an ensemble of several), searched by
+`nmt.decoding` on the CPU or a GPU in float32, bfloat16 or float16."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from nmt import cpu
+from nmt.checkpoint import Checkpoint, CheckpointError, load_checkpoint, store_search
+from nmt.decoding.search import translate_batch
+from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis, SearchOptions
+from nmt.inference.engine import Engine, ModelCard
+from nmt.inference.planner import Batch, Planner
+from nmt.model import Ensemble, Transformer, count_parameters
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(name: str) -> torch.device:
+    """ "auto" is the GPU when there is one, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def pick_dtype(name: str, device: torch.device) -> str:
+    """ "auto" is bfloat16 where the device multiplies bf16 in hardware (a CUDA GPU with bf16,
+    a CPU with AVX-512 BF16 or AMX), float32 elsewhere, where bf16 would be emulated."""
+    if name != "auto":
+        if name not in DTYPES:
+            raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, not {name!r}")
+        return name
+    if device.type == "cuda":
+        native = torch.cuda.is_bf16_supported()
+    else:
+        native = device.type == "cpu" and cpu.cpu_has_native_bf16()
+    return "bfloat16" if native else "float32"
+
+
+def checkpoint_card(checkpoint: Checkpoint, name: str) -> ModelCard:
+    """The card of a loaded checkpoint."""
+    cfg = checkpoint.model.cfg
+    shape = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+    return ModelCard(
+        name=name,
+        engine="torch",
+        src_lang=checkpoint.src_lang,
+        tgt_lang=checkpoint.tgt_lang,
+        shape=shape,
+        vocab_size=cfg.vocab_size,
+        info=checkpoint.info,
+        search=checkpoint.search,
+    )
+
+
+class TorchEngine(Engine):
+    """A model (or an `Ensemble`) of checkpoints, on one device, in one dtype."""
+
+    name = "torch"
+    attention_plots = True
+    default_max_tokens = 4096  # our search gains from large batches (docs/benchmarks.md)
+
+    def __init__(self, checkpoint: Checkpoint, max_tokens: int, path: str = "", name: str = ""):
+        """`checkpoint`: its model already on its device and in its dtype."""
+        self.model: Transformer | Ensemble = checkpoint.model
+        planner = Planner(checkpoint.tokenizer, self.model.cfg.max_positions, max_tokens)
+        card = checkpoint_card(checkpoint, name or Path(path).stem)
+        super().__init__(card, checkpoint.tokenizer, planner, path)
+
+    @classmethod
+    def load(
+        cls, paths: list[str], device: str, dtype: str, max_tokens: int, name: str = ""
+    ) -> TorchEngine:
+        """One checkpoint, or several searched as one `Ensemble` (the mean of their next-token
+        probabilities: members may differ in shape but must share the tokenizer and the
+        direction; the first one's info is kept, with the members' paths under "ensemble")."""
+        place = pick_device(device)
+        dtype = pick_dtype(dtype, place)
+        cpu.warn_if_emulated_bf16(place, dtype == "bfloat16", f"dtype={dtype}")
+        members = [load_checkpoint(path) for path in paths]
+        for member in members:
+            member.model.to(device=place, dtype=DTYPES[dtype]).eval()
+        first = members[0]
+        for path, member in zip(paths[1:], members[1:], strict=True):
+            if member.tokenizer.model_bytes != first.tokenizer.model_bytes:
+                raise CheckpointError(
+                    f"{path} has another tokenizer than {paths[0]}: ensemble members must share one"
+                )
+            if (member.src_lang, member.tgt_lang) != (first.src_lang, first.tgt_lang):
+                raise CheckpointError(
+                    f"{path} translates {member.src_lang}->{member.tgt_lang} but {paths[0]} "
+                    f"{first.src_lang}->{first.tgt_lang}"
+                )
+        if len(members) > 1:
+            first = Checkpoint(
+                Ensemble([member.model for member in members]),
+                first.tokenizer,
+                first.src_lang,
+                first.tgt_lang,
+                {**first.info, "ensemble": [str(Path(path).resolve()) for path in paths]},
+                first.search,
+            )
+        return cls(first, max_tokens, paths[0], name)
+
+    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for batch in batches:
+                src, options = self.tensors(batch)
+                with torch.inference_mode():
+                    yield translate_batch(self.model, src, search, options)
+        finally:
+            self.model.train(was_training)
+
+    def tensors(self, batch: Batch) -> tuple[torch.Tensor, SearchOptions]:
+        """The batch's sources (B, S) and options (its prefixes, (B, P)) on the model's device."""
+        pad, device = self.tokenizer.pad_id, self.model_device
+        prefix = None
+        if batch.prefixes is not None:
+            prefix = padded(batch.prefixes, pad).to(device)
+        return padded(batch.sources, pad).to(device), SearchOptions(target_prefix=prefix)
+
+    @torch.inference_mode()
+    def attention(self, line: str, search: DecodeConfig):
+        batches = self.planner.plan([line], search)
+        if not batches:
+            return None
+        src, options = self.tensors(batches[0])
+        options.record_attention = True
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            best: Hypothesis = translate_batch(self.model, src, search, options)[0][0]
+        finally:
+            self.model.train(was_training)
+        pieces = self.tokenizer.pieces
+        return (
+            pieces(batches[0].sources[0]),
+            pieces(best.tokens + [self.tokenizer.eos_id]),
+            (best.attention),
+        )
+
+    @property
+    def model_device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def device(self) -> str:
+        return str(self.model_device)
+
+    @property
+    def precision(self) -> str:
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
+
+    @property
+    def num_parameters(self) -> int:
+        return count_parameters(self.model)
+
+    def describe(self) -> str:
+        return f"torch, weights in {self.precision}"
+
+    def store_search(self, search: DecodeConfig) -> None:
+        if "ensemble" in self.info:
+            raise ValueError("an ensemble's search is not stored: store it in one model")
+        store_search(self.path, search)
+
+
+def padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Id lists -> (len(rows), longest) long tensor, right-padded with pad_id."""
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    for i, ids in enumerate(rows):
+        out[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out

@@ -1,0 +1,154 @@
+"""nmt.serve under faults: a model worker killed mid-batch, a body far over the limit.
+
+One server (two model workers, a request each at a time) is started for the module and
+stopped at its end; every request has a timeout.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from test_serve import post, serving
+
+pytestmark = [
+    pytest.mark.xdist_group("serve"),  # with test_serve's servers: one set at a time
+    pytest.mark.skipif(sys.platform != "linux", reason="finds the model workers in /proc"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(model_pt: Path) -> Iterator[str]:
+    with serving(model_pt, "workers=2", "batch_requests=1", "timeout=20") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def lines(overfit_pairs) -> list[str]:
+    return overfit_pairs[0][:12]
+
+
+def children(pid: int) -> dict[int, str]:
+    """{pid: command line} of the processes whose parent is `pid`."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue  # not a process, or one that just ended
+        if parent == pid:
+            found[int(entry.name)] = command
+    return found
+
+
+def model_workers(url: str) -> list[int]:
+    """The pids of the model workers of the server at `url`, which this process started:
+    LitServe spawns them, so they run multiprocessing's spawn_main."""
+    port = url.rsplit(":", 1)[1]
+    main = [pid for pid, cmd in children(os.getpid()).items() if f"port={port}" in cmd]
+    return sorted(pid for pid, cmd in children(main[0]).items() if "spawn_main" in cmd)
+
+
+def watch_health(url: str, stop: threading.Event, seen: list) -> None:
+    """Append (status, text) for each change of /health, every 0.1 s until `stop`."""
+    while not stop.is_set():
+        try:
+            reply = httpx.get(url + "/health", timeout=2)
+            now = (reply.status_code, reply.text)
+        except httpx.HTTPError as error:
+            now = (None, type(error).__name__)
+        if not seen or seen[-1] != now:
+            seen.append(now)
+        stop.wait(0.1)
+
+
+def test_a_killed_worker_fails_its_request_in_one_line_and_comes_back(server, lines):
+    """SIGKILL a worker mid-batch: its request gets a one-line 503 within seconds (LitServe
+    alone lets it wait forever), the other worker's and later requests are answered, /health
+    says 503 while the worker is gone and "ok" once it is back."""
+    workers = model_workers(server)
+    assert len(workers) == 2
+    slow = {"text": lines * 4, "search": {"min_len": 150, "max_len_b": 150}}
+    stop, seen = threading.Event(), []
+    health = threading.Thread(target=watch_health, args=(server, stop, seen))
+    health.start()
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            busy = [pool.submit(post, server, slow, 30) for _ in workers]
+            done: dict[int, float] = {}
+            for i, future in enumerate(busy):
+                future.add_done_callback(lambda _, i=i: done.setdefault(i, time.monotonic()))
+            time.sleep(1.5)  # each worker is decoding one of them
+            assert not done
+            os.kill(workers[0], signal.SIGKILL)
+            killed = time.monotonic()
+            quick = [pool.submit(post, server, {"text": line}, 30) for line in lines[:3]]
+            replies = [f.result() for f in busy]
+            assert [f.result().status_code for f in quick] == [200, 200, 200]
+        assert sorted(r.status_code for r in replies) == [200, 503]
+        failed = next(i for i, r in enumerate(replies) if r.status_code == 503)
+        assert done[failed] - killed < 3  # answered, not left to wait
+        detail = replies[failed].json()["detail"]
+        assert "model worker" in detail and "\n" not in detail
+        deadline = time.monotonic() + 30
+        while seen[-1] != (200, "ok") or (503, "not ready: 1 of 2 model workers up") not in seen:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        health.join()
+    assert seen[0] == (200, "ok") and None not in (status for status, _ in seen), seen
+    restarted = model_workers(server)
+    assert len(restarted) == 2 and workers[0] not in restarted and workers[1] in restarted
+    with ThreadPoolExecutor(4) as pool:
+        again = list(pool.map(lambda line: post(server, {"text": line}, 30), lines[:4]))
+    assert [r.status_code for r in again] == [200] * 4
+
+
+BIG = json.dumps({"text": "a " * (5 << 20)}).encode()  # 10 MB, ten times max_body_bytes
+
+
+def urllib_post(url: str) -> tuple[int, bytes]:
+    """With a Content-Length: refused from the headers, before any of the body is read."""
+    request = urllib.request.Request(
+        url + "/translate", data=BIG, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def chunked_post(url: str) -> tuple[int, bytes]:
+    """Chunked, with no length: refused once the body read so far passes the limit."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        chunks = (BIG[i : i + (1 << 16)] for i in range(0, len(BIG), 1 << 16))
+        connection.request("POST", "/translate", body=chunks, encode_chunked=True)
+        reply = connection.getresponse()
+        return reply.status, reply.read()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("send", [urllib_post, chunked_post])
+def test_a_body_far_over_the_limit_gets_its_413_not_a_reset(server, lines, send):
+    status, body = send(server)
+    assert status == 413, body
+    assert json.loads(body) == {"detail": "the body exceeds max_body_bytes=1000000"}
+    assert post(server, {"text": lines[0]}, 30).status_code == 200
