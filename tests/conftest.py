@@ -161,6 +161,18 @@ TINY_TRAINING = [
 ]
 
 
+def module_settings(compile_model: bool = False) -> dict:
+    """TranslationModule's keyword settings for a module built by hand in a test: en->de, no
+    validation BLEU, stop on a non-finite loss; `compile_model` as asked."""
+    return dict(
+        src_lang="en",
+        tgt_lang="de",
+        val_bleu=False,
+        compile_model=compile_model,
+        on_nonfinite_loss="stop",
+    )
+
+
 def compose_train_config(overrides: list[str]):
     """The real training config (nmt/conf/train.yaml) with overrides, as a typed TrainConfig;
     the experiment this machine would pick unless `overrides` name one."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from conftest import module_settings
 from torch.utils.data import DataLoader
 
 from nmt.config import DecodeConfig, OptimConfig
@@ -24,17 +25,7 @@ class GradientProbe(TranslationModule):
     """The module as trained, keeping the gradients the optimizer is about to apply."""
 
     def __init__(self, model_cfg: ModelConfig, batches: list, out: Path | None = None):
-        super().__init__(
-            model_cfg,
-            OptimConfig(),
-            DecodeConfig(),
-            0,
-            src_lang="en",
-            tgt_lang="de",
-            val_bleu=False,
-            compile_model=False,
-            on_nonfinite_loss="stop",
-        )
+        super().__init__(model_cfg, OptimConfig(), DecodeConfig(), 0, **module_settings())
         self.batches, self.out = batches, out
 
     def setup(self, stage: str) -> None:

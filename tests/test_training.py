@@ -262,16 +262,10 @@ def test_compile_reaches_the_layers_that_training_and_decoding_call():
     from nmt.training.lightning_module import TranslationModule
 
     cfg = ModelConfig(vocab_size=64, d_model=16, n_heads=2, d_ff=32)
+    from conftest import module_settings
+
     module = TranslationModule(
-        cfg,
-        OptimConfig(),
-        DecodeConfig(),
-        0,
-        src_lang="en",
-        tgt_lang="de",
-        val_bleu=True,
-        compile_model=True,
-        on_nonfinite_loss="stop",
+        cfg, OptimConfig(), DecodeConfig(), 0, **module_settings(compile_model=True)
     )
     names = [name for name, _ in module.named_parameters()]
     module.configure_model()
