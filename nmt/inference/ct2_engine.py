@@ -23,7 +23,7 @@ How a DecodeConfig maps onto `ctranslate2.Translator.translate_batch`:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_search
@@ -47,7 +47,7 @@ def model_dir_card(model: ModelDir, name: str) -> ModelCard:
         engine="ctranslate2",
         src_lang=model.src_lang,
         tgt_lang=model.tgt_lang,
-        shape={k: getattr(cfg, k) for k in cfg.__dataclass_fields__},
+        shape=asdict(cfg),
         vocab_size=model.tokenizer.vocab_size,
         info=model.info,
         search=model.search,

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -44,7 +46,7 @@ def pick_dtype(name: str, device: torch.device) -> str:
 def checkpoint_card(checkpoint: Checkpoint, name: str) -> ModelCard:
     """The card of a loaded checkpoint."""
     cfg = checkpoint.model.cfg
-    shape = {k: getattr(cfg, k) for k in cfg.__dataclass_fields__}
+    shape = asdict(cfg)
     return ModelCard(
         name=name,
         engine="torch",
@@ -106,16 +108,22 @@ class TorchEngine(Engine):
             )
         return cls(first, max_tokens, paths[0], name)
 
-    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """The model in eval mode (no dropout), then back in the mode it was in (validation BLEU
+        searches the model being trained). The searches run under inference_mode themselves."""
         was_training = self.model.training
         self.model.eval()
         try:
-            for batch in batches:
-                src, options = self.tensors(batch)
-                with torch.inference_mode():
-                    yield translate_batch(self.model, src, search, options)
+            yield
         finally:
             self.model.train(was_training)
+
+    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+        with self.evaluating():
+            for batch in batches:
+                src, options = self.tensors(batch)
+                yield translate_batch(self.model, src, search, options)
 
     def tensors(self, batch: Batch) -> tuple[torch.Tensor, SearchOptions]:
         """The batch's sources (B, S) and options (its prefixes, (B, P)) on the model's device."""
@@ -125,19 +133,14 @@ class TorchEngine(Engine):
             prefix = padded(batch.prefixes, pad).to(device)
         return padded(batch.sources, pad).to(device), SearchOptions(target_prefix=prefix)
 
-    @torch.inference_mode()
     def attention(self, line: str, search: DecodeConfig):
         batches = self.planner.plan([line], search)
         if not batches:
             return None
         src, options = self.tensors(batches[0])
         options.record_attention = True
-        was_training = self.model.training
-        self.model.eval()
-        try:
+        with self.evaluating():
             best: Hypothesis = translate_batch(self.model, src, search, options)[0][0]
-        finally:
-            self.model.train(was_training)
         pieces = self.tokenizer.pieces
         return (
             pieces(batches[0].sources[0]),
