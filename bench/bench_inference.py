@@ -1,20 +1,21 @@
-"""Inference end to end: the same test_2016_flickr lines translated by each system in turn,
-one model, one run (tokenize, search, detokenize).
+"""Translating: ours (torch), CTranslate2 (float32, int8) and Hugging Face `generate`, the same
+weights, the same test_2016_flickr lines end to end (tokenize, search, detokenize).
 
-Systems: ours (torch fp32, and bf16 where the CPU multiplies it natively), CTranslate2 float32
-and int8 from `nmt.export` of the same weights, and Hugging Face `generate` on a
-MarianMTModel holding the same weights (ours maps onto Marian exactly: post-norm, scaled
-embeddings, our position table copied in). Greedy and beam 4; sentences/s and the ratio to
-HF fp32.
+Every system first finds its best settings on a slice of the lines (the sweep is printed):
+ours and CTranslate2 their batch budget in tokens, CTranslate2 also 2 single-threaded workers
+or 1 worker on 2 threads, HF its sentences per `generate` call and attention (`eager`,
+`sdpa`). Then all systems are warmed up on the whole work and timed `--rounds` times, the
+order rotating (bench/harness.py); each ratio is the median of the per-round ratios with
+their min and max. Precision: fp32 against fp32, bf16 against bf16 where the CPU multiplies
+bf16 natively; ours in bf16 against HF in fp32 is an extra line, labelled so.
 
 Two models:
-- speed: the base shape (6+6 layers, d_model 512) with random weights; random weights would
-  stop at random lengths, so every system is held to the same output length (--length
-  tokens, then EOS), which makes the work equal.
-- quality: a trained checkpoint (--ckpt, the CPU recipe's model.pt), free to stop; BLEU of
-  each system's output against the references, so speed is never bought with silent
-  quality loss. Beam 4 uses one power-law length penalty (--alpha) in every system, the
-  only form all three share.
+- base: the paper's base shape (6+6 layers, d_model 512, 5k vocabulary), random weights;
+  every sentence in every system takes exactly `--steps` decoder steps (the last one EOS
+  where the system forces it), checked from the outputs: equal work.
+- recipe: a trained model.pt (`--ckpt`), free to stop; BLEU beside every speed, since then
+  outputs differ. Beam 4 uses the power-law length penalty (`--alpha`) in every system, the
+  one form all three share.
 
     python bench/bench_inference.py [--ckpt outputs/<run>/model.pt] [--sentences 1000]
 """
@@ -23,181 +24,178 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import sacrebleu
 import torch
-from bench_train import build_hf
-from common import ROOT, Record, default_precisions, multi30k_tokenizer, read_lines, save_records
+from common import default_precisions, multi30k_tokenizer, read_lines, save_records
+from harness import ROUNDS, Run, Side, alternate, sweep
+from marian import marian_with_our_weights
 
 from nmt.checkpoint import Checkpoint, load_checkpoint
 from nmt.ct2.model_dir import export
 from nmt.decoding.settings import DecodeConfig
 from nmt.inference.ct2_engine import CTranslate2Engine
-from nmt.inference.output_text import best_text
 from nmt.inference.torch_engine import TorchEngine
 from nmt.model import ModelConfig, Transformer
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
-BASE = ModelConfig(vocab_size=5000)  # the paper's base shape, our Multi30k 5k vocabulary
-HF_BATCH = 64  # sentences per generate call, length-sorted
-
-
-def marian_with_our_weights(model: Transformer):
-    """A MarianMTModel computing what `model` computes (post-norm only)."""
-    cfg = model.cfg
-    if cfg.norm != "post" or not cfg.tie_embeddings or cfg.encoder_layers != cfg.decoder_layers:
-        raise SystemExit("the HF comparison needs post-norm, tied embeddings, equal stacks")
-    shape = dict(d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff, layers=cfg.encoder_layers)
-    hf, _ = build_hf(shape, cfg.vocab_size, cfg.activation)
-    ours = model.state_dict()
-    with torch.no_grad():
-        hf.model.shared.weight.copy_(ours["src_embed.weight"])
-        for stack in (hf.model.encoder, hf.model.decoder):
-            stack.embed_positions.weight.copy_(model.positions)
-        for i, layer in enumerate(hf.model.encoder.layers):
-            copy_layer(layer, ours, f"encoder_layers.{i}.", cross=False)
-        for i, layer in enumerate(hf.model.decoder.layers):
-            copy_layer(layer, ours, f"decoder_layers.{i}.", cross=True)
-    return hf.eval()
+BASE = ModelConfig(vocab_size=5000, dropout=0.0)  # the base shape, our Multi30k 5k vocabulary
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+TORCH_BUDGETS = [2048, 4096, 8192, 16384]  # tokens per batch
+CT2_BUDGETS = [512, 1024, 2048, 4096]
+CT2_LAYOUTS = {"2x1": 2, "1x2": 1}  # workers x threads on 2 cores -> workers
+HF_BATCHES = [32, 64, 128]  # sentences per generate call
+HF_ATTENTION = ["eager", "sdpa"]
+CT2_QUANTIZATION = {"fp32": "float32", "int8": "int8"}  # our names -> nmt.export's
+# Targets (#39): CT2 int8 over ours fp32 and over HF fp32; ours over HF at equal precision.
+TARGETS = {"ct2_int8_vs_ours_fp32": 3.0, "ct2_int8_vs_hf_fp32": 4.0}
+TARGETS.update({f"ours_{p}_vs_hf_{p}": 1.3 for p in DTYPES})
 
 
-def copy_layer(layer, ours: dict, prefix: str, cross: bool) -> None:
-    def linear(target, weight, bias):
-        target.weight.copy_(weight)
-        target.bias.copy_(bias)
+class Ours:
+    """One of our engines: `steps` decoder steps per sentence, or free. `ct2`: the engine stops
+    a sentence at its length limit without an EOS step (CTranslate2), rather than forcing one."""
 
-    w, b = ours[prefix + "self_attn.qkv_proj.weight"], ours[prefix + "self_attn.qkv_proj.bias"]
-    for name, wi, bi in zip(("q_proj", "k_proj", "v_proj"), w.chunk(3), b.chunk(3), strict=True):
-        linear(getattr(layer.self_attn, name), wi, bi)
-    linear(layer.self_attn.out_proj, *pair(ours, prefix + "self_attn.out_proj"))
-    linear(layer.self_attn_layer_norm, *pair(ours, prefix + "self_attn_res.norm"))
-    if cross:
-        attention = layer.encoder_attn
-        linear(attention.q_proj, *pair(ours, prefix + "cross_attn.q_proj"))
-        w, b = pair(ours, prefix + "cross_attn.kv_proj")
-        for name, wi, bi in zip(("k_proj", "v_proj"), w.chunk(2), b.chunk(2), strict=True):
-            linear(getattr(attention, name), wi, bi)
-        linear(attention.out_proj, *pair(ours, prefix + "cross_attn.out_proj"))
-        linear(layer.encoder_attn_layer_norm, *pair(ours, prefix + "cross_attn_res.norm"))
-    linear(layer.fc1, *pair(ours, prefix + "ffn.fc1"))
-    linear(layer.fc2, *pair(ours, prefix + "ffn.fc2"))
-    linear(layer.final_layer_norm, *pair(ours, prefix + "ffn_res.norm"))
+    def __init__(self, engine, ct2: bool = False):
+        self.engine, self.ct2 = engine, ct2
+
+    def decode(self, lines: list[str], search: DecodeConfig, steps: int | None) -> Run:
+        ct2 = self.ct2
+        if steps is not None:
+            # ours ends a sentence held to its limit with a forced EOS step; CTranslate2 stops
+            # at its limit without one, so it gets one more token to take the same steps
+            tokens = steps if ct2 else steps - 1
+            search = replace(search, max_len_a=0.0, max_len_b=tokens, min_len=tokens)
+        best = [nbest[0].tokens for nbest in self.engine.translate(lines, search)]
+        taken = tuple(len(t) if ct2 and steps == len(t) else len(t) + 1 for t in best)
+        return Run(len(lines), taken if steps is not None else None, best)
 
 
-def pair(state: dict, name: str):
-    return state[name + ".weight"], state[name + ".bias"]
+class HF:
+    """`MarianMTModel.generate` with our weights, `batch` length-sorted sentences per call."""
 
-
-class HFSystem:
-    """HF generate behind our `translate` contract (length-sorted batches of HF_BATCH)."""
-
-    def __init__(self, model: Transformer, tokenizer):
-        self.hf, self.tokenizer = marian_with_our_weights(model), tokenizer
+    def __init__(self, model: Transformer, tokenizer, batch: int, attention: str, dtype):
+        self.hf = marian_with_our_weights(model).to(dtype)
+        self.hf.set_attn_implementation(attention)
+        self.tokenizer, self.batch = tokenizer, batch
 
     @torch.inference_mode()
-    def translate_text(self, lines: list[str], cfg: DecodeConfig, forced: int | None) -> list[str]:
-        ids = [s + [3] for s in self.tokenizer.encode(lines)]
+    def decode(self, lines: list[str], search: DecodeConfig, steps: int | None) -> Run:
+        ids = [s + [EOS_ID] for s in self.tokenizer.encode(lines)]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        out: list[str] = [""] * len(lines)
-        for start in range(0, len(order), HF_BATCH):
-            chunk = order[start : start + HF_BATCH]
-            src = torch.zeros(len(chunk), max(len(ids[i]) for i in chunk), dtype=torch.long)
+        best: list[list[int]] = [[] for _ in lines]
+        taken = [0] * len(lines)
+        for start in range(0, len(order), self.batch):
+            chunk = order[start : start + self.batch]
+            src = torch.full((len(chunk), max(len(ids[i]) for i in chunk)), PAD_ID)
             for row, i in enumerate(chunk):
                 src[row, : len(ids[i])] = torch.tensor(ids[i])
-            if forced is None:
-                limits = dict(max_new_tokens=int(cfg.max_len_a * src.size(1) + cfg.max_len_b) + 1)
+            if steps is None:
+                most = int(search.max_len_a * src.size(1) + search.max_len_b)
+                limits = dict(max_new_tokens=most + 1)
             else:
-                limits = dict(min_new_tokens=forced + 1, max_new_tokens=forced + 1)
+                limits = dict(min_new_tokens=steps, max_new_tokens=steps)
+            beam = search.strategy == "beam"
             generated = self.hf.generate(
                 input_ids=src,
-                attention_mask=src.ne(0),
-                num_beams=cfg.beam_size if cfg.strategy == "beam" else 1,
+                attention_mask=src.ne(PAD_ID),
+                num_beams=search.beam_size if beam else 1,
                 do_sample=False,
-                length_penalty=cfg.len_penalty if cfg.strategy == "beam" else 1.0,
+                length_penalty=search.len_penalty if beam else 1.0,
                 early_stopping=False,
-                suppress_tokens=[0, 2],  # PAD and BOS, which our searches never choose
+                suppress_tokens=[PAD_ID, BOS_ID],  # which our searches never choose
                 **limits,
             )
-            texts = self.tokenizer.decode([[t for t in row.tolist() if t > 3] for row in generated])
-            for i, text in zip(chunk, texts, strict=True):
-                out[i] = text
+            for i, row in zip(chunk, generated[:, 1:].tolist(), strict=True):  # past BOS
+                end = row.index(EOS_ID) if EOS_ID in row else len(row)
+                best[i], taken[i] = row[:end], min(end + 1, len(row))
+        return Run(len(lines), tuple(taken) if steps is not None else None, best)
+
+
+def candidates(name: str, model: Transformer, tokenizer, folder: Path) -> dict:
+    """Every setting the sweep tries for system `name`, as label -> a system object maker."""
+    kind, precision = name.split()
+    if kind == "ours":
+        copy = Transformer(model.cfg)
+        copy.load_state_dict(model.state_dict())
+        checkpoint = Checkpoint(copy.to(DTYPES[precision]).eval(), tokenizer, "en", "de", {})
+        return {
+            f"max_tokens={b}": lambda b=b: Ours(TorchEngine(checkpoint, b)) for b in TORCH_BUDGETS
+        }
+    if kind == "ct2":
+        fp32 = Checkpoint(model.float().eval(), tokenizer, "en", "de", {})
+        path = folder / precision
+        if not path.exists():
+            export(fp32, path, CT2_QUANTIZATION[precision], False)
+        out = {}
+        for layout, workers in CT2_LAYOUTS.items():
+            for b in CT2_BUDGETS:
+                out[f"{layout} max_tokens={b}"] = lambda b=b, w=workers: ct2_engine(path, b, w)
         return out
-
-
-def translate_text(system, lines: list[str], cfg: DecodeConfig, forced: int | None) -> list[str]:
-    """Raw lines -> raw translations by one of our backends; `forced`: every output is held
-    to this many tokens (the speed runs), else free."""
-    if isinstance(system, HFSystem):
-        return system.translate_text(lines, cfg, forced)
-    if forced is not None:
-        cfg = replace(cfg, max_len_a=0.0, max_len_b=forced, min_len=forced)
-    return best_text(system.tokenizer, system.translate(lines, cfg))  # each engine's own batch
-
-
-def systems(model: Transformer, tokenizer, folder: Path, precisions: list[str]) -> dict:
-    """Each system name -> an object translating with the same weights."""
-    fp32 = Checkpoint(model.float().eval(), tokenizer, "en", "de", {})
-    budget = TorchEngine.default_max_tokens
-    out = {"ours fp32": TorchEngine(fp32, budget)}
-    if "bf16" in precisions:
-        bf16 = Transformer(model.cfg)
-        bf16.load_state_dict(model.state_dict())
-        bf16_checkpoint = Checkpoint(bf16.to(torch.bfloat16).eval(), tokenizer, "en", "de", {})
-        out["ours bf16"] = TorchEngine(bf16_checkpoint, budget)
-    threads = torch.get_num_threads()
-    for quantization in ("float32", "int8"):
-        path = export(fp32, folder / quantization, quantization, False)
-        out[f"ct2 {quantization}"] = CTranslate2Engine(
-            path, "cpu", "default", threads, CTranslate2Engine.default_max_tokens
+    return {
+        f"{attention} batch={b}": lambda b=b, a=attention: HF(
+            model, tokenizer, b, a, DTYPES[precision]
         )
-    out["hf fp32"] = HFSystem(model, tokenizer)
-    return out
+        for attention in HF_ATTENTION
+        for b in HF_BATCHES
+    }
 
 
-def run(model, tokenizer, lines, refs, searches, forced, precisions, label) -> list[Record]:
-    records = []
+def ct2_engine(path: Path, budget: int, workers: int) -> Ours:
+    threads = torch.get_num_threads()
+    engine = CTranslate2Engine(path, "cpu", "default", threads, budget)
+    if workers != threads:
+        engine.engine = engine.new_engine(workers=workers)
+    return Ours(engine, ct2=True)
+
+
+def compare(model, tokenizer, lines, refs, search_name, search, steps, names, args) -> list:
+    """Sweep each system, then alternate them; the ratios (and BLEU when outputs are free)."""
+    label = "base" if steps else "recipe"
+    sides = []
     with tempfile.TemporaryDirectory() as folder:
-        named = systems(model, tokenizer, Path(folder), precisions)
-        for system in named.values():  # warm up: first calls pay one-off costs
-            translate_text(system, lines[:8], searches[0][1], forced)
-        for search_name, cfg in searches:
-            speed, bleu = {}, {}
-            for name, system in named.items():
-                start = time.perf_counter()
-                hyps = translate_text(system, lines, cfg, forced)
-                speed[name] = len(lines) / (time.perf_counter() - start)
-                bleu[name] = sacrebleu.corpus_bleu(hyps, [refs]).score
-            print(f"\n{label}, {search_name}:", flush=True)
-            for name in named:
-                ratio = speed[name] / speed["hf fp32"]
-                quality = "" if forced else f"  BLEU {bleu[name]:6.2f}"
-                print(f"  {name:<10} {speed[name]:8.1f} sent/s  {ratio:5.2f}x HF fp32{quality}")
-                if name != "hf fp32":
-                    tag = name.replace(" ", "_")
-                    records.append(
-                        Record(
-                            f"inference/{label}/{search_name}/{tag}_vs_hf_fp32",
-                            speed[name],
-                            speed["hf fp32"],
-                            "sent/s",
-                        )
-                    )
-            if not forced:
-                for name in named:
-                    records.append(
-                        Record(
-                            f"inference/{label}/{search_name}/{name.replace(' ', '_')}_bleu",
-                            bleu[name],
-                            bleu["ours fp32"],
-                            "BLEU",
-                        )
-                    )
-            ct2_vs_ours = speed["ct2 int8"] / speed["ours fp32"]
-            print(f"  ct2 int8 / ours fp32: {ct2_vs_ours:.2f}x", flush=True)
-    return records
+        for name in names:
+            makers = candidates(name, model, tokenizer, Path(folder))
+            sample = lines[: args.sweep_sentences]
+            built = {}
+
+            def trial(label, sample=sample, makers=makers, built=built):
+                built.setdefault(label, makers[label]())
+                return built[label].decode(sample, search, steps)
+
+            best = sweep(f"{label} {search_name} {name}", {k: lambda k=k: trial(k) for k in makers})
+            system = built[best]
+            built.clear()
+            sides.append(Side(name, best, lambda s=system: s.decode(lines, search, steps)))
+        timings = alternate(sides, "sent/s", args.rounds, same_work=steps is not None)
+    pairs = [("ct2 int8", "ours fp32"), ("ct2 int8", "hf fp32"), ("ours fp32", "ct2 fp32")]
+    pairs += [(f"ours {p}", f"hf {p}") for p in DTYPES if f"ours {p}" in names]
+    if "ours bf16" in names:
+        pairs.append(("ours bf16", "hf fp32"))  # unequal precision: an extra, labelled line
+    results = []
+    print(f"\n{label}, {search_name}, {len(lines)} lines:", flush=True)
+    for ours, peer in pairs:
+        tag = f"{ours.replace(' ', '_')}_vs_{peer.replace(' ', '_')}"
+        ratio = timings.ratio(ours, peer, f"inference/{label}/{search_name}/{tag}")
+        target = TARGETS.get(tag) if (label, search_name) == ("base", "beam4") else None
+        extra = ours.split()[1] != peer.split()[1] and "int8" not in ours
+        results.append(ratio.record() | {"target": target, "unequal_precision": extra})
+        note = "  (extra: unequal precision)" if extra else ""
+        if target:
+            met = "met" if statistics.median(ratio.ratios) >= target else "NOT met"
+            note += f"  target {target}x: {met}"
+        print("  " + ratio.line() + note, flush=True)
+    if steps is None:
+        for name in names:
+            texts = tokenizer.decode(timings.outputs[name])
+            bleu = sacrebleu.corpus_bleu(texts, [refs]).score
+            print(f"  {name:<12} test BLEU {bleu:6.2f}", flush=True)
+            results.append({"name": f"inference/{label}/{search_name}/{name}_bleu", "bleu": bleu})
+    return results
 
 
 def main() -> None:
@@ -210,32 +208,34 @@ def main() -> None:
         help="a trained model.pt for the BLEU figures (default: $NMT_BENCH_CKPT)",
     )
     parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--length", type=int, default=24, help="output tokens, speed runs")
+    parser.add_argument("--sweep-sentences", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--steps", type=int, default=25, help="decoder steps per sentence, base")
     parser.add_argument("--alpha", type=float, default=1.0, help="beam 4's power-law penalty")
-    parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
-    parser.add_argument("--skip-speed", action="store_true")
+    parser.add_argument("--precisions", nargs="+", choices=list(DTYPES))
+    parser.add_argument("--skip-base", action="store_true")
     args = parser.parse_args()
     precisions = args.precisions or default_precisions()
+    names = [f"{kind} {p}" for p in precisions for kind in ("ours", "hf")]
+    names += ["ct2 fp32", "ct2 int8"]
     lines = read_lines("test_2016_flickr.en")[: args.sentences]
     refs = read_lines("test_2016_flickr.de")[: args.sentences]
     beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=args.alpha, length_norm="power")
     searches = [("greedy", DecodeConfig()), ("beam4", beam)]
     records = []
-    if not args.skip_speed:
+    if not args.skip_base:
         torch.manual_seed(0)
-        model = Transformer(replace(BASE, dropout=0.0)).eval()
-        records += run(
-            model, multi30k_tokenizer(), lines, refs, searches, args.length, precisions, "base"
-        )
+        model, tokenizer = Transformer(BASE).eval(), multi30k_tokenizer()
+        for name, search in searches:
+            records += compare(model, tokenizer, lines, refs, name, search, args.steps, names, args)
     if args.ckpt:
         trained = load_checkpoint(args.ckpt)
-        records += run(
-            trained.model, trained.tokenizer, lines, refs, searches, None, precisions, "recipe"
-        )
-    if not args.ckpt:
+        model, tokenizer = trained.model, trained.tokenizer
+        for name, search in searches:
+            records += compare(model, tokenizer, lines, refs, name, search, None, names, args)
+    else:
         print("no --ckpt (or NMT_BENCH_CKPT): speed only, no BLEU figures", flush=True)
     save_records(records, "inference")
-    print(f"\nrecords in {ROOT / 'bench' / 'results.json'}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ process so its memory is its own:
 - warm: the same again: the tokenizer reused by fingerprint, every table read from the cache;
 - 2 ranks: two warm processes at once, as DDP ranks 0 and 1 of 2, each to its first batch;
   peak RSS, and PSS (shared pages split between the processes that map them) at that batch.
-And bench_data.py's two workers (ours and the plain-Python way) on the first 1M pairs.
+Memory is the peak PSS of each run's whole process tree (its map workers too), summed over
+the two ranks for the 2-rank run (bench/harness.py). The comparison with the plain-Python way
+is bench_data.py's, on a corpus whose vocabulary grows (this one repeats Multi30k's words).
 
     python bench/bench_scale.py [--pairs 4500000] [--dir /tmp/nmt_scale]
 """
@@ -19,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import ROOT, Record, read_lines, save_records
+from common import ROOT, read_lines, save_records
+from harness import TreeMemory
 
 HERE = Path(__file__).resolve().parent
 PARTS = [1, 2, 3, 4]  # Multi30k pairs joined into one
@@ -119,10 +121,6 @@ def worker(folder: Path, num_proc: int, rank: int, world: int) -> dict:
         "to_first_batch": round(sum(times.values()), 2),
         "rss_mib_after": rss,
         "batch_pairs": int(batch.src.size(0)),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "children_peak_rss_mib": round(
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        ),
         "rss_mib_at_batch": round(memory.rss / 2**20),
         "pss_mib_at_batch": round(memory.pss / 2**20),
     }
@@ -154,32 +152,14 @@ def run_worker(folder: Path, num_proc: int, rank: int = 0, world: int = 1) -> su
     return subprocess.Popen(command, stdout=subprocess.PIPE, env=env, cwd=HERE, text=True)
 
 
-def result(process: subprocess.Popen) -> dict:
-    out, _ = process.communicate()
-    if process.returncode:
-        raise SystemExit(f"worker failed with {process.returncode}")
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def data_benchmark(folder: Path, pairs: int) -> dict:
-    """bench_data.py's ours and plain-Python workers on the first `pairs` pairs."""
-    subset = folder / "first"
-    subset.mkdir(exist_ok=True)
-    for lang in ("en", "de"):
-        with open(folder / f"train.{lang}") as f, open(subset / f"train.{lang}", "w") as out:
-            for _, line in zip(range(pairs), f, strict=False):
-                out.write(line)
-        for split in ("val", "test_2016_flickr"):
-            shutil.copy(folder / f"{split}.{lang}", subset / f"{split}.{lang}")
-    found = {}
-    for system in ("ours", "peer"):
-        command = [sys.executable, str(HERE / "bench_data.py"), "--worker", system]
-        out = subprocess.run(
-            [*command, "--folder", str(subset)], capture_output=True, text=True, check=True
-        ).stdout
-        found[system] = json.loads(out.strip().splitlines()[-1])
-    shutil.rmtree(subset)
-    return found
+def results(processes: list[subprocess.Popen]) -> tuple[list[dict], float]:
+    """Each worker's report, and the peak memory of all of them and their map workers
+    together (summed PSS, bench/harness.py)."""
+    with TreeMemory(*(p.pid for p in processes), interval=0.05) as memory:
+        outs = [p.communicate()[0] for p in processes]
+    if any(p.returncode for p in processes):
+        raise SystemExit(f"a worker failed: {[p.returncode for p in processes]}")
+    return [json.loads(out.strip().splitlines()[-1]) for out in outs], memory.peak_mib
 
 
 def disk_mib(path: Path) -> int:
@@ -196,7 +176,6 @@ def main() -> None:
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--rank", type=int, default=0)
     parser.add_argument("--world", type=int, default=1)
-    parser.add_argument("--compare-pairs", type=int, default=1_000_000)
     args = parser.parse_args()
     folder = Path(args.dir)
     if args.worker:
@@ -209,20 +188,16 @@ def main() -> None:
     shutil.rmtree(folder / "cache", ignore_errors=True)
     shutil.rmtree(folder / "tok", ignore_errors=True)
     corpus_mib = disk_mib(folder)
-    cold = result(run_worker(folder, args.num_proc))
+    (cold,), cold_mib = results([run_worker(folder, args.num_proc)])
     print("cold", json.dumps(cold), flush=True)
-    warm = result(run_worker(folder, args.num_proc))
+    (warm,), warm_mib = results([run_worker(folder, args.num_proc)])
     print("warm", json.dumps(warm), flush=True)
     for stale in [*folder.glob("ready.*"), *folder.glob("measured.*")]:
         stale.unlink()
-    ranks = [run_worker(folder, args.num_proc, rank, 2) for rank in (0, 1)]
-    ranks = [result(r) for r in ranks]
+    ranks, ranks_mib = results([run_worker(folder, args.num_proc, rank, 2) for rank in (0, 1)])
     for rank, found in enumerate(ranks):
         print(f"rank {rank}/2", json.dumps(found), flush=True)
     cache_mib = disk_mib(folder / "cache")
-    compared = data_benchmark(folder, args.compare_pairs)
-    ours, peer = compared["ours"], compared["peer"]
-    rate = {name: r["pairs"] / r["seconds"] for name, r in compared.items()}
 
     print(f"\n{args.pairs} pairs ({corpus_mib} MiB of text), num_proc {args.num_proc}")
     encoding = cold["times"]["encoding"]
@@ -236,26 +211,20 @@ def main() -> None:
         " (target < 60 s)"
     )
     print(
-        f"peak RSS: one process {cold['peak_rss_mib']} MiB (its map workers "
-        f"{cold['children_peak_rss_mib']}), warm {warm['peak_rss_mib']} MiB (target < 4096)"
+        f"peak memory, the process and its map workers (summed PSS): cold {cold_mib:.0f} MiB, "
+        f"warm {warm_mib:.0f} MiB (target < 4096); 2 ranks together {ranks_mib:.0f} MiB"
     )
     for rank, found in enumerate(ranks):
         print(
-            f"rank {rank}/2: peak RSS {found['peak_rss_mib']} MiB, at its first batch RSS "
-            f"{found['rss_mib_at_batch']} / PSS {found['pss_mib_at_batch']} MiB, "
-            f"{found['to_first_batch']} s"
+            f"rank {rank}/2: at its first batch RSS {found['rss_mib_at_batch']} / PSS "
+            f"{found['pss_mib_at_batch']} MiB, {found['to_first_batch']} s"
         )
     print(f"cache on disk: {cache_mib} MiB")
-    print(
-        f"first {args.compare_pairs:,} pairs, bench_data.py: ours {rate['ours']:,.0f} pairs/s "
-        f"({ours['peak_mib']:.0f} MiB), plain Python {rate['peer']:,.0f} pairs/s "
-        f"({peer['peak_mib']:.0f} MiB): {rate['ours'] / rate['peer']:.2f}x (target 3x)"
-    )
     save_records(
         [
-            Record("scale/data pairs_per_s", rate["ours"], rate["peer"], "pairs/s"),
-            Record("scale/peak_rss one process", cold["peak_rss_mib"], 4096, "MiB", False),
-            Record("scale/warm to first batch", warm["to_first_batch"], 60, "s", False),
+            {"name": "scale/peak_memory_cold", "mib": cold_mib, "target": 4096},
+            {"name": "scale/peak_memory_2_ranks", "mib": ranks_mib},
+            {"name": "scale/warm_to_first_batch", "seconds": warm["to_first_batch"], "target": 60},
         ],
         "scale",
     )

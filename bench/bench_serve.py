@@ -1,8 +1,10 @@
 """nmt.serve under load: 16 concurrent clients post the test_2016_flickr lines, one line per
-request, to a server with cross-request batching on (its defaults), then to one with it off
-(batch_requests=1 workers=1: one request at a time, on all cores, what a server without
-batching does); the offline translate of the same lines in this process, on all cores, is the
-ceiling. One model, its own search, one run.
+request, to a server with cross-request batching on (its defaults) and to the best server
+with it off (batch_requests=1: one request at a time per worker; one worker on every core or
+one single-threaded worker per core, whichever the sweep finds faster); the offline translate
+of the same lines in this process, on all cores and warmed up, is the ceiling. The three
+alternate for `--rounds` rounds (bench/harness.py), each server started for its run and
+stopped after it. One model, its own search.
 
 Reports sentences/s, p50 and p99 latency, the answers missing (not a 200) or differing from
 the offline output (both must be 0), and BLEU. Servers listen on 127.0.0.1 only; every request
@@ -21,7 +23,8 @@ import statistics
 import time
 
 import sacrebleu
-from common import ROOT, Record, read_lines, save_records
+from common import ROOT, read_lines, save_records
+from harness import ROUNDS, Run, Side, alternate, sweep
 
 from nmt.config import InferenceConfig
 from nmt.decoding.settings import DecodeConfig
@@ -31,19 +34,22 @@ from nmt.inference.search_choice import choose_search
 from nmt.serving.launch import launched
 
 CLIENTS = 16
-OFF = ["batch_requests=1", "workers=1"]  # one request at a time, on all cores
+# The one-request-at-a-time servers tried as "batching off"; the faster is the baseline.
+OFF = [
+    ["batch_requests=1", "workers=1", "threads=0"],  # one worker on every core
+    ["batch_requests=1", "workers=0", "threads=0"],  # one single-threaded worker per core
+]
+SWEEP_LINES = 200
+TARGETS = [3.0, 0.6]  # batching on: 3x the best one-at-a-time server, 60% of warm offline
 
 
-def offline(ckpt: str, backend: str, lines: list[str]) -> tuple[list[str], float]:
-    """`nmt.translate`'s path in this process: the outputs and the seconds they took."""
+def offline_engine(ckpt: str, backend: str):
+    """`nmt.translate`'s engine and the model's own search, in this process."""
     cfg = InferenceConfig(ckpt=ckpt, decode=DecodeConfig(), backend=backend)
     engine = loading.load(cfg)
     search, line = choose_search(engine.card, cfg.decode, [])
     print(line, flush=True)
-    start = time.perf_counter()
-    hypotheses = engine.translate(lines, search)
-    seconds = time.perf_counter() - start
-    return output_lines(engine.tokenizer, hypotheses, 1), seconds
+    return engine, search
 
 
 class Client:
@@ -108,8 +114,38 @@ async def load(url: str, lines: list[str]) -> tuple[list[str | None], list[float
     return answers, latencies, time.perf_counter() - start
 
 
-def percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if len(values) > 1 else values[0]
+
+
+class Served:
+    """One server setting as a harness side: each run starts the server, loads it with the
+    lines, stops it (never two servers at once: an idle one still takes CPU), and keeps what
+    a skeptic checks: answers missing or differing from offline, and latencies."""
+
+    def __init__(self, args, settings: list[str], lines: list[str], expected: list[str]):
+        self.args, self.settings, self.lines, self.expected = args, settings, lines, expected
+        self.missing = self.differing = 0
+        self.p50: list[float] = []
+        self.p99: list[float] = []
+
+    def run(self) -> Run:
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        command = [
+            f"ckpt={self.args.ckpt}",
+            f"backend={self.args.backend}",
+            *self.args.server,
+            *self.settings,
+        ]
+        with launched(command, env) as url:
+            answers, latencies, wall = asyncio.run(load(url, self.lines))
+        self.missing += sum(a is None for a in answers)
+        self.differing += sum(
+            a is not None and a != e for a, e in zip(answers, self.expected, strict=True)
+        )
+        self.p50.append(percentile(latencies, 50))
+        self.p99.append(percentile(latencies, 99))
+        return Run(len(self.lines), None, [a or "" for a in answers], wall)
 
 
 def main() -> None:
@@ -119,42 +155,71 @@ def main() -> None:
     parser.add_argument("--ckpt", default=os.environ.get("NMT_BENCH_CKPT"))
     parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
     parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--server", nargs="*", default=[], help="nmt.serve settings, both runs")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--server", nargs="*", default=[], help="nmt.serve settings, every run")
     args = parser.parse_args()
     if not args.ckpt:
         raise SystemExit("--ckpt (or NMT_BENCH_CKPT): a trained model.pt, e.g. of make train")
     lines = read_lines("test_2016_flickr.en")[: args.sentences]
     refs = read_lines("test_2016_flickr.de")[: args.sentences]
 
-    expected, seconds = offline(args.ckpt, args.backend, lines)
-    rows = {"offline": (len(lines) / seconds, None, None, 0, 0, expected)}
-    for mode, settings in (("batching on", []), ("batching off", OFF)):
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        command = [f"ckpt={args.ckpt}", f"backend={args.backend}", *args.server, *settings]
-        with launched(command, env) as url:
-            answers, latencies, wall = asyncio.run(load(url, lines))
-        missing = sum(a is None for a in answers)
-        differing = sum(a is not None and a != e for a, e in zip(answers, expected, strict=True))
-        outputs = [a or "" for a in answers]
-        p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
-        rows[mode] = (len(lines) / wall, p50, p99, missing, differing, outputs)
+    engine, search = offline_engine(args.ckpt, args.backend)
+    expected = output_lines(engine.tokenizer, engine.translate(lines, search), 1)
+    sample = lines[:SWEEP_LINES]
+    offs = {" ".join(o): Served(args, o, sample, expected[:SWEEP_LINES]) for o in OFF}
+    best = sweep(f"{args.backend} batching off", {k: s.run for k, s in offs.items()}, warm=False)
+    off = offs[best].settings
+    servers = {
+        "batching on": Served(args, [], lines, expected),
+        "batching off": Served(args, off, lines, expected),
+    }
 
+    def offline() -> Run:
+        return Run(
+            len(lines), None, output_lines(engine.tokenizer, engine.translate(lines, search), 1)
+        )
+
+    sides = [
+        Side("batching on", "nmt.serve defaults", servers["batching on"].run),
+        Side("batching off", " ".join(off), servers["batching off"].run),
+        Side("offline", "translate, one process", offline),
+    ]
+    # the servers warm themselves (2 x CLIENTS requests before timing); offline is warmed here
+    offline()
+    timings = alternate(sides, "sent/s", args.rounds, same_work=False, warm=False)
+    name = f"serve/{args.backend}"
+    ratios = [
+        timings.ratio("batching on", "batching off", f"{name}/batching_on_vs_off"),
+        timings.ratio("batching on", "offline", f"{name}/batching_on_vs_offline"),
+    ]
     print(f"\n{len(lines)} lines, {CLIENTS} clients, one line per request, {args.backend}")
     print(f"{'':14} {'sent/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'missing':>8} {'differ':>7} BLEU")
-    for mode, (rate, p50, p99, missing, differing, outputs) in rows.items():
-        bleu = sacrebleu.corpus_bleu(outputs, [refs]).score
-        ms = [f"{1000 * v:8.1f}" if v is not None else f"{'-':>8}" for v in (p50, p99)]
-        print(f"{mode:14} {rate:8.1f} {ms[0]} {ms[1]} {missing:8d} {differing:7d} {bleu:.2f}")
-    on, off, ceiling = rows["batching on"][0], rows["batching off"][0], rows["offline"][0]
-    print(f"\nbatching on / off: {on / off:.2f}x (target 3x)")
-    print(f"batching on / offline: {on / ceiling:.0%} (target 60%)")
-    save_records(
-        [
-            Record(f"serve/{args.backend} batching on vs off", on, off, "sent/s"),
-            Record(f"serve/{args.backend} batching on vs offline", on, ceiling, "sent/s"),
-        ],
-        "serve",
-    )
+    for mode in ("offline", "batching on", "batching off"):
+        rate = statistics.median(timings.rates[mode])
+        bleu = sacrebleu.corpus_bleu(timings.outputs[mode], [refs]).score
+        server = servers.get(mode)
+        ms = (
+            ["-", "-"]
+            if server is None
+            else [f"{1000 * statistics.median(v):.1f}" for v in (server.p50, server.p99)]
+        )
+        missing, differing = (0, 0) if server is None else (server.missing, server.differing)
+        print(f"{mode:14} {rate:8.1f} {ms[0]:>8} {ms[1]:>8} {missing:8d} {differing:7d} {bleu:.2f}")
+    for ratio, target in zip(ratios, TARGETS, strict=True):
+        met = "met" if statistics.median(ratio.ratios) >= target else "NOT met"
+        print(f"  {ratio.line()}  target {target}x: {met}", flush=True)
+    records = [r.record() | {"target": t} for r, t in zip(ratios, TARGETS, strict=True)]
+    for mode, server in servers.items():
+        records.append(
+            {
+                "name": f"{name}/{mode.replace(' ', '_')}_answers",
+                "missing": server.missing,
+                "differing": server.differing,
+                "p50_ms": 1000 * statistics.median(server.p50),
+                "p99_ms": 1000 * statistics.median(server.p99),
+            }
+        )
+    save_records(records, f"serve/{args.backend}")
 
 
 if __name__ == "__main__":

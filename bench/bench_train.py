@@ -1,31 +1,33 @@
 """Training step throughput: our Transformer vs Hugging Face MarianMTModel of the same shape.
 
 Same real Multi30k batches (~4,096 target tokens, bucketed by length), same label-smoothed
-loss and Adam; one step = forward, loss, backward, optimizer step. Each (system, shape,
-precision) runs in its own subprocess so peak memory is its own. The two systems are timed
-back to back for several rounds, alternating which goes first, and the round with the median
-ratio is reported: a shared machine's speed drifts within minutes, and a pair timed back to
-back shares the drift.
+loss and Adam; one step = forward, loss, backward, optimizer step. Each run is a subprocess
+of its own, so its peak memory (its process tree's PSS, bench/harness.py) is its own.
+
+HF first picks its attention (`eager` or `sdpa`) by a short run of each, printed; then both
+systems are timed for `--rounds` rounds, the order rotating (bench/harness.py), and each
+ratio is the median of the per-round ratios with their min and max. fp32 against fp32, and
+bf16 autocast against bf16 autocast where the CPU multiplies bf16 natively.
 
 Each worker runs its batches once untimed, then times them: the second epoch of a run, when
 every batch shape has been seen. With native bf16, oneDNN compiles a kernel for each new
 product shape (~2 ms each); a run pays that in its first epoch only (the sampler's batch
 shapes recur every epoch), and both systems get the same kernel cache (nmt.cpu).
 
-    python bench/bench_train.py [--rounds 3] [--steps N] [--shapes base tiny]
+    python bench/bench_train.py [--rounds 5] [--steps N] [--shapes tiny base]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 
 import torch
-import torch.nn.functional as F
-from common import Record, default_precisions, multi30k_tokenizer, peak_rss_mib, save_records
+from common import default_precisions, multi30k_tokenizer, save_records
+from harness import ROUNDS, Run, Side, alternate, run_measured, sweep
+from marian import build_hf
 
 from nmt.config import TrainConfig
 from nmt.cpu import set_onednn_kernel_cache
@@ -35,10 +37,11 @@ SHAPES = {
     "base": dict(d_model=512, n_heads=8, d_ff=2048, layers=6),
     "tiny": dict(d_model=128, n_heads=4, d_ff=256, layers=4),  # the multi30k_cpu recipe
 }
-# Timed steps per round: ~30 s per system at either shape (a tiny step takes ~0.7 s, a base
-# step ~9 s), long enough that a few slow steps do not decide the figure; the untimed pass
-# before them doubles a worker's time.
-DEFAULT_STEPS = {"base": 4, "tiny": 40}
+# Timed steps per run: ~15-25 s per system at either shape (a tiny step takes ~0.7 s, a base
+# step ~7 s); the untimed pass before them doubles a worker's time, and 5 rounds of both
+# systems keep the whole comparison near 10 minutes.
+DEFAULT_STEPS = {"base": 3, "tiny": 24}
+ATTENTION = ["eager", "sdpa"]  # HF's attention implementations, each tried
 
 
 def real_batches(tokenizer, count: int, max_tokens: int = 4096):
@@ -80,56 +83,16 @@ def build_ours(shape: dict, vocab: int):
     return model, loss_sum
 
 
-def build_hf(shape: dict, vocab: int, activation: str = "relu"):
-    from transformers import MarianConfig, MarianMTModel
-
-    cfg = MarianConfig(
-        vocab_size=vocab,
-        decoder_vocab_size=vocab,
-        d_model=shape["d_model"],
-        encoder_layers=shape["layers"],
-        decoder_layers=shape["layers"],
-        encoder_attention_heads=shape["n_heads"],
-        decoder_attention_heads=shape["n_heads"],
-        encoder_ffn_dim=shape["d_ff"],
-        decoder_ffn_dim=shape["d_ff"],
-        activation_function=activation,
-        dropout=0.1,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        max_position_embeddings=1024,
-        pad_token_id=0,
-        forced_eos_token_id=3,  # generate ends a sentence held to its maximum length with EOS
-        eos_token_id=3,
-        decoder_start_token_id=2,
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-    )
-    model = MarianMTModel(cfg)
-
-    def loss_sum(batch):  # the same label-smoothed loss, the way HF users compute it
-        logits = model(
-            input_ids=batch.src, attention_mask=batch.src.ne(0), decoder_input_ids=batch.tgt_in
-        ).logits
-        return F.cross_entropy(
-            logits.flatten(0, 1),
-            batch.tgt_out.flatten(),
-            ignore_index=0,
-            label_smoothing=0.1,
-            reduction="sum",
-        )
-
-    return model, loss_sum
-
-
 def worker(system: str, shape_name: str, precision: str, steps: int) -> dict:
     set_onednn_kernel_cache(TrainConfig.onednn_kernel_cache)  # as nmt.train; before any product
     torch.manual_seed(0)
     tokenizer = multi30k_tokenizer()
     batches = real_batches(tokenizer, steps)
-    build = build_ours if system == "ours" else build_hf
-    model, loss_of = build(SHAPES[shape_name], tokenizer.vocab_size)
+    if system == "ours":
+        model, loss_of = build_ours(SHAPES[shape_name], tokenizer.vocab_size)
+    else:  # hf-eager or hf-sdpa
+        attention = system.removeprefix("hf-")
+        model, loss_of = build_hf(SHAPES[shape_name], tokenizer.vocab_size, attention=attention)
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
@@ -145,42 +108,36 @@ def worker(system: str, shape_name: str, precision: str, steps: int) -> dict:
             if timed:
                 elapsed += time.perf_counter() - start
                 tokens += batch.num_tgt_tokens
-    return {"tok_per_s": tokens / elapsed, "peak_mib": peak_rss_mib()}
+    return {"tokens": tokens, "seconds": elapsed}
 
 
-def run(system: str, shape: str, precision: str, steps: int) -> dict:
-    cmd = [
-        sys.executable,
-        __file__,
-        "--worker",
-        system,
-        shape,
-        precision,
-        "--steps",
-        str(steps),
+def run(system: str, shape: str, precision: str, steps: int) -> Run:
+    """One worker subprocess: its target tokens, the seconds its timed steps took, and its
+    peak memory (PSS of the process and any children)."""
+    cmd = [sys.executable, __file__, "--worker", system, shape, precision, "--steps", str(steps)]
+    out, peak_mib = run_measured(cmd)
+    result = json.loads(out.strip().splitlines()[-1])
+    return Run(result["tokens"], None, None, result["seconds"], peak_mib)
+
+
+def compare(shape: str, precision: str, steps: int, rounds: int) -> list[dict]:
+    attention = sweep(
+        f"{shape}/{precision} hf attention",
+        {a: lambda a=a: run(f"hf-{a}", shape, precision, max(1, steps // 2)) for a in ATTENTION},
+        warm=False,  # each worker warms itself
+    )
+    sides = [
+        Side("ours", "", lambda: run("ours", shape, precision, steps)),
+        Side("hf", attention, lambda: run(f"hf-{attention}", shape, precision, steps)),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def median_round(shape: str, precision: str, steps: int, rounds: int):
-    """Time both systems `rounds` times, alternating which goes first; return (ours, peer) of
-    the round whose ratio is the median."""
-    timed = []
-    for round_index in range(rounds):
-        order = ("ours", "hf") if round_index % 2 == 0 else ("hf", "ours")
-        result = {system: run(system, shape, precision, steps) for system in order}
-        ratio = result["ours"]["tok_per_s"] / result["hf"]["tok_per_s"]
-        print(
-            f"  {shape}/{precision} round {round_index + 1}/{rounds}: "
-            f"ours {result['ours']['tok_per_s']:.0f}  peer {result['hf']['tok_per_s']:.0f} "
-            f"tgt tok/s  ratio {ratio:.2f}x",
-            flush=True,
-        )
-        timed.append((ratio, result["ours"], result["hf"]))
-    timed.sort(key=lambda entry: entry[0])
-    _, ours, peer = timed[len(timed) // 2]
-    return ours, peer
+    timings = alternate(sides, "tgt tok/s", rounds, same_work=False, warm=False)
+    ratios = [
+        timings.ratio("ours", "hf", f"train/{shape}/{precision}/tokens_per_s"),
+        timings.memory_ratio("ours", "hf", f"train/{shape}/{precision}/peak_memory"),
+    ]
+    for ratio in ratios:
+        print("  " + ratio.line(), flush=True)
+    return [ratio.record() for ratio in ratios]
 
 
 def main() -> None:
@@ -189,7 +146,7 @@ def main() -> None:
     )
     parser.add_argument("--worker", nargs=3, metavar=("SYSTEM", "SHAPE", "PRECISION"))
     parser.add_argument("--steps", type=int, help="timed steps (default: per shape)")
-    parser.add_argument("--rounds", type=int, default=3, help="pairs timed; median reported")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--shapes", nargs="+", default=["tiny", "base"])
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
     args = parser.parse_args()
@@ -204,24 +161,7 @@ def main() -> None:
     for shape in args.shapes:
         for precision in precisions:
             steps = args.steps if args.steps is not None else DEFAULT_STEPS[shape]
-            ours, peer = median_round(shape, precision, steps, args.rounds)
-            for record in (
-                Record(
-                    f"train/{shape}/{precision}/tokens_per_s",
-                    ours["tok_per_s"],
-                    peer["tok_per_s"],
-                    "tgt tok/s",
-                ),
-                Record(
-                    f"train/{shape}/{precision}/peak_memory",
-                    ours["peak_mib"],
-                    peer["peak_mib"],
-                    "MiB",
-                    False,
-                ),
-            ):
-                print(record.line(), flush=True)
-                records.append(record)
+            records += compare(shape, precision, steps, args.rounds)
     save_records(records, "train")
 
 

@@ -1,14 +1,12 @@
-"""Shared pieces of the benchmarks: the machine, real Multi30k batches, result records."""
+"""Shared pieces of the benchmarks: the machine, Multi30k and its tokenizer, bench/results.json."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -16,31 +14,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
 sys.path.insert(0, str(ROOT))
-
-
-@dataclass
-class Record:
-    """One figure measured for our code and the peer on the same input."""
-
-    name: str
-    ours: float
-    peer: float
-    unit: str
-    higher_is_better: bool = True
-
-    @property
-    def ratio(self) -> float:
-        """How many times better ours is (>1 means we win)."""
-        if self.higher_is_better:
-            return self.ours / self.peer
-        return self.peer / self.ours
-
-    def line(self) -> str:
-        return format_line(self.name, self.ours, self.peer, self.unit, self.ratio)
-
-
-def format_line(name: str, ours: float, peer: float, unit: str, ratio: float) -> str:
-    return f"{name:<44} ours {ours:>10.1f}  peer {peer:>10.1f} {unit:<12} ratio {ratio:5.2f}x"
 
 
 def machine() -> dict:
@@ -73,11 +46,6 @@ def default_precisions() -> list[str]:
     return ["fp32"]
 
 
-def peak_rss_mib() -> float:
-    """Peak resident memory of this process so far (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def data_dir() -> Path:
     env = os.environ.get("NMT_DATA_DIR")
     path = Path(env) if env else ROOT.parent / "shared" / "data" / "multi30k"
@@ -102,15 +70,15 @@ def read_lines(name: str) -> list[str]:
     return (data_dir() / name).read_text(encoding="utf-8").split("\n")[:-1]
 
 
-def save_records(records: list[Record], section: str) -> None:
-    """Merge this script's records into bench/results.json (one record per figure)."""
+def save_records(records: list[dict], section: str) -> None:
+    """Merge this script's records (harness.Ratio.record() and the like: each a dict with a
+    "name" under `section`/) into bench/results.json."""
     existing = (
         json.loads(RESULTS.read_text())
         if RESULTS.exists()
         else {"machine": machine(), "records": []}
     )
     kept = [r for r in existing["records"] if not r["name"].startswith(section + "/")]
-    new = [{**asdict(r), "ratio": r.ratio} for r in records]
-    existing["records"] = kept + new
+    existing["records"] = kept + records
     existing["machine"] = machine()
     RESULTS.write_text(json.dumps(existing, indent=2))

@@ -1,27 +1,44 @@
 """`make bench`: every benchmark in turn (never alongside another heavy job), then a summary
 of bench/results.json. NMT_BENCH_CKPT=outputs/<run>/model.pt adds the BLEU figures of a
-trained model to bench_inference.py, and runs bench_serve.py on it."""
+trained model to bench_inference.py, and runs bench_serve.py on it with both engines (its
+CTranslate2 int8 export made here, in a temporary folder)."""
 
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from common import format_line  # noqa: E402
 
-for script in ("bench_data.py", "bench_train.py", "bench_decode.py", "bench_inference.py"):
-    print(f"== {script}", flush=True)
-    subprocess.run([sys.executable, str(HERE / script)], check=True, cwd=HERE)
-if os.environ.get("NMT_BENCH_CKPT"):  # serving needs a trained model: real output lengths
-    print("== bench_serve.py", flush=True)
-    subprocess.run([sys.executable, str(HERE / "bench_serve.py")], check=True, cwd=HERE)
+
+def run(*args: str) -> None:
+    print("==", *args, flush=True)
+    subprocess.run([sys.executable, *args], check=True, cwd=HERE)
+
+
+for script in ("bench_data.py", "bench_train.py", "bench_inference.py"):
+    run(str(HERE / script))
+ckpt = os.environ.get("NMT_BENCH_CKPT")
+if ckpt:  # serving needs a trained model: real output lengths
+    run(str(HERE / "bench_serve.py"), "--ckpt", ckpt)
+    with tempfile.TemporaryDirectory() as folder:
+        export = Path(folder) / "int8"
+        run("-m", "nmt.export", f"ckpt={ckpt}", f"out={export}", "quantization=int8")
+        run(str(HERE / "bench_serve.py"), "--ckpt", str(export), "--backend", "ctranslate2")
 else:
     print("== bench_serve.py skipped: set NMT_BENCH_CKPT=outputs/<run>/model.pt", flush=True)
 
 results = json.loads((HERE / "results.json").read_text())
 print("\nmachine:", results["machine"])
 for r in results["records"]:
-    print(format_line(r["name"], r["ours"], r["peer"], r["unit"], r["ratio"]))
+    if "ratio" in r:
+        ratio = r["ratio"]
+        print(
+            f"{r['name']:<50} {r['ratio']['median']:5.2f}x [{ratio['min']:.2f}-{ratio['max']:.2f}]"
+            f" {r['ours']['system']} {r['ours']['median']:.1f} / {r['peer']['system']}"
+            f" {r['peer']['median']:.1f} {r['unit']}"
+        )
+    else:
+        print(f"{r['name']:<50} " + "  ".join(f"{k} {v}" for k, v in r.items() if k != "name"))
