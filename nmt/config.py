@@ -321,8 +321,9 @@ class ServeConfig(InferenceConfig):
     host: str = "127.0.0.1"  # 0.0.0.0 to listen on every interface
     port: int = 8000
     # Cross-request batching: a free model worker takes up to batch_requests waiting requests,
-    # waiting at most batch_wait_ms for more, and decodes their lines together, length-sorted
-    # under max_tokens. batch_requests=1 is off: one request at a time per worker.
+    # waiting for more until batch_wait_ms after the first arrived (nmt/serving/batching.py),
+    # and decodes their lines together, length-sorted under max_tokens. batch_requests=1 is
+    # off: one request at a time per worker.
     batch_requests: int = 8
     batch_wait_ms: float = 20.0
     # Model workers (processes, each with its own copy of the model): 0 = one per core on the

@@ -1,9 +1,10 @@
 """The model behind `POST /translate`: a LitServe API run by the inference worker.
 
-LitServe hands `predict` the requests that waited together (up to batch_requests, at most
-batch_wait_ms). Their lines are decoded together: requests with the same search are one call
-of the backend's `translate`, which sorts all their lines by length into batches under
-max_tokens, so a line's translation does not depend on who else asked (tests/test_serve.py).
+LitServe hands `predict` the requests that waited together: up to batch_requests, gathered
+until batch_wait_ms after the first of them arrived (batching.py). Their lines are decoded
+together: requests with the same search are one call of the backend's `translate`, which
+sorts all their lines by length into batches under max_tokens, so a line's translation does
+not depend on who else asked (tests/test_serve.py).
 Sampling requests are decoded one by one, so a seed gives the same samples however they arrive.
 A search that is no search as a whole (the engine's SearchError) is a 422 for the requests
 that asked for it. If a call fails otherwise, its requests are retried one by one: only a
@@ -18,13 +19,13 @@ from dataclasses import astuple
 
 import litserve as ls
 from fastapi.responses import JSONResponse
-from litserve.loops import BatchedLoop
 
 from nmt.config import ServeConfig
 from nmt.decoding.settings import DecodeConfig, SearchError
 from nmt.inference.loading import load
 from nmt.inference.output_text import scored_texts
 from nmt.inference.search_choice import choose_search
+from nmt.serving.batching import FirstArrivalLoop
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
 
 log = logging.getLogger("nmt.serve")
@@ -48,7 +49,7 @@ class TranslationAPI(ls.LitAPI):
             max_batch_size=cfg.batch_requests,
             batch_timeout=cfg.batch_wait_ms / 1000,
             api_path="/translate",
-            loop=BatchedLoop(),  # predict gets a list, even of one request
+            loop=FirstArrivalLoop(),  # predict gets a list, even of one request
         )
         self.cfg, self.overrides, self.model_name = cfg, overrides, model_name
 

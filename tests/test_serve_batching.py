@@ -1,0 +1,77 @@
+"""The model worker's batching loop (nmt/serving/batching.py), driven with a plain queue: what
+waits is taken at once, the window runs from the first arrival, the batch stops at its size,
+expired requests are set apart, and every request taken is reported to the HTTP process."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from litserve.loops.base import _SENTINEL_VALUE, _StopLoopError
+from litserve.utils import LitAPIStatus
+
+from nmt.serving import batching
+from nmt.serving.batching import FirstArrivalLoop
+
+
+class Transport:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, item, consumer_id):
+        self.sent.append((consumer_id, item))
+
+
+def setup(requests: int, age: float, size: int = 8, wait: float = 0.2, expiry: float = 30):
+    """A loop, its transport, an API's batch settings and a queue of requests `age` s old."""
+    loop = FirstArrivalLoop()
+    loop._restart_workers, loop.worker_id = True, 3
+    api = SimpleNamespace(max_batch_size=size, batch_timeout=wait, request_timeout=expiry)
+    waiting = queue.Queue()
+    for i in range(requests):
+        waiting.put((0, f"r{i}", time.monotonic() - age, {"text": f"line {i}"}))
+    return loop, Transport(), api, waiting
+
+
+def test_requests_that_waited_are_taken_at_once_and_reported_taken():
+    loop, transport, api, waiting = setup(3, age=1.0, wait=5.0)
+    start = time.monotonic()
+    payloads, timed_out = loop.get_batch_requests(api, waiting, transport)
+    assert time.monotonic() - start < 0.5  # the window ran out while they queued
+    assert [uid for _, uid, _ in payloads] == ["r0", "r1", "r2"] and timed_out == []
+    assert [(uid, item[1], item[3]) for _, (uid, item) in transport.sent] == [
+        (f"r{i}", LitAPIStatus.START, 3) for i in range(3)
+    ]
+
+
+def test_a_lone_fresh_request_waits_the_window_for_company():
+    loop, transport, api, waiting = setup(1, age=0.0, wait=0.3)
+    threading.Timer(0.1, lambda: waiting.put((0, "late", time.monotonic(), {}))).start()
+    start = time.monotonic()
+    payloads, _ = loop.get_batch_requests(api, waiting, transport)
+    assert 0.25 < time.monotonic() - start < 1.0
+    assert [uid for _, uid, _ in payloads] == ["r0", "late"]
+
+
+def test_the_batch_stops_at_its_size():
+    loop, transport, api, waiting = setup(3, age=0.0, size=2, wait=5.0)
+    payloads, _ = loop.get_batch_requests(api, waiting, transport)
+    assert [uid for _, uid, _ in payloads] == ["r0", "r1"] and waiting.qsize() == 1
+
+
+def test_expired_requests_are_set_apart():
+    loop, transport, api, waiting = setup(2, age=60.0, expiry=30)
+    payloads, timed_out = loop.get_batch_requests(api, waiting, transport)
+    assert payloads == [] and timed_out == [(0, "r0"), (0, "r1")]
+
+
+def test_an_idle_worker_blocks_then_comes_back_empty_and_stops_on_the_sentinel(monkeypatch):
+    monkeypatch.setattr(batching, "IDLE_SECONDS", 0.05)
+    loop, transport, api, waiting = setup(0, age=0.0)
+    assert loop.get_batch_requests(api, waiting, transport) == ([], [])
+    waiting.put(_SENTINEL_VALUE)
+    with pytest.raises(_StopLoopError):
+        loop.get_batch_requests(api, waiting, transport)
