@@ -28,7 +28,7 @@ class Transport:
 def setup(requests: int, age: float, size: int = 8, wait: float = 0.2, expiry: float = 30):
     """A loop, its transport, an API's batch settings and a queue of requests `age` s old."""
     loop = FirstArrivalLoop()
-    loop._restart_workers, loop.worker_id = True, 3
+    loop._restart_workers, loop._worker_id = True, 3
     api = SimpleNamespace(max_batch_size=size, batch_timeout=wait, request_timeout=expiry)
     waiting = queue.Queue()
     for i in range(requests):
@@ -37,10 +37,10 @@ def setup(requests: int, age: float, size: int = 8, wait: float = 0.2, expiry: f
 
 
 def test_requests_that_waited_are_taken_at_once_and_reported_taken():
-    loop, transport, api, waiting = setup(3, age=1.0, wait=5.0)
+    loop, transport, api, waiting = setup(3, age=1.0, wait=0.8)
     start = time.monotonic()
     payloads, timed_out = loop.get_batch_requests(api, waiting, transport)
-    assert time.monotonic() - start < 0.5  # the window ran out while they queued
+    assert time.monotonic() - start < 0.3  # the window ran out while they queued
     assert [uid for _, uid, _ in payloads] == ["r0", "r1", "r2"] and timed_out == []
     assert [(uid, item[1], item[3]) for _, (uid, item) in transport.sent] == [
         (f"r{i}", LitAPIStatus.START, 3) for i in range(3)
