@@ -164,7 +164,15 @@ def main() -> None:
     refs = read_lines("test_2016_flickr.de")[: args.sentences]
 
     engine, search = offline_engine(args.ckpt, args.backend)
-    expected = output_lines(engine.tokenizer, engine.translate(lines, search), 1)
+
+    def offline() -> Run:
+        return Run(
+            len(lines), None, output_lines(engine.tokenizer, engine.translate(lines, search), 1)
+        )
+
+    # the offline answers every served one must equal; computing them warms offline up on the
+    # exact work it is timed on (the servers warm themselves: 2 x CLIENTS requests first)
+    expected = offline().output
     sample = lines[:SWEEP_LINES]
     offs = {" ".join(o): Served(args, o, sample, expected[:SWEEP_LINES]) for o in OFF}
     best = sweep(f"{args.backend} batching off", {k: s.run for k, s in offs.items()}, warm=False)
@@ -174,18 +182,11 @@ def main() -> None:
         "batching off": Served(args, off, lines, expected),
     }
 
-    def offline() -> Run:
-        return Run(
-            len(lines), None, output_lines(engine.tokenizer, engine.translate(lines, search), 1)
-        )
-
     sides = [
         Side("batching on", "nmt.serve defaults", servers["batching on"].run),
         Side("batching off", " ".join(off), servers["batching off"].run),
         Side("offline", "translate, one process", offline),
     ]
-    # the servers warm themselves (2 x CLIENTS requests before timing); offline is warmed here
-    offline()
     timings = alternate(sides, "sent/s", args.rounds, same_work=False, warm=False)
     name = f"serve/{args.backend}"
     ratios = [
