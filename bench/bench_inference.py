@@ -7,7 +7,8 @@ or 1 worker on 2 threads, HF its sentences per `generate` call and attention (`e
 `sdpa`). Then all systems are warmed up on the whole work and timed `--rounds` times, the
 order rotating (bench/harness.py); each ratio is the median of the per-round ratios with
 their min and max. Precision: fp32 against fp32, bf16 against bf16 where the CPU multiplies
-bf16 natively; ours in bf16 against HF in fp32 is an extra line, labelled so.
+bf16 natively; ours in bf16 against HF in fp32 is an extra line, labelled so. `--device cuda`
+runs every system on the GPU (CTranslate2 there in float32, bfloat16 and int8_float16).
 
 Two models:
 - base: the paper's base shape (6+6 layers, d_model 512, 5k vocabulary), random weights;
@@ -18,6 +19,7 @@ Two models:
   one form all three share.
 
     python bench/bench_inference.py [--ckpt outputs/<run>/model.pt] [--sentences 1000]
+                                    [--device cuda] [--searches beam4]
 """
 
 from __future__ import annotations
@@ -50,7 +52,12 @@ CT2_BUDGETS = [512, 1024, 2048, 4096]
 CT2_LAYOUTS = {"2x1": 2, "1x2": 1}  # workers x threads on 2 cores -> workers
 HF_BATCHES = [64, 128, 256]  # sentences per generate call
 HF_ATTENTION = ["eager", "sdpa"]
-CT2_QUANTIZATION = {"fp32": "float32", "int8": "int8"}  # our names -> nmt.export's
+CT2_QUANTIZATION = {"fp32": "float32", "int8": "int8", "bf16": "float32"}  # -> nmt.export's
+# compute types: the weights' own on the CPU; on a GPU, int8 weights with float16 activations
+CT2_COMPUTE = {
+    "cpu": {"fp32": "default", "int8": "default", "bf16": "bfloat16"},
+    "cuda": {"fp32": "float32", "int8": "int8_float16", "bf16": "bfloat16"},
+}
 # Targets (#39): CT2 int8 over ours fp32 and over HF fp32; ours over HF at equal precision.
 TARGETS = {"ct2_int8_vs_ours_fp32": 3.0, "ct2_int8_vs_hf_fp32": 4.0}
 TARGETS.update({f"ours_{p}_vs_hf_{p}": 1.3 for p in DTYPES})
@@ -78,8 +85,8 @@ class Ours:
 class HF:
     """`MarianMTModel.generate` with our weights, `batch` length-sorted sentences per call."""
 
-    def __init__(self, model: Transformer, tokenizer, batch: int, attention: str, dtype):
-        self.hf = marian_with_our_weights(model).to(dtype)
+    def __init__(self, model: Transformer, tokenizer, batch: int, attention: str, dtype, device):
+        self.hf = marian_with_our_weights(model).to(device, dtype)
         self.hf.set_attn_implementation(attention)
         self.tokenizer, self.batch = tokenizer, batch
 
@@ -100,6 +107,7 @@ class HF:
             else:
                 limits = dict(min_new_tokens=steps, max_new_tokens=steps)
             beam = search.strategy == "beam"
+            src = src.to(self.hf.device)
             generated = self.hf.generate(
                 input_ids=src,
                 attention_mask=src.ne(PAD_ID),
@@ -116,13 +124,14 @@ class HF:
         return Run(len(lines), tuple(taken) if steps is not None else None, best)
 
 
-def candidates(name: str, model: Transformer, tokenizer, folder: Path) -> dict:
+def candidates(name: str, model: Transformer, tokenizer, folder: Path, device: str, search) -> dict:
     """Every setting the sweep tries for system `name`, as label -> a system object maker."""
     kind, precision = name.split()
     if kind == "ours":
         copy = Transformer(model.cfg)
         copy.load_state_dict(model.state_dict())
-        checkpoint = Checkpoint(copy.to(DTYPES[precision]).eval(), tokenizer, "en", "de", {})
+        copy = copy.to(device, DTYPES[precision]).eval()
+        checkpoint = Checkpoint(copy, tokenizer, "en", "de", {})
         return {
             f"max_tokens={b}": lambda b=b: Ours(TorchEngine(checkpoint, b)) for b in TORCH_BUDGETS
         }
@@ -131,24 +140,33 @@ def candidates(name: str, model: Transformer, tokenizer, folder: Path) -> dict:
         path = folder / precision
         if not path.exists():
             export(fp32, path, CT2_QUANTIZATION[precision], False)
+        compute = CT2_COMPUTE["cpu" if device == "cpu" else "cuda"][precision]
+        try:  # CTranslate2's wheel may lack the CUDA libraries of the machine at hand
+            ct2_engine(path, CT2_BUDGETS[0], 1, device, compute).decode(["A dog."], search, None)
+        except (RuntimeError, ValueError) as error:
+            print(f"{name} unavailable on {device}: {error}", flush=True)
+            return {}
+        layouts = CT2_LAYOUTS if device == "cpu" else {"1 GPU": 1}
         out = {}
-        for layout, workers in CT2_LAYOUTS.items():
-            for b in CT2_BUDGETS:
-                out[f"{layout} max_tokens={b}"] = lambda b=b, w=workers: ct2_engine(path, b, w)
+        for layout, workers in layouts.items():
+            for b in CT2_BUDGETS if device == "cpu" else TORCH_BUDGETS:
+                out[f"{layout} max_tokens={b}"] = lambda b=b, w=workers: ct2_engine(
+                    path, b, w, device, compute
+                )
         return out
     return {
         f"{attention} batch={b}": lambda b=b, a=attention: HF(
-            model, tokenizer, b, a, DTYPES[precision]
+            model, tokenizer, b, a, DTYPES[precision], device
         )
         for attention in HF_ATTENTION
         for b in HF_BATCHES
     }
 
 
-def ct2_engine(path: Path, budget: int, workers: int) -> Ours:
+def ct2_engine(path: Path, budget: int, workers: int, device: str, compute: str) -> Ours:
     threads = torch.get_num_threads()
-    engine = CTranslate2Engine(path, "cpu", "default", threads, budget)
-    if workers != threads:
+    engine = CTranslate2Engine(path, device, compute, threads, budget)
+    if device == "cpu" and workers != threads:
         engine.engine = engine.new_engine(workers=workers)
     return Ours(engine, ct2=True)
 
@@ -156,10 +174,13 @@ def ct2_engine(path: Path, budget: int, workers: int) -> Ours:
 def compare(model, tokenizer, lines, refs, search_name, search, steps, names, args) -> list:
     """Sweep each system, then alternate them; the ratios (and BLEU when outputs are free)."""
     label = "base" if steps else "recipe"
+    section = "inference" if args.device == "cpu" else f"inference_{args.device}"
     sides = []
     with tempfile.TemporaryDirectory() as folder:
         for name in names:
-            makers = candidates(name, model, tokenizer, Path(folder))
+            makers = candidates(name, model, tokenizer, Path(folder), args.device, search)
+            if not makers:
+                continue
             sample = lines[: args.sweep_sentences]
             built = {}
 
@@ -173,14 +194,14 @@ def compare(model, tokenizer, lines, refs, search_name, search, steps, names, ar
             sides.append(Side(name, best, lambda s=system: s.decode(lines, search, steps)))
         timings = alternate(sides, "sent/s", args.rounds, same_work=steps is not None)
     pairs = [("ct2 int8", "ours fp32"), ("ct2 int8", "hf fp32"), ("ours fp32", "ct2 fp32")]
-    pairs += [(f"ours {p}", f"hf {p}") for p in DTYPES if f"ours {p}" in names]
-    if "ours bf16" in names:
-        pairs.append(("ours bf16", "hf fp32"))  # unequal precision: an extra, labelled line
+    pairs += [(f"ours {p}", f"hf {p}") for p in DTYPES]
+    pairs += [("ours bf16", "ct2 bf16"), ("ours bf16", "hf fp32")]  # the last: an extra line
+    pairs = [(a, b) for a, b in pairs if a in timings.rates and b in timings.rates]
     results = []
     print(f"\n{label}, {search_name}, {len(lines)} lines:", flush=True)
     for ours, peer in pairs:
         tag = f"{ours.replace(' ', '_')}_vs_{peer.replace(' ', '_')}"
-        ratio = timings.ratio(ours, peer, f"inference/{label}/{search_name}/{tag}")
+        ratio = timings.ratio(ours, peer, f"{section}/{label}/{search_name}/{tag}")
         target = TARGETS.get(tag) if (label, search_name) == ("base", "beam4") else None
         extra = ours.split()[1] != peer.split()[1] and "int8" not in ours
         results.append(ratio.record() | {"target": target, "unequal_precision": extra})
@@ -190,11 +211,11 @@ def compare(model, tokenizer, lines, refs, search_name, search, steps, names, ar
             note += f"  target {target}x: {met}"
         print("  " + ratio.line() + note, flush=True)
     if steps is None:
-        for name in names:
+        for name in timings.outputs:
             texts = tokenizer.decode(timings.outputs[name])
             bleu = sacrebleu.corpus_bleu(texts, [refs]).score
             print(f"  {name:<12} test BLEU {bleu:6.2f}", flush=True)
-            results.append({"name": f"inference/{label}/{search_name}/{name}_bleu", "bleu": bleu})
+            results.append({"name": f"{section}/{label}/{search_name}/{name}_bleu", "bleu": bleu})
     return results
 
 
@@ -214,14 +235,18 @@ def main() -> None:
     parser.add_argument("--alpha", type=float, default=1.0, help="beam 4's power-law penalty")
     parser.add_argument("--precisions", nargs="+", choices=list(DTYPES))
     parser.add_argument("--skip-base", action="store_true")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--searches", nargs="+", choices=["greedy", "beam4"])
     args = parser.parse_args()
-    precisions = args.precisions or default_precisions()
+    gpu = args.device != "cpu"
+    precisions = args.precisions or (["fp32", "bf16"] if gpu else default_precisions())
     names = [f"{kind} {p}" for p in precisions for kind in ("ours", "hf")]
-    names += ["ct2 fp32", "ct2 int8"]
+    names += ["ct2 fp32", "ct2 int8"] + (["ct2 bf16"] if "bf16" in precisions else [])
     lines = read_lines("test_2016_flickr.en")[: args.sentences]
     refs = read_lines("test_2016_flickr.de")[: args.sentences]
     beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=args.alpha, length_norm="power")
     searches = [("greedy", DecodeConfig()), ("beam4", beam)]
+    searches = [(n, s) for n, s in searches if n in (args.searches or [n])]
     records = []
     if not args.skip_base:
         torch.manual_seed(0)
@@ -235,7 +260,7 @@ def main() -> None:
             records += compare(model, tokenizer, lines, refs, name, search, None, names, args)
     else:
         print("no --ckpt (or NMT_BENCH_CKPT): speed only, no BLEU figures", flush=True)
-    save_records(records, "inference")
+    save_records(records, "inference" if not gpu else f"inference_{args.device}")
 
 
 if __name__ == "__main__":

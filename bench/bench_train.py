@@ -7,14 +7,15 @@ of its own, so its peak memory (its process tree's PSS, bench/harness.py) is its
 HF first picks its attention (`eager` or `sdpa`) by a short run of each, printed; then both
 systems are timed for `--rounds` rounds, the order rotating (bench/harness.py), and each
 ratio is the median of the per-round ratios with their min and max. fp32 against fp32, and
-bf16 autocast against bf16 autocast where the CPU multiplies bf16 natively.
+bf16 autocast against bf16 autocast where the device multiplies bf16 natively. `--device cuda`
+runs both on the GPU; each run's peak memory is then the GPU's (`max_memory_allocated`).
 
 Each worker runs its batches once untimed, then times them: the second epoch of a run, when
 every batch shape has been seen. With native bf16, oneDNN compiles a kernel for each new
 product shape (~2 ms each); a run pays that in its first epoch only (the sampler's batch
 shapes recur every epoch), and both systems get the same kernel cache (nmt.cpu).
 
-    python bench/bench_train.py [--rounds 5] [--steps N] [--shapes tiny base]
+    python bench/bench_train.py [--rounds 5] [--steps N] [--shapes tiny base] [--device cuda]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 
 import torch
 from common import default_precisions, multi30k_tokenizer, save_records
@@ -41,6 +43,7 @@ SHAPES = {
 # step ~7 s); the untimed pass before them doubles a worker's time, and 5 rounds of both
 # systems keep the whole comparison near 10 minutes.
 DEFAULT_STEPS = {"base": 3, "tiny": 24}
+GPU_STEPS = 60  # a base step takes ~30 ms on an H100: a few seconds per system
 ATTENTION = ["eager", "sdpa"]  # HF's attention implementations, each tried
 
 
@@ -83,21 +86,29 @@ def build_ours(shape: dict, vocab: int):
     return model, loss_sum
 
 
-def worker(system: str, shape_name: str, precision: str, steps: int) -> dict:
+def worker(system: str, shape_name: str, precision: str, steps: int, device: str) -> dict:
     set_onednn_kernel_cache(TrainConfig.onednn_kernel_cache)  # as nmt.train; before any product
     torch.manual_seed(0)
     tokenizer = multi30k_tokenizer()
-    batches = real_batches(tokenizer, steps)
+    batches = [
+        replace(b, src=b.src.to(device), tgt_in=b.tgt_in.to(device), tgt_out=b.tgt_out.to(device))
+        for b in real_batches(tokenizer, steps)
+    ]
     if system == "ours":
         model, loss_of = build_ours(SHAPES[shape_name], tokenizer.vocab_size)
     else:  # hf-eager or hf-sdpa
         attention = system.removeprefix("hf-")
         model, loss_of = build_hf(SHAPES[shape_name], tokenizer.vocab_size, attention=attention)
-    model.train()
+    model.to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")
+    autocast = torch.autocast(
+        torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16"
+    )
+    gpu = torch.device(device).type == "cuda"
+    sync = torch.cuda.synchronize if gpu else lambda: None
     tokens, elapsed = 0, 0.0
     for timed in (False, True):  # a warm pass over the batches, then the timed one
+        sync()
         for batch in batches:
             start = time.perf_counter()
             with autocast:
@@ -105,35 +116,41 @@ def worker(system: str, shape_name: str, precision: str, steps: int) -> dict:
             (loss / batch.num_tgt_tokens).backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+            sync()
             if timed:
                 elapsed += time.perf_counter() - start
                 tokens += batch.num_tgt_tokens
-    return {"tokens": tokens, "seconds": elapsed}
+    gpu_mib = torch.cuda.max_memory_allocated() / 2**20 if gpu else None
+    return {"tokens": tokens, "seconds": elapsed, "gpu_mib": gpu_mib}
 
 
-def run(system: str, shape: str, precision: str, steps: int) -> Run:
+def run(system: str, shape: str, precision: str, steps: int, device: str) -> Run:
     """One worker subprocess: its target tokens, the seconds its timed steps took, and its
-    peak memory (PSS of the process and any children)."""
+    peak memory (PSS of the process and any children; on a GPU, the GPU's)."""
     cmd = [sys.executable, __file__, "--worker", system, shape, precision, "--steps", str(steps)]
-    out, peak_mib = run_measured(cmd)
+    out, peak_mib = run_measured(cmd + ["--device", device])
     result = json.loads(out.strip().splitlines()[-1])
-    return Run(result["tokens"], None, None, result["seconds"], peak_mib)
+    return Run(result["tokens"], None, None, result["seconds"], result["gpu_mib"] or peak_mib)
 
 
-def compare(shape: str, precision: str, steps: int, rounds: int) -> list[dict]:
+def compare(shape: str, precision: str, steps: int, rounds: int, device: str) -> list[dict]:
+    prefix = "train" if device == "cpu" else f"train_{device}"
     attention = sweep(
         f"{shape}/{precision} hf attention",
-        {a: lambda a=a: run(f"hf-{a}", shape, precision, max(1, steps // 2)) for a in ATTENTION},
+        {
+            a: lambda a=a: run(f"hf-{a}", shape, precision, max(1, steps // 2), device)
+            for a in ATTENTION
+        },
         warm=False,  # each worker warms itself
     )
     sides = [
-        Side("ours", "", lambda: run("ours", shape, precision, steps)),
-        Side("hf", attention, lambda: run(f"hf-{attention}", shape, precision, steps)),
+        Side("ours", "", lambda: run("ours", shape, precision, steps, device)),
+        Side("hf", attention, lambda: run(f"hf-{attention}", shape, precision, steps, device)),
     ]
     timings = alternate(sides, "tgt tok/s", rounds, same_work=False, warm=False)
     ratios = [
-        timings.ratio("ours", "hf", f"train/{shape}/{precision}/tokens_per_s"),
-        timings.memory_ratio("ours", "hf", f"train/{shape}/{precision}/peak_memory"),
+        timings.ratio("ours", "hf", f"{prefix}/{shape}/{precision}/tokens_per_s"),
+        timings.memory_ratio("ours", "hf", f"{prefix}/{shape}/{precision}/peak_memory"),
     ]
     for ratio in ratios:
         print("  " + ratio.line(), flush=True)
@@ -149,20 +166,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--shapes", nargs="+", default=["tiny", "base"])
     parser.add_argument("--precisions", nargs="+", choices=["fp32", "bf16"])
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     if args.rounds < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--rounds and --steps must be at least 1")
     if args.worker:
-        print(json.dumps(worker(*args.worker, args.steps)))
+        print(json.dumps(worker(*args.worker, args.steps, args.device)))
         return
     multi30k_tokenizer()  # train it once, outside the timed workers
-    precisions = args.precisions or default_precisions()
+    gpu = args.device != "cpu"
+    precisions = args.precisions or (["fp32", "bf16"] if gpu else default_precisions())
     records = []
     for shape in args.shapes:
         for precision in precisions:
-            steps = args.steps if args.steps is not None else DEFAULT_STEPS[shape]
-            records += compare(shape, precision, steps, args.rounds)
-    save_records(records, "train")
+            steps = args.steps or (GPU_STEPS if gpu else DEFAULT_STEPS[shape])
+            records += compare(shape, precision, steps, args.rounds, args.device)
+    save_records(records, "train" if not gpu else f"train_{args.device}")
 
 
 if __name__ == "__main__":
