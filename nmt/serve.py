@@ -21,11 +21,15 @@ EXAMPLE = "python -m nmt.serve ckpt=outputs/<run>/model.pt port=8000"
 
 
 def run(cfg: ServeConfig, overrides: list[str]) -> None:
+    from nmt.serving.inprocess import InProcessServer
     from nmt.serving.server import build_server
 
     server, line = build_server(cfg, overrides)
     log.info("Serving %s", line)
     log.info("Loading the model; http://%s:%d/health answers ok once ready", cfg.host, cfg.port)
+    if isinstance(server, InProcessServer):
+        server.run(cfg.host, cfg.port, cfg.log_level)
+        return
     server.run(
         host=cfg.host,
         port=cfg.port,

@@ -75,3 +75,71 @@ def test_an_idle_worker_blocks_then_comes_back_empty_and_stops_on_the_sentinel(m
     waiting.put(_SENTINEL_VALUE)
     with pytest.raises(_StopLoopError):
         loop.get_batch_requests(api, waiting, transport)
+
+
+# --- the in-process batcher of the CTranslate2 server (nmt/serving/inprocess.py) ---
+
+
+def batcher_run(predict, arrivals, workers=1, size=8, wait=0.2, timeout=30.0):
+    """Post payloads at their arrival times (s) to a Batcher over `predict`; its answers."""
+    import asyncio
+
+    from nmt.serving.inprocess import Batcher
+
+    async def main():
+        batcher = Batcher(predict, workers, size, wait, timeout, lambda: "504")
+        task = asyncio.create_task(batcher.run())
+
+        async def post(payload, at):
+            await asyncio.sleep(at)
+            return await batcher.answer(payload)
+
+        answers = await asyncio.gather(*(post(p, at) for p, at in arrivals))
+        task.cancel()
+        batcher.pool.shutdown()
+        return answers
+
+    return asyncio.run(main())
+
+
+def test_the_batcher_answers_each_request_its_own_and_batches_those_that_wait_together():
+    batches = []
+
+    def predict(payloads):
+        batches.append(list(payloads))
+        return [p.upper() for p in payloads]
+
+    arrivals = [("a", 0.0), ("b", 0.05), ("c", 0.1), ("d", 0.6)]
+    answers = batcher_run(predict, arrivals, size=8, wait=0.3)
+    assert answers == ["A", "B", "C", "D"]
+    assert batches == [["a", "b", "c"], ["d"]]  # d came after a's window closed
+
+
+def test_the_batcher_stops_a_batch_at_its_size_and_keeps_workers_batches_in_flight():
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def predict(payloads):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return [len(payloads)] * len(payloads)
+
+    answers = batcher_run(predict, [(str(i), 0.0) for i in range(6)], workers=2, size=2)
+    assert answers == [2] * 6 and most[0] == 2
+
+
+def test_a_request_not_taken_within_the_timeout_gets_the_timeout_answer_undecoded():
+    decoded = []
+
+    def predict(payloads):
+        decoded.extend(payloads)
+        time.sleep(0.5)  # the only worker is busy past the others' timeout
+        return ["ok"] * len(payloads)
+
+    arrivals = [("hog", 0.0), ("late1", 0.1), ("late2", 0.1)]
+    answers = batcher_run(predict, arrivals, size=1, wait=0.01, timeout=0.3)
+    assert answers == ["ok", "504", "504"] and decoded == ["hog"]

@@ -1,9 +1,12 @@
-"""`nmt.serve`'s HTTP server: LitServe (FastAPI and uvicorn underneath) around TranslationAPI.
+"""`nmt.serve`'s HTTP server around TranslationAPI: for the torch backend LitServe (FastAPI
+and uvicorn underneath, model worker processes), for CTranslate2 one process (inprocess.py:
+its engine decodes in threads of its own, and LitServe's queues between processes cost it a
+fifth of its throughput, docs/benchmarks.md).
 
-Routes: POST /translate (checked by RequestGate, then batched by LitServe into
-TranslationAPI.predict), GET /health (200 "ok" while every model worker is up with the model
-loaded, else 503 saying how many are: workers.py), GET /info (LitServe's, with our ModelCard
-as "model"), GET / (the page, page.html), and FastAPI's /docs and /openapi.json.
+Routes: POST /translate (checked by RequestGate, then batched into TranslationAPI.predict),
+GET /health (200 "ok" while every model worker is up with the model loaded, else 503 saying
+how many are: workers.py), GET /info (our ModelCard as "model"), GET / (the page,
+page.html), and FastAPI's /docs and /openapi.json.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from importlib import resources
 from importlib.metadata import version
 
 import litserve as ls
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
@@ -25,6 +28,7 @@ from nmt.inference.loading import check_model, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
 from nmt.serving.api import TranslationAPI
 from nmt.serving.gate import Limits, RequestGate
+from nmt.serving.inprocess import InProcessServer
 from nmt.serving.workers import ModelWorkers, watch_workers
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
@@ -57,7 +61,9 @@ def with_workers(cfg: ServeConfig) -> ServeConfig:
     return replace(cfg, workers=workers, threads=cfg.threads or max(1, cores // workers))
 
 
-def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, str]:
+def build_server(
+    cfg: ServeConfig, overrides: list[str]
+) -> tuple[ls.LitServer | InProcessServer, str]:
     """The server, not yet running, and a line saying what it serves with which search."""
     check_serve(cfg)
     cfg = with_workers(cfg)
@@ -87,6 +93,16 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
         "version": version("nmt"),
     }
     gate = {"path": "/translate", "limits": limits, "default": search}
+    if cfg.backend == "ctranslate2":
+        # one engine, workers x threads single-threaded decoders; `workers` batches at once
+        api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
+        server = InProcessServer(
+            api, cfg.workers, cfg.batch_requests, cfg.batch_wait_ms / 1000, cfg.timeout, metadata
+        )
+        server.app.add_middleware(RequestGate, **gate)
+        add_page(server.app, metadata)
+        server.app.add_exception_handler(RequestValidationError, one_line_422)
+        return server, f"{card.name}: {search_line}"
     workers = ModelWorkers(cfg.workers)
     server = ls.LitServer(
         TranslationAPI(cfg, overrides, card.name),
@@ -100,7 +116,7 @@ def build_server(cfg: ServeConfig, overrides: list[str]) -> tuple[ls.LitServer, 
         callbacks=[workers],
     )
     watch_workers(server, workers)  # its requests answered, /health telling
-    add_page(server, metadata)
+    add_page(server.app, metadata)
     server.app.add_exception_handler(RequestValidationError, one_line_422)
     return server, f"{card.name}: {search_line}"
 
@@ -109,15 +125,15 @@ def accelerator(device: str) -> str:
     return "auto" if device == "auto" else ("cpu" if device == "cpu" else "cuda")
 
 
-def add_page(server: ls.LitServer, metadata: dict) -> None:
-    """Serve page.html at / in place of LitServe's "litserve running"."""
+def add_page(app: FastAPI, metadata: dict) -> None:
+    """Serve page.html at / (in place of LitServe's "litserve running")."""
     page = resources.files("nmt.serving").joinpath("page.html").read_text(encoding="utf-8")
     for key in ("direction", "name"):
         page = page.replace("{{" + key + "}}", html.escape(metadata[key]))
-    routes = server.app.router.routes
+    routes = app.router.routes
     routes[:] = [r for r in routes if getattr(r, "path", None) != "/"]
 
-    @server.app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
 

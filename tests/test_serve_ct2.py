@@ -1,0 +1,86 @@
+"""nmt.serve backend=ctranslate2: the in-process server (nmt/serving/inprocess.py) over HTTP.
+Served = offline (alone and concurrent), the same one-line 4xx as the torch server, /health,
+/info, the page, the OpenAPI schema. The batching rule itself: test_serve_batching.py."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import ROOT
+from test_serve import BAD, LIMITS, post
+
+from nmt.inference.output_text import best_text
+from nmt.serving.launch import launched
+
+pytestmark = pytest.mark.xdist_group("serve")
+
+
+@pytest.fixture(scope="module")
+def exported(overfit_engine, tmp_path_factory) -> Path:
+    from nmt.ct2.model_dir import export
+
+    return export(overfit_engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
+
+
+@pytest.fixture(scope="module")
+def server(exported: Path) -> Iterator[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    args = [f"ckpt={exported}", "backend=ctranslate2", "workers=2", "threads=1", *LIMITS]
+    with launched(args, env) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def lines(overfit_pairs) -> list[str]:
+    return [*overfit_pairs[0][:5], "", *overfit_pairs[0][5:12]]
+
+
+@pytest.fixture(scope="module")
+def offline(exported: Path, lines: list[str]) -> list[str]:
+    """The exported model's own search, offline, on one thread."""
+    from nmt.config import DecodeConfig
+    from nmt.inference.ct2_engine import CTranslate2Engine
+    from nmt.inference.search_choice import choose_search
+
+    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    search, _ = choose_search(engine.card, DecodeConfig(), [])
+    return best_text(engine.tokenizer, engine.translate(lines, search))
+
+
+def test_served_alone_together_and_concurrently_is_offline(server, lines, offline):
+    answer = post(server, {"text": lines}).json()
+    assert answer["translation"] == offline and answer["backend"] == "ctranslate2"
+    assert answer["translation"][5] == ""
+
+    def one(i: int) -> str:
+        return post(server, {"text": lines[i % len(lines)]}).json()["translation"]
+
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(one, range(48)))
+    assert got == [offline[i % len(lines)] for i in range(48)]
+
+
+@pytest.mark.parametrize(("body", "status", "message"), BAD[::3] + BAD[-4:])
+def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
+    reply = post(server, body)
+    assert reply.status_code == status, reply.text
+    detail = reply.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail and message in detail
+
+
+def test_health_info_page_and_schema(server, exported):
+    assert httpx.get(server + "/health", timeout=10).text == "ok"
+    info = httpx.get(server + "/info", timeout=10).json()["model"]
+    assert info["backend"] == "ctranslate2" and info["path"] == str(exported)
+    assert info["batching"]["workers"] == 2
+    assert info["limits"] == {"max_body_bytes": 20000, "max_lines": 16, "max_line_chars": 400}
+    page = httpx.get(server + "/", timeout=10)
+    assert page.status_code == 200 and "en-de" in page.text
+    schema = httpx.get(server + "/openapi.json", timeout=10).json()
+    body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"]["$ref"].endswith("/TranslateRequest")
