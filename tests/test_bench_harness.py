@@ -128,7 +128,9 @@ def test_forced_steps_are_equal_work_on_both_engines(overfit_engine, model_pt, t
     beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0, length_norm="power")
     for search in (DecodeConfig(), beam):
         torch_run = Ours(overfit_engine).decode(lines, search, steps=7)
-        ct2_run = ct2_engine(tmp_path / "int8", 1024, 1).decode(lines, search, steps=7)
+        ct2_run = ct2_engine(tmp_path / "int8", 1024, 1, "cpu", "default").decode(
+            lines, search, steps=7
+        )
         assert torch_run.work == ct2_run.work == (7, 7, 7)
         assert [len(t) for t in torch_run.output] == [6, 6, 6]
         assert [len(t) for t in ct2_run.output] == [7, 7, 7]

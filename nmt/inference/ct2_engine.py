@@ -60,6 +60,7 @@ class CTranslate2Engine(Engine):
     name = "ctranslate2"
     # each single-threaded worker takes a batch: smaller ones keep them all busy
     default_max_tokens = 1024
+    releases_gil = True
 
     def __init__(
         self, path: str | Path, device: str, compute_type: str, threads: int, max_tokens: int

@@ -41,6 +41,9 @@ class Engine(ABC):
     name: ClassVar[str]  # the backend= value that picks it
     attention_plots: ClassVar[bool] = False  # whether `attention` can give cross-attention
     default_max_tokens: ClassVar[int]  # the batch budget when a command names none
+    # decodes with the GIL let go, in threads of its own: nmt.serve then serves it from one
+    # process (nmt/serving/inprocess.py), not from worker processes
+    releases_gil: ClassVar[bool] = False
 
     def __init__(self, card: ModelCard, tokenizer: Tokenizer, planner: Planner, path: str):
         self.card, self.tokenizer, self.planner, self.path = card, tokenizer, planner, path

@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from nmt.cli import UsageError
 from nmt.config import ServeConfig
 from nmt.decoding.settings import check_search, describe_search
-from nmt.inference.loading import check_model, max_tokens, read_card
+from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
 from nmt.serving.api import TranslationAPI
 from nmt.serving.gate import Limits, RequestGate
@@ -93,7 +93,7 @@ def build_server(
         "version": version("nmt"),
     }
     gate = {"path": "/translate", "limits": limits, "default": search}
-    if cfg.backend == "ctranslate2":
+    if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
         server = InProcessServer(
