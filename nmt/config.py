@@ -296,6 +296,20 @@ class TranslateConfig(InferenceConfig):
     prefix_file: str | None = None
     chunk_lines: int = 10000  # lines read, translated and written at a time
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
+    # Each line also gets the translation's scores, tab-separated (nmt.inference.scores):
+    # "translation<TAB>log-prob per token<TAB>log-prob<TAB>each word's log-prob"
+    scores: bool = False
+
+
+@dataclass
+class ScoreConfig(InferenceConfig):
+    """`python -m nmt.score`: force-decode given translations, print how the model rates them."""
+
+    src: str = MISSING  # source lines
+    tgt: str = MISSING  # their translations, line by line
+    output: str | None = None  # default: stdout
+    chunk_lines: int = 10000
+    progress: str = "auto"
 
 
 @dataclass
@@ -373,6 +387,7 @@ def register_configs() -> None:
     for name, node in [
         ("train_schema", TrainConfig),
         ("translate_schema", TranslateConfig),
+        ("score_schema", ScoreConfig),
         ("evaluate_schema", EvaluateConfig),
         ("average", AverageConfig),
         ("export_schema", ExportConfig),

@@ -6,7 +6,8 @@ The search is the one stored with the model unless the command line names one
 (`decode=beam`, `decode=sample`, or single fields such as `decode.beam_size=8`); the log says
 which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
 first (the n best of beam search, or N samples). prefix_file=FILE (aligned with the input)
-forces the start of each translation. backend=ctranslate2 translates with a directory
+forces the start of each translation. scores=true adds the best translation's scores
+(output_text.score_columns) after a tab. backend=ctranslate2 translates with a directory
 written by `python -m nmt.export`, with the same contract. Input is read, translated and
 written `chunk_lines` lines at a time, so memory stays bounded for any input size; an output=
 file appears whole once every line is translated, or not at all. stdout
@@ -29,7 +30,7 @@ from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, sh
 from nmt.config import TranslateConfig, register_configs
 from nmt.files import atomic_path, read_chunks
 from nmt.inference.loading import check_model, load
-from nmt.inference.output_text import output_lines
+from nmt.inference.output_text import output_lines, score_columns
 from nmt.inference.search_choice import choose_search
 
 log = logging.getLogger("nmt.translate")
@@ -39,6 +40,8 @@ EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<ru
 def check_request(cfg: TranslateConfig) -> None:
     """Refuse settings that cannot work before loading anything."""
     check_model(cfg)
+    if cfg.scores and cfg.nbest > 1:
+        raise UsageError("scores=true scores the best translation: drop nbest= (or set it to 1)")
     for name in ("input", "prefix_file"):
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
@@ -85,7 +88,12 @@ def translate_stream(
                         f"({total + len(lines)})"
                     )
             nbest = engine.translate(lines, search, total + 1, forced)
-            for line in output_lines(engine.tokenizer, nbest, cfg.nbest):
+            out = output_lines(engine.tokenizer, nbest, cfg.nbest)
+            if cfg.scores:  # the best translations force-decoded: their own scores
+                best = [hyps[0].tokens if hyps else [] for hyps in nbest]
+                rated = engine.score(lines, best, total + 1)
+                out = [f"{text}\t{score_columns(s)}" for text, s in zip(out, rated, strict=True)]
+            for line in out:
                 sink.write(line + "\n")
             sink.flush()
             total += len(lines)

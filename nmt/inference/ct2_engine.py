@@ -197,6 +197,21 @@ class CTranslate2Engine(Engine):
         for outputs in pending:
             yield [self.hypotheses(output.result(), alpha) for output in outputs]
 
+    def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
+        """CTranslate2's `score_batch`, every batch queued at once as in `search_batches`."""
+        piece = self.tokenizer.sp.id_to_piece
+        pending = [
+            self.engine.score_batch(
+                [[piece(t) for t in ids[:-1]] for ids in batch.sources],  # config adds EOS
+                [[piece(t) for t in target] for target in batch.prefixes],
+                max_input_length=0,
+                asynchronous=True,
+            )
+            for batch in batches
+        ]
+        for outputs in pending:
+            yield [list(output.result().log_probs) for output in outputs]
+
     def hypotheses(self, output, alpha: float) -> list[Hypothesis]:
         """A CTranslate2 result as our n-best list: its score is log-prob / |Y| ** alpha, with
         |Y| counting EOS, so the log-prob is score * |Y| ** alpha."""

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 from nmt.decoding.settings import DecodeConfig, check_search
 from nmt.decoding.state import Hypothesis
-from nmt.inference.planner import Batch, Planner
+from nmt.inference.planner import Batch, Planner, encode_prefixes
+from nmt.inference.scores import Scores, scores
 from nmt.tokenizer import Tokenizer
 
 
@@ -106,6 +107,44 @@ class Engine(ABC):
     @abstractmethod
     def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
         """Per batch, in order, per sentence its n-best list: the one step an engine supplies."""
+
+    def score(
+        self,
+        lines: list[str],
+        targets: list[str] | list[list[int]],
+        first_line_number: int = 1,
+    ) -> list[Scores | None]:
+        """Force-decode each target (text, or ids without BOS and EOS) given its source line:
+        its scores (nmt.inference.scores), None for an empty or whitespace-only source line.
+        Batched as `translate` batches, so a pair scores the same alone or with others."""
+        if len(targets) != len(lines):
+            raise ValueError(f"{len(lines)} source lines but {len(targets)} targets")
+        numbers = list(range(first_line_number, first_line_number + len(lines)))
+        texts = [i for i, t in enumerate(targets) if isinstance(t, str)]
+        encoded = encode_prefixes(
+            self.tokenizer,
+            [targets[i] for i in texts],
+            self.planner.max_positions,
+            [numbers[i] for i in texts],
+        )
+        ids = [list(t) if not isinstance(t, str) else [] for t in targets]
+        for i, target in zip(texts, encoded, strict=True):
+            ids[i] = target
+        results: list[Scores | None] = [None] * len(lines)
+        batches = self.planner.plan(lines, DecodeConfig(), None, first_line_number)
+        for batch in batches:
+            batch.prefixes = [ids[i] for i in batch.lines]
+        for batch, per_sentence in zip(batches, self.score_batches(batches), strict=True):
+            for line, target, log_probs in zip(
+                batch.lines, batch.prefixes, per_sentence, strict=True
+            ):
+                results[line] = scores(self.tokenizer.pieces(target), log_probs)
+        return results
+
+    @abstractmethod
+    def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
+        """Per batch, per sentence: the log-prob of each token of its target (`prefixes`) and
+        of EOS after them, the target force-decoded."""
 
     @classmethod
     def runnable(cls, search: DecodeConfig) -> tuple[DecodeConfig, str]:

@@ -4,6 +4,7 @@ each on one line whatever the model wrote."""
 from __future__ import annotations
 
 from nmt.decoding.state import Hypothesis
+from nmt.inference.scores import Scores
 from nmt.tokenizer import Tokenizer
 
 # Characters that would split one output line into several.
@@ -39,3 +40,13 @@ def scored_texts(
     decode call for all of them."""
     texts = iter(tokenizer.decode([h.tokens for hyps in hypotheses for h in hyps]))
     return [[(one_line(next(texts)), h.score) for h in hyps] for hyps in hypotheses]
+
+
+def score_columns(scores: Scores | None) -> str:
+    """A translation's scores as three tab-separated columns: log-prob per token (EOS
+    included), log-prob, and each word's log-prob (space-separated, one per word of the
+    translation's text.split()). Three empty columns for an empty line."""
+    if scores is None:
+        return "\t\t"
+    words = " ".join(f"{lp:.4f}" for lp in scores.word_log_probs)
+    return f"{scores.mean_log_prob:.4f}\t{scores.log_prob:.4f}\t{words}"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -124,6 +125,27 @@ class TorchEngine(Engine):
             for batch in batches:
                 src, options = self.tensors(batch)
                 yield translate_batch(self.model, src, search, options)
+
+    @torch.inference_mode()
+    def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
+        """One teacher-forced pass per batch; an ensemble's log-prob is that of the mean of its
+        members' probabilities, as its search's is."""
+        members = self.model.members if isinstance(self.model, Ensemble) else [self.model]
+        bos, eos, pad = self.tokenizer.bos_id, self.tokenizer.eos_id, self.tokenizer.pad_id
+        device = self.model_device
+        with self.evaluating():
+            for batch in batches:
+                targets = batch.prefixes or [[] for _ in batch.lines]
+                src = padded(batch.sources, pad).to(device)
+                tgt_in = padded([[bos, *t] for t in targets], pad).to(device)
+                tgt_out = padded([[*t, eos] for t in targets], pad).to(device)
+                per_member = []
+                for member in members:
+                    states = member.teacher_forced_states(src, tgt_in)
+                    logits = member.project_vocab(states).float()
+                    per_member.append(logits.log_softmax(-1).gather(-1, tgt_out[..., None])[..., 0])
+                log_probs = torch.stack(per_member).logsumexp(0) - math.log(len(members))
+                yield [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
 
     def tensors(self, batch: Batch) -> tuple[torch.Tensor, SearchOptions]:
         """The batch's sources (B, S) and options (its prefixes, (B, P)) on the model's device."""
