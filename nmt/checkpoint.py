@@ -145,12 +145,21 @@ def read_inference_payload(path: Path, mmap: bool = False) -> dict:
 
 def store_search(path: str | Path, search: DecodeConfig) -> None:
     """Write `search` into a checkpoint (inference or Lightning) as the one chosen for it."""
+    _update(path, "a search", lambda target: target.update(search=asdict(search)))
+
+
+def store_info(path: str | Path, key: str, value: Any) -> None:
+    """Write `value` under `key` of a checkpoint's (inference or Lightning) info."""
+    _update(path, key, lambda target: target.setdefault("info", {}).update({key: value}))
+
+
+def _update(path: str | Path, what: str, change) -> None:
     path = Path(path)
     payload = read_checkpoint(path)
     target = payload if payload.get("format") == FORMAT else payload.get("nmt")
     if target is None:
-        raise CheckpointError(f"{path} is not an nmt checkpoint: cannot store a search in it")
-    target["search"] = asdict(search)
+        raise CheckpointError(f"{path} is not an nmt checkpoint: cannot store {what} in it")
+    change(target)
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
 

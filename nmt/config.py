@@ -297,7 +297,7 @@ class TranslateConfig(InferenceConfig):
     chunk_lines: int = 10000  # lines read, translated and written at a time
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
     # Each line also gets the translation's scores, tab-separated (nmt.inference.scores):
-    # "translation<TAB>log-prob per token<TAB>log-prob<TAB>each word's log-prob"
+    # "translation<TAB>log-prob per token<TAB>log-prob<TAB>word log-probs<TAB>confidence"
     scores: bool = False
 
 
@@ -310,6 +310,14 @@ class ScoreConfig(InferenceConfig):
     output: str | None = None  # default: stdout
     chunk_lines: int = 10000
     progress: str = "auto"
+
+
+@dataclass
+class CalibrateConfig(InferenceConfig):
+    """`python -m nmt.calibrate`: fit the model's confidence on held-out pairs (val), store it."""
+
+    src: str = MISSING  # source lines, e.g. val.en
+    ref: str = MISSING  # their references, e.g. val.de
 
 
 @dataclass
@@ -388,6 +396,7 @@ def register_configs() -> None:
         ("train_schema", TrainConfig),
         ("translate_schema", TranslateConfig),
         ("score_schema", ScoreConfig),
+        ("calibrate_schema", CalibrateConfig),
         ("evaluate_schema", EvaluateConfig),
         ("average", AverageConfig),
         ("export_schema", ExportConfig),

@@ -1,9 +1,10 @@
 """`python -m nmt.score ckpt=PATH src=FILE tgt=FILE [output=FILE] [backend=ctranslate2]`.
 
 Force-decodes each translation of tgt given its source line of src and writes, per pair, one
-line of three tab-separated columns: the log-prob per token (EOS included), the log-prob,
-and each word's log-prob, space-separated, one per word of the translation's
-`text.split()` (nmt.inference.scores; the columns `translate scores=true` adds). Batched as
+line of four tab-separated columns: the log-prob per token (EOS included), the log-prob,
+each word's log-prob, space-separated, one per word of the translation's `text.split()`,
+and the confidence, calibrated by `nmt.calibrate` (empty for a model not calibrated)
+(nmt.inference.scores; the columns `translate scores=true` adds). Batched as
 `translate` batches, on either engine; an empty source line gives empty columns. The two
 files must have as many lines. For scoring references (fairseq's --score-reference), for
 filtering back-translations, for comparing systems' outputs under one model.

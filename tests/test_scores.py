@@ -120,8 +120,8 @@ def test_score_and_translate_scores_write_the_same_columns_line_for_line(
     )
     assert translated.returncode == 0, translated.stderr.decode()
     rows = [row.split("\t") for row in translated.stdout.decode().splitlines()]
-    assert len(rows) == len(lines) and all(len(row) == 4 for row in rows)
-    assert rows[6] == ["", "", "", ""]
+    assert len(rows) == len(lines) and all(len(row) == 5 for row in rows)
+    assert rows[6] == ["", "", "", "", ""] and rows[0][4] == ""  # not calibrated
     tgt.write_text("".join(row[0] + "\n" for row in rows), encoding="utf-8")
     scored = run_module("nmt.score", [f"ckpt={model_pt}", f"src={src}", f"tgt={tgt}"], tmp_path)
     assert scored.returncode == 0, scored.stderr.decode()
@@ -139,3 +139,54 @@ def test_score_and_translate_scores_write_the_same_columns_line_for_line(
     assert "fewer lines than src" in message
     both = run_module("nmt.translate", [f"ckpt={model_pt}", "scores=true", "nbest=2"], tmp_path)
     assert both.returncode == 2 and b"scores=true scores the best" in both.stderr
+
+
+# --- the calibrated confidence (nmt.calibrate, nmt/inference/calibration.py) ---
+
+
+def test_a_calibration_is_monotone_bounded_and_flat_past_its_ends():
+    from nmt.inference.calibration import Calibration
+
+    raw = [-3.0, -2.5, -2.0, -1.5, -1.0, -0.5, -0.2]
+    chrf = [0.1, 0.3, 0.2, 0.5, 0.4, 0.9, 0.8]  # noisy, but rising with the score
+    fitted = Calibration.fit(raw, chrf, {"lines": 7})
+    points = [fitted.confidence(x) for x in [-9.0, *raw, 0.0]]
+    assert points == sorted(points) and 0.0 <= points[0] and points[-1] <= 1.0
+    assert points[0] == fitted.confidence(-3.0) and points[-1] == fitted.confidence(-0.2)
+    assert Calibration.from_info({"confidence": fitted.as_info()}) == fitted
+    assert Calibration.from_info({}) is None
+
+
+def test_calibrate_stores_the_confidence_in_the_model_and_its_export(
+    model_pt, overfit_pairs, tmp_path: Path
+):
+    import shutil
+
+    from nmt.checkpoint import load_checkpoint
+    from nmt.ct2.model_dir import export
+    from nmt.inference.ct2_engine import CTranslate2Engine
+    from nmt.inference.torch_engine import TorchEngine
+
+    model = tmp_path / "model.pt"
+    shutil.copy(model_pt, model)
+    src, ref = tmp_path / "val.en", tmp_path / "val.de"
+    src.write_text("".join(line + "\n" for line in overfit_pairs[0][:40]), encoding="utf-8")
+    ref.write_text("".join(line + "\n" for line in overfit_pairs[1][:40]), encoding="utf-8")
+    done = run_module("nmt.calibrate", [f"ckpt={model}", f"src={src}", f"ref={ref}"], tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"confidence fitted on 40 lines" in done.stderr
+    engine = TorchEngine.load([str(model)], "cpu", "float32", 4096)
+    assert engine.calibration is not None and engine.calibration.fitted_on["lines"] == 40
+    pairs = (overfit_pairs[0][:8], overfit_pairs[1][:8])
+    rated = engine.score(*pairs)
+    assert all(0.0 <= r.confidence <= 1.0 for r in rated)
+    assert [r.confidence for r in rated] == [
+        engine.calibration.confidence(r.mean_log_prob) for r in rated
+    ]
+    exported = export(load_checkpoint(model), tmp_path / "f32", "float32", False)
+    ct2 = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    assert ct2.calibration == engine.calibration
+    for a, b in zip(ct2.score(*pairs), rated, strict=True):
+        assert a.confidence == pytest.approx(b.confidence, abs=1e-3)
+    missing = run_module("nmt.calibrate", [f"ckpt={model}", f"src={src}", "ref=nope"], tmp_path)
+    assert missing.returncode == 2 and b"ref=nope not found" in missing.stderr

@@ -131,7 +131,16 @@ def read_model_dir(path: str | Path) -> ModelDir:
 
 def store_dir_search(path: str | Path, search: DecodeConfig) -> None:
     """Write `search` into an exported directory's nmt.json as the one to run with."""
+    _update(path, lambda settings: settings.update(search=asdict(search)))
+
+
+def store_dir_info(path: str | Path, key: str, value: Any) -> None:
+    """Write `value` under `key` of an exported directory's info (nmt.json)."""
+    _update(path, lambda settings: settings.setdefault("info", {}).update({key: value}))
+
+
+def _update(path: str | Path, change) -> None:
     settings_file = Path(path) / SETTINGS
     settings = json.loads(settings_file.read_text(encoding="utf-8"))
-    settings["search"] = asdict(search)
+    change(settings)
     write_text(settings_file, json.dumps(settings, indent=2, default=str) + "\n")

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_search
+from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_info, store_dir_search
 from nmt.decoding.penalties import gnmt_as_power
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
@@ -125,6 +125,10 @@ class CTranslate2Engine(Engine):
 
     def store_search(self, search: DecodeConfig) -> None:
         store_dir_search(self.path, search)
+
+    def store_info(self, key: str, value) -> None:
+        store_dir_info(self.path, key, value)
+        self.info[key] = value
 
     @classmethod
     def runnable(cls, search: DecodeConfig) -> tuple[DecodeConfig, str]:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from nmt.decoding.settings import DecodeConfig, check_search
 from nmt.decoding.state import Hypothesis
+from nmt.inference.calibration import INFO_KEY, Calibration
 from nmt.inference.planner import Batch, Planner, encode_prefixes
 from nmt.inference.scores import Scores, scores
 from nmt.tokenizer import Tokenizer
@@ -131,6 +132,7 @@ class Engine(ABC):
         for i, target in zip(texts, encoded, strict=True):
             ids[i] = target
         results: list[Scores | None] = [None] * len(lines)
+        calibration = self.calibration
         batches = self.planner.plan(lines, DecodeConfig(), None, first_line_number)
         for batch in batches:
             batch.prefixes = [ids[i] for i in batch.lines]
@@ -138,7 +140,7 @@ class Engine(ABC):
             for line, target, log_probs in zip(
                 batch.lines, batch.prefixes, per_sentence, strict=True
             ):
-                results[line] = scores(self.tokenizer.pieces(target), log_probs)
+                results[line] = scores(self.tokenizer.pieces(target), log_probs, calibration)
         return results
 
     @abstractmethod
@@ -171,6 +173,19 @@ class Engine(ABC):
     @abstractmethod
     def store_search(self, search: DecodeConfig) -> None:
         """Store `search` with the model, as the one commands run from now on."""
+
+    @abstractmethod
+    def store_info(self, key: str, value: Any) -> None:
+        """Store `value` under `key` of the model's info, on disk (and in `info` now)."""
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The map from a sentence's log-prob per token to a confidence (nmt.calibrate)."""
+        return Calibration.from_info(self.info)
+
+    def calibrate(self, calibration: Calibration) -> None:
+        """Store `calibration` with the model: its confidences from now on."""
+        self.store_info(INFO_KEY, calibration.as_info())
 
     def attention(self, line: str, search: DecodeConfig):
         """(source pieces, output pieces, (len(output) + 1, len(source)) weights) of one line's

@@ -43,10 +43,12 @@ def scored_texts(
 
 
 def score_columns(scores: Scores | None) -> str:
-    """A translation's scores as three tab-separated columns: log-prob per token (EOS
-    included), log-prob, and each word's log-prob (space-separated, one per word of the
-    translation's text.split()). Three empty columns for an empty line."""
+    """A translation's scores as four tab-separated columns: log-prob per token (EOS
+    included), log-prob, each word's log-prob (space-separated, one per word of the
+    translation's text.split()), and the calibrated confidence ("" for a model with no
+    calibration). Four empty columns for an empty line."""
     if scores is None:
-        return "\t\t"
+        return "\t\t\t"
     words = " ".join(f"{lp:.4f}" for lp in scores.word_log_probs)
-    return f"{scores.mean_log_prob:.4f}\t{scores.log_prob:.4f}\t{words}"
+    confidence = "" if scores.confidence is None else f"{scores.confidence:.4f}"
+    return f"{scores.mean_log_prob:.4f}\t{scores.log_prob:.4f}\t{words}\t{confidence}"

@@ -25,6 +25,7 @@ class Scores:
     token_log_probs: list[float]
     words: list[str]
     word_log_probs: list[float]
+    confidence: float | None = None  # calibrated (nmt.calibrate), None for a model without
 
     @property
     def log_prob(self) -> float:
@@ -55,11 +56,15 @@ def word_spans(pieces: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def scores(pieces: list[str], log_probs: list[float]) -> Scores:
-    """`pieces` of a translation without EOS, `log_probs` one per piece and EOS last."""
+def scores(pieces: list[str], log_probs: list[float], calibration=None) -> Scores:
+    """`pieces` of a translation without EOS, `log_probs` one per piece and EOS last;
+    `calibration` (nmt.inference.calibration) gives the confidence."""
     if len(log_probs) != len(pieces) + 1:
         raise ValueError(f"{len(log_probs)} log-probs for {len(pieces)} pieces and EOS")
     spans = word_spans(pieces)
     words = ["".join(pieces[a:b]).replace(WORD_START, " ").strip() for a, b in spans]
     word_log_probs = [sum(log_probs[a:b]) for a, b in spans]
-    return Scores([*pieces, "</s>"], list(log_probs), words, word_log_probs)
+    rated = Scores([*pieces, "</s>"], list(log_probs), words, word_log_probs)
+    if calibration is not None:
+        rated.confidence = calibration.confidence(rated.mean_log_prob)
+    return rated

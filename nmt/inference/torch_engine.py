@@ -12,7 +12,13 @@ from pathlib import Path
 import torch
 
 from nmt import cpu
-from nmt.checkpoint import Checkpoint, CheckpointError, load_checkpoint, store_search
+from nmt.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    load_checkpoint,
+    store_info,
+    store_search,
+)
 from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions
@@ -193,6 +199,12 @@ class TorchEngine(Engine):
         if "ensemble" in self.info:
             raise ValueError("an ensemble's search is not stored: store it in one model")
         store_search(self.path, search)
+
+    def store_info(self, key: str, value) -> None:
+        if "ensemble" in self.info:
+            raise ValueError(f"an ensemble's {key} is not stored: store it in one model")
+        store_info(self.path, key, value)
+        self.info[key] = value
 
 
 def padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
