@@ -170,6 +170,46 @@ def test_a_line_is_translated_alike_alone_or_batched_with_other_requests(api, li
     assert together[0]["translation"] and together[-1]["translation"] == []
 
 
+def flat_numbers(tree) -> list[float]:
+    """Every number in a JSON tree, in order (None counts as nan)."""
+    if isinstance(tree, dict):
+        return [x for value in tree.values() for x in flat_numbers(value)]
+    if isinstance(tree, list):
+        return [x for value in tree for x in flat_numbers(value)]
+    return [float("nan") if tree is None else tree] if not isinstance(tree, str) else []
+
+
+def test_scores_on_request_are_the_engines_own_alone_or_batched(api, overfit_engine, lines):
+    """`"scores": true` adds each line's scores (the engine's `score` of its translation);
+    other requests of the same batch get none."""
+    bodies = [
+        {"text": lines, "scores": True},
+        {"text": lines[0]},
+        {"text": lines[1], "scores": True},
+    ]
+    together = served_with(api, bodies)
+    alone = [served_with(api, [body])[0] for body in bodies]
+    batched = [flat_numbers(a.pop("scores", None)) for a in together]
+    single = [flat_numbers(a.pop("scores", None)) for a in alone]
+    assert together == alone  # all but the scores exactly; the scores to float rounding
+    for got, want in zip(batched, single, strict=True):
+        assert got == pytest.approx(want, abs=1e-5, nan_ok=True)
+    together = served_with(api, bodies)
+    answer = together[0]
+    assert together[1].get("scores") is None and answer["scores"][5] is None  # the empty line
+    own = overfit_engine.search
+    best = [h[0].tokens if h else [] for h in overfit_engine.translate(lines, own)]
+    expected = overfit_engine.score(lines, best)
+    for text, got, rated in zip(answer["translation"], answer["scores"], expected, strict=True):
+        if rated is None:
+            continue
+        assert [w["word"] for w in got["words"]] == text.split()
+        assert [w["probability"] for w in got["words"]] == pytest.approx(rated.word_probs)
+        assert got["log_prob_per_token"] == pytest.approx(rated.mean_log_prob)
+        assert got["confidence"] is None  # this model was never calibrated
+    assert together[2]["scores"] == answer["scores"][1]
+
+
 def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
     from nmt.ct2.model_dir import export
     from nmt.inference.ct2_engine import CTranslate2Engine

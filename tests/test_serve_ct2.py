@@ -65,6 +65,15 @@ def test_served_alone_together_and_concurrently_is_offline(server, lines, offlin
     assert got == [offline[i % len(lines)] for i in range(48)]
 
 
+def test_scores_on_request_over_http(server, lines, offline):
+    answer = post(server, {"text": lines[:2], "scores": True}).json()
+    assert answer["translation"] == offline[:2]
+    for text, scores in zip(answer["translation"], answer["scores"], strict=True):
+        assert [w["word"] for w in scores["words"]] == text.split()
+        assert all(0.0 < w["probability"] <= 1.0 for w in scores["words"])
+    assert post(server, {"text": lines[0], "scores": "yes"}).status_code == 422
+
+
 @pytest.mark.parametrize(("body", "status", "message"), BAD[::3] + BAD[-4:])
 def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
     reply = post(server, body)

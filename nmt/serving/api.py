@@ -99,15 +99,33 @@ class TranslationAPI(ls.LitAPI):
             prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
         hypotheses = self.engine.translate(lines, search, 1, prefixes)
         scored = scored_texts(self.engine.tokenizer, hypotheses)
+        rated = self.rate(jobs, lines, hypotheses)
         answers, first = [], 0
         for request, _ in jobs:
             mine = scored[first : first + len(request.lines)]
+            scores = rated[first : first + len(request.lines)] if request.scores else None
             first += len(request.lines)
             best = [hyps[0][0] if hyps else "" for hyps in mine]
             nbest = mine if search.nbest > 1 else None
             backend = self.engine.name
-            answers.append(response(request, best, nbest, self.model_name, backend, search))
+            answer = response(request, best, nbest, self.model_name, backend, search, scores)
+            answers.append(answer)
         return answers
+
+    def rate(self, jobs, lines: list[str], hypotheses) -> list:
+        """The scores of the best translation of each line of the requests that asked for
+        them (one force-decoding call for all of those), None elsewhere."""
+        wanted = [request.scores for request, _ in jobs for _ in request.lines]
+        if not any(wanted):
+            return [None] * len(lines)
+        picked = [i for i, want in enumerate(wanted) if want]
+        best = [hypotheses[i][0].tokens if hypotheses[i] else [] for i in picked]
+        rated: list = [None] * len(lines)
+        for i, scores in zip(
+            picked, self.engine.score([lines[i] for i in picked], best), strict=True
+        ):
+            rated[i] = scores
+        return rated
 
     def encode_response(self, answer) -> TranslateResponse:
         if isinstance(answer, Failure):

@@ -1,9 +1,11 @@
 """The JSON of `POST /translate`, and how a request's search is made from the model's own.
 
 A request: {"text": "A line." | ["line", ...], "prefix": same shape (optional),
-"search": {field of DecodeConfig: value, ...} (optional)}. The answer has `translation` in the
-shape of `text` (one line per line, "" for an empty one), `nbest` (the same shape, each a list
-of {"text", "score"}, when search.nbest > 1), and names the model and the search it ran.
+"search": {field of DecodeConfig: value, ...} (optional), "scores": true (optional)}. The
+answer has `translation` in the shape of `text` (one line per line, "" for an empty one),
+`nbest` (the same shape, each a list of {"text", "score"}, when search.nbest > 1), `scores`
+(the same shape, each {"confidence", "log_prob_per_token", "words": [{"word",
+"probability"}]} or null for an empty line, when asked), and names the model and the search.
 Types are strict: "5" is not a beam size, 1.5 is not a line.
 """
 
@@ -68,6 +70,10 @@ class TranslateRequest(BaseModel):
         default=None, description="The start of each translation, in the shape of text"
     )
     search: SearchSettings | None = Field(default=None, examples=[{"beam_size": 8}])
+    scores: bool = Field(
+        default=False,
+        description="Also give each line's confidence and its words' probabilities",
+    )
 
     @property
     def lines(self) -> list[str]:
@@ -85,6 +91,20 @@ class Hypothesis(BaseModel):
     score: float
 
 
+class WordScore(BaseModel):
+    word: str
+    probability: float  # the model's, of the word's pieces together (uncalibrated)
+
+
+class LineScores(BaseModel):
+    """How far to trust one translated line (nmt.inference.scores)."""
+
+    confidence: float | None  # calibrated: the expected sentence chrF / 100; None if the model
+    # was not calibrated (python -m nmt.calibrate)
+    log_prob_per_token: float
+    words: list[WordScore]  # the translation's text.split(), in order
+
+
 class TranslateResponse(BaseModel):
     """The translation in the shape of the request's text, and what made it."""
 
@@ -94,6 +114,7 @@ class TranslateResponse(BaseModel):
     backend: str
     search: dict
     search_text: str
+    scores: LineScores | None | list[LineScores | None] = None
 
 
 class RequestError(ValueError):
@@ -150,8 +171,10 @@ def response(
     model: str,
     backend: str,
     search: DecodeConfig,
+    rated: list | None = None,
 ) -> dict:
-    """The answer to `request`: lists for a list of lines, one value for one line."""
+    """The answer to `request`: lists for a list of lines, one value for one line. `rated`:
+    each line's Scores (None for an empty line) when the request asked for them."""
     single = isinstance(request.text, str)
     answer = {
         "translation": best[0] if single else best,
@@ -163,4 +186,19 @@ def response(
     if nbest is not None:
         lists = [[{"text": t, "score": s} for t, s in hyps] for hyps in nbest]
         answer["nbest"] = lists[0] if single else lists
+    if rated is not None:
+        lines = [line_scores(r) for r in rated]
+        answer["scores"] = lines[0] if single else lines
     return answer
+
+
+def line_scores(rated) -> dict | None:
+    """A line's Scores as LineScores' JSON; None for an empty line."""
+    if rated is None:
+        return None
+    words = zip(rated.words, rated.word_probs, strict=True)
+    return {
+        "confidence": rated.confidence,
+        "log_prob_per_token": rated.mean_log_prob,
+        "words": [{"word": word, "probability": p} for word, p in words],
+    }
