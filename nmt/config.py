@@ -299,6 +299,9 @@ class TranslateConfig(InferenceConfig):
     # Each line also gets the translation's scores, tab-separated (nmt.inference.scores):
     # "translation<TAB>log-prob per token<TAB>log-prob<TAB>word log-probs<TAB>confidence"
     scores: bool = False
+    # Each translation is followed by a tab and its word alignment in Pharaoh format, "0-0 1-2"
+    # (source word - target word, whitespace words; nmt.inference.alignment); after the scores
+    alignments: bool = False
 
 
 @dataclass

@@ -41,6 +41,18 @@ class ModelConfig:
     tie_embeddings: bool = True  # source embedding = target embedding = output projection
     max_positions: int = 1024
     pad_id: int = 0
+    # Word alignments come from the cross-attention of this decoder layer (None: the
+    # penultimate, or the only one), averaged over its first alignment_heads heads (0: all of
+    # them: raw attention; guided alignment trains head 0 and sets 1).
+    alignment_layer: int | None = None
+    alignment_heads: int = 0
+
+    @property
+    def alignment_layer_index(self) -> int:
+        """The 0-based decoder layer of `alignment_layer`."""
+        if self.alignment_layer is None:
+            return max(0, self.decoder_layers - 2)
+        return self.alignment_layer % self.decoder_layers
 
     def __post_init__(self) -> None:
         if self.pad_id != 0:
@@ -60,6 +72,15 @@ class ModelConfig:
             raise ValueError(
                 f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
             )
+        layer = self.alignment_layer
+        if layer is not None and not -self.decoder_layers <= layer < self.decoder_layers:
+            raise ValueError(
+                f"model.alignment_layer={layer} is not a layer of {self.decoder_layers}"
+            )
+        if not 0 <= self.alignment_heads <= self.n_heads:
+            raise ValueError(
+                f"model.alignment_heads must be in 0..{self.n_heads}, got {self.alignment_heads}"
+            )
 
 
 @dataclass
@@ -71,8 +92,9 @@ class DecoderCache:
     continues row i. A reorder only records them; the next step's copy that grows the cache
     gathers them, so a beam step copies the cache once, not twice.
     cross_k/cross_v: (B, H, S, Dh), computed from the encoder output once.
-    cross_attention: (B, T_new, S) last layer's cross-attention averaged over heads, filled by
-    `decode` only when `record_attention` is set (for reports; it costs a non-fused attention).
+    cross_attention: (B, T_new, S) the alignment layer's cross-attention averaged over its
+    alignment heads (ModelConfig), filled by `decode` only when `record_attention` is set (for
+    alignments and reports; it costs that layer a non-fused attention).
     """
 
     self_k: list[Tensor] = field(default_factory=list)
@@ -161,6 +183,7 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None,
         is_causal: bool = False,
         return_weights: bool = False,
+        weight_heads: int = 0,
     ) -> tuple[Tensor, Tensor | None]:
         """q (B, H, Lq, Dh), k/v (B_kv, H, Lk, Dh) with B = B_kv * g, mask broadcastable to
         (B_kv, H, g * Lq, Lk).
@@ -168,8 +191,8 @@ class MultiHeadAttention(nn.Module):
         With g > 1, rows g*i .. g*i + g - 1 of q attend to row i of k/v (the beams of one
         sentence to its source): they go in as g * Lq queries of that row, so the keys and
         values are read once per source rather than once per beam.
-        Returns the projected output (B, Lq, D) and, if asked, weights averaged over heads
-        (B, Lq, Lk).
+        Returns the projected output (B, Lq, D) and, if asked, weights averaged over the first
+        `weight_heads` heads (0: all) (B, Lq, Lk).
         """
         B, H, Lq, Dh = q.shape
         groups, rest = divmod(B, k.size(0))
@@ -193,7 +216,7 @@ class MultiHeadAttention(nn.Module):
                 scores.masked_fill_(~mask, float("-inf"))
             probs = scores.softmax(dim=-1)
             if return_weights:
-                weights = probs.mean(dim=1).view(B, Lq, -1)
+                weights = probs[:, : weight_heads or H].mean(dim=1).view(B, Lq, -1)
             out = F.dropout(probs, dropout, self.training) @ v
         else:
             out = F.scaled_dot_product_attention(
@@ -308,11 +331,12 @@ class DecoderLayer(nn.Module):
         self.ffn, self.ffn_res = feed_forward_sublayer(cfg)
 
     def forward(
-        self, x: Tensor, past: PastKeys, memory: MemoryKeys, record_attention: bool
+        self, x: Tensor, past: PastKeys, memory: MemoryKeys, record_attention: bool, heads: int = 0
     ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """One decoder layer over T new positions: x (B, T, D), B = B_src * g with g consecutive
         rows per source (beams). Returns x (B, T, D), the grown self-attention keys and values
-        (B, H, P + T, Dh) and cross-attention weights (B, T, S) if `record_attention`.
+        (B, H, P + T, Dh) and cross-attention weights (B, T, S) averaged over the first `heads`
+        heads (0: all) if `record_attention`.
         """
         q, k, v = self.self_attn.project_self(self.self_attn_res.before(x))
         if past.k is not None:
@@ -323,7 +347,7 @@ class DecoderLayer(nn.Module):
         x = self.self_attn_res.after(x, attn)
         q = self.cross_attn.split_heads(self.cross_attn.q_proj(self.cross_attn_res.before(x)))
         attn, weights = self.cross_attn.attend(
-            q, memory.k, memory.v, memory.mask, return_weights=record_attention
+            q, memory.k, memory.v, memory.mask, return_weights=record_attention, weight_heads=heads
         )
         x = self.cross_attn_res.after(x, attn)
         x = self.ffn_res.after(x, self.ffn(self.ffn_res.before(x)))
@@ -455,7 +479,7 @@ class Transformer(nn.Module):
         memory_mask = ~src_pad_mask[:, None, None, :]  # (B, 1, 1, S)
         x = self.embed(self.tgt_embed, tgt_in, offset=past)
         for i, layer in enumerate(self.decoder_layers):
-            record = cache.record_attention and i == len(self.decoder_layers) - 1
+            record = cache.record_attention and i == self.cfg.alignment_layer_index
             earlier = PastKeys(
                 cache.self_k[i] if past else None,
                 cache.self_v[i] if past else None,
@@ -463,7 +487,7 @@ class Transformer(nn.Module):
                 causal_mask,
             )
             memory_keys = MemoryKeys(cache.cross_k[i], cache.cross_v[i], memory_mask)
-            x, k, v, weights = layer(x, earlier, memory_keys, record)
+            x, k, v, weights = layer(x, earlier, memory_keys, record, self.cfg.alignment_heads)
             if past:
                 cache.self_k[i], cache.self_v[i] = k, v
             else:

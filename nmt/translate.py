@@ -7,8 +7,10 @@ The search is the one stored with the model unless the command line names one
 which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
 first (the n best of beam search, or N samples). prefix_file=FILE (aligned with the input)
 forces the start of each translation. scores=true adds the best translation's scores
-(output_text.score_columns) after a tab. backend=ctranslate2 translates with a directory
-written by `python -m nmt.export`, with the same contract. Input is read, translated and
+(output_text.score_columns) after a tab; alignments=true adds each translation's word
+alignment in Pharaoh format (nmt.inference.alignment) after a tab, the scores' too.
+backend=ctranslate2 translates with a directory written by `python -m nmt.export`, with the
+same contract. Input is read, translated and
 written `chunk_lines` lines at a time, so memory stays bounded for any input size; an output=
 file appears whole once every line is translated, or not at all. stdout
 holds only translations; logs and the progress bar go to stderr.
@@ -29,9 +31,11 @@ from omegaconf import OmegaConf
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
 from nmt.files import atomic_path, read_chunks
+from nmt.inference.alignment import pharaoh
 from nmt.inference.loading import check_model, load
 from nmt.inference.output_text import output_lines, score_columns
 from nmt.inference.search_choice import choose_search
+from nmt.model import ModelConfig
 
 log = logging.getLogger("nmt.translate")
 EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<run>/model.pt"
@@ -69,6 +73,13 @@ def translate_stream(
         engine.describe(),
     )
     log.info(search_line)
+    if cfg.alignments and not engine.card.shape.get("alignment_heads"):
+        log.warning(
+            "alignments=true: this model was trained without guided alignment, so its "
+            "alignments come from the raw attention of decoder layer %d (averaged over heads), "
+            "which aligns worse than a trained alignment head (docs/guide.md)",
+            ModelConfig(**engine.card.shape).alignment_layer_index,
+        )
     total = 0
     name = getattr(source, "name", "input")
     prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
@@ -87,12 +98,17 @@ def translate_stream(
                         f"prefix_file={cfg.prefix_file} has more lines than the input "
                         f"({total + len(lines)})"
                     )
-            nbest = engine.translate(lines, search, total + 1, forced)
+            nbest = engine.translate(lines, search, total + 1, forced, alignments=cfg.alignments)
             out = output_lines(engine.tokenizer, nbest, cfg.nbest)
             if cfg.scores:  # the best translations force-decoded: their own scores
                 best = [hyps[0].tokens if hyps else [] for hyps in nbest]
                 rated = engine.score(lines, best, total + 1)
                 out = [f"{text}\t{score_columns(s)}" for text, s in zip(out, rated, strict=True)]
+            if cfg.alignments and cfg.nbest == 1:
+                links = [pharaoh(hyps[0].alignment) if hyps else "" for hyps in nbest]
+                out = [f"{text}\t{link}" for text, link in zip(out, links, strict=True)]
+            elif cfg.alignments:
+                out = output_lines(engine.tokenizer, nbest, cfg.nbest, alignments=True)
             for line in out:
                 sink.write(line + "\n")
             sink.flush()

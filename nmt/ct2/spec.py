@@ -49,6 +49,9 @@ def transformer_spec(model: Transformer, pieces: list[str]) -> TransformerSpec:
         cfg.n_heads,
         pre_norm=cfg.norm == "pre",
         activation=ACTIVATIONS[cfg.activation],
+        # return_attention gives what our record_attention gives: this layer, these heads
+        alignment_layer=cfg.alignment_layer_index,
+        alignment_heads=cfg.alignment_heads or cfg.n_heads,
     )
     positions = array(model.positions)
     set_stack_inputs(spec.encoder, model.src_embed, positions)

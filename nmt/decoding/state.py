@@ -26,7 +26,7 @@ class Hypothesis:
 
     score: the search's ranking value (beam: log_prob / length penalty; greedy: log_prob).
     log_prob: sum of the token log-probs, EOS included.
-    attention: (len(tokens) + 1, S_real) last decoder layer's cross-attention averaged over
+    attention: (len(tokens) + 1, S_real) the alignment layer's cross-attention averaged over
     heads, one row per output token and EOS, on the CPU; None unless asked for.
     """
 
@@ -34,6 +34,8 @@ class Hypothesis:
     score: float
     log_prob: float
     attention: Tensor | None = None
+    # (source word, target word) pairs (nmt.inference.alignment), when asked for
+    alignment: list[tuple[int, int]] | None = None
 
 
 @dataclass

@@ -171,10 +171,13 @@ class CTranslate2Engine(Engine):
             options.update(beam_size=1, length_penalty=0.0)
         return options
 
-    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+    def search_batches(
+        self, batches: list[Batch], search: DecodeConfig, attention: bool = False
+    ) -> Iterator[list]:
         import ctranslate2
+        import torch
 
-        options = self.options(search)
+        options = self.options(search) | {"return_attention": attention}
         engine = self.engine
         if search.strategy == "sample":  # one worker, seeded now: the same draws in order
             ctranslate2.set_random_seed(search.seed)
@@ -197,9 +200,31 @@ class CTranslate2Engine(Engine):
                     min_decoding_length=min(search.min_len, limit),
                 )
             )
+        first_rows = [None] * len(batches)
+        if attention and options["beam_size"] > 1:
+            first_rows = [self.first_step_attention(engine, batch) for batch in batches]
         alpha = options.get("length_penalty", 0.0)
-        for outputs in pending:
-            yield [self.hypotheses(output.result(), alpha) for output in outputs]
+        for outputs, firsts in zip(pending, first_rows, strict=True):
+            found = [self.hypotheses(output.result(), alpha) for output in outputs]
+            for nbest, first in zip(found, firsts or [], strict=False):
+                for hyp in nbest:  # every beam starts from BOS: the same first row
+                    if len(hyp.attention):
+                        hyp.attention[0] = torch.tensor(first.result().attention[0][0])
+            yield found
+
+    def first_step_attention(self, engine, batch: Batch) -> list:
+        """CTranslate2 4.8's beam search returns a wrong first row of attention (not the
+        sentence's own; later rows are right, tests/test_alignment.py): each sentence's first
+        step, decoded alone (one step of greedy search), gives the right one."""
+        piece = self.tokenizer.sp.id_to_piece
+        return engine.translate_batch(
+            [[piece(t) for t in ids[:-1]] for ids in batch.sources],
+            asynchronous=True,
+            beam_size=1,
+            max_decoding_length=1,
+            return_attention=True,
+            max_input_length=0,
+        )
 
     def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
         """CTranslate2's `score_batch`, every batch queued at once as in `search_batches`."""
@@ -218,9 +243,15 @@ class CTranslate2Engine(Engine):
 
     def hypotheses(self, output, alpha: float) -> list[Hypothesis]:
         """A CTranslate2 result as our n-best list: its score is log-prob / |Y| ** alpha, with
-        |Y| counting EOS, so the log-prob is score * |Y| ** alpha."""
+        |Y| counting EOS, so the log-prob is score * |Y| ** alpha. Its attention, when asked
+        for: (output tokens, source tokens), neither EOS."""
+        import torch
+
         to_id = self.tokenizer.sp.piece_to_id
-        return [
+        found = [
             Hypothesis([to_id(p) for p in pieces], score, score * (len(pieces) + 1) ** alpha)
             for pieces, score in zip(output.hypotheses, output.scores, strict=True)
         ]
+        for hyp, weights in zip(found, output.attention or [], strict=False):
+            hyp.attention = torch.tensor(weights)
+        return found

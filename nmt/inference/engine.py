@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from nmt.decoding.settings import DecodeConfig, check_search
 from nmt.decoding.state import Hypothesis
+from nmt.inference.alignment import word_alignment
 from nmt.inference.calibration import INFO_KEY, Calibration
 from nmt.inference.planner import Batch, Planner, encode_prefixes
 from nmt.inference.scores import Scores, scores
@@ -88,26 +89,39 @@ class Engine(ABC):
         first_line_number: int = 1,
         prefixes: list[str] | None = None,
         done: Callable[[int], object] | None = None,
+        alignments: bool = False,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
         ("" = none), included in the hypotheses. `first_line_number`: what warnings call
-        lines[0]; `done(n)`: told of the n lines of each batch as it ends (progress bars).
+        lines[0]; `done(n)`: told of the n lines of each batch as it ends (progress bars);
+        `alignments`: each hypothesis gets its word alignment (nmt.inference.alignment).
         Raises SearchError (one line) for a search that is no search (`check`)."""
         self.check(search)
         search = self.runnable(search)[0]
         results: list[list[Hypothesis]] = [[] for _ in lines]
         batches = self.planner.plan(lines, search, prefixes, first_line_number)
-        for batch, nbests in zip(batches, self.search_batches(batches, search), strict=True):
-            for line, nbest in zip(batch.lines, nbests, strict=True):
+        found = self.search_batches(batches, search, alignments)
+        pieces = self.tokenizer.pieces
+        for batch, nbests in zip(batches, found, strict=True):
+            for line, source, nbest in zip(batch.lines, batch.sources, nbests, strict=True):
                 results[line] = nbest
+                for hyp in nbest if alignments else []:
+                    hyp.alignment = word_alignment(
+                        pieces(source[:-1]), pieces(hyp.tokens), hyp.attention
+                    )
+                    hyp.attention = None
             if done is not None:
                 done(len(batch.lines))
         return results
 
     @abstractmethod
-    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
-        """Per batch, in order, per sentence its n-best list: the one step an engine supplies."""
+    def search_batches(
+        self, batches: list[Batch], search: DecodeConfig, attention: bool = False
+    ) -> Iterator[list]:
+        """Per batch, in order, per sentence its n-best list: the one step an engine supplies.
+        `attention`: each hypothesis holds its alignment layer's cross-attention, at least
+        (len(tokens), len(source) - 1) (a row per output token, a column per source token)."""
 
     def score(
         self,

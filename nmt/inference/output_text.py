@@ -4,6 +4,7 @@ each on one line whatever the model wrote."""
 from __future__ import annotations
 
 from nmt.decoding.state import Hypothesis
+from nmt.inference.alignment import pharaoh
 from nmt.inference.scores import Scores
 from nmt.tokenizer import Tokenizer
 
@@ -22,15 +23,27 @@ def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[
     return [one_line(t) for t in texts]
 
 
-def output_lines(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]], nbest: int) -> list[str]:
+def output_lines(
+    tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]], nbest: int, alignments: bool = False
+) -> list[str]:
     """One output line per sentence: its best translation, or with nbest > 1 its n-best list
-    as "hypothesis<TAB>score" pairs joined by tabs, best first ("" for an empty line)."""
+    as "hypothesis<TAB>score" pairs joined by tabs, best first ("" for an empty line). With
+    `alignments`, each translation is followed by a tab and its Pharaoh word alignment."""
     if nbest == 1:
-        return best_text(tokenizer, hypotheses)
-    return [
-        "\t".join(f"{text}\t{score:.4f}" for text, score in scored)
-        for scored in scored_texts(tokenizer, hypotheses)
-    ]
+        texts = best_text(tokenizer, hypotheses)
+        if not alignments:
+            return texts
+        return [
+            f"{text}\t{pharaoh(hyps[0].alignment) if hyps else ''}"
+            for text, hyps in zip(texts, hypotheses, strict=True)
+        ]
+    lines = []
+    for scored, hyps in zip(scored_texts(tokenizer, hypotheses), hypotheses, strict=True):
+        fields = []
+        for (text, score), hyp in zip(scored, hyps, strict=True):
+            fields += [text, f"{score:.4f}"] + ([pharaoh(hyp.alignment)] if alignments else [])
+        lines.append("\t".join(fields))
+    return lines
 
 
 def scored_texts(

@@ -126,10 +126,13 @@ class TorchEngine(Engine):
         finally:
             self.model.train(was_training)
 
-    def search_batches(self, batches: list[Batch], search: DecodeConfig) -> Iterator[list]:
+    def search_batches(
+        self, batches: list[Batch], search: DecodeConfig, attention: bool = False
+    ) -> Iterator[list]:
         with self.evaluating():
             for batch in batches:
                 src, options = self.tensors(batch)
+                options.record_attention = attention
                 yield translate_batch(self.model, src, search, options)
 
     @torch.inference_mode()

@@ -1,0 +1,96 @@
+"""Word alignments (nmt/inference/alignment.py, translate alignments=true) on both engines:
+CTranslate2's float32 export aligns as torch does, a line aligns the same alone or batched,
+a forced prefix keeps its alignment, every pair indexes real words, and the output keeps
+one line per line, n-best lists included."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import run_module
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.inference.alignment import pharaoh, word_alignment, word_of_piece
+
+BEAM = DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0, length_norm="power")
+
+
+@pytest.fixture(scope="module")
+def lines(overfit_pairs) -> list[str]:
+    return [*overfit_pairs[0][:6], "", *overfit_pairs[0][6:12]]
+
+
+@pytest.fixture(scope="module")
+def ct2_f32(overfit_engine, tmp_path_factory):
+    from nmt.ct2.model_dir import export
+    from nmt.inference.ct2_engine import CTranslate2Engine
+
+    out = export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
+    return CTranslate2Engine(out, "cpu", "default", 1, 1024)
+
+
+def alignments(engine, lines, search, prefixes=None):
+    found = engine.translate(lines, search, prefixes=prefixes, alignments=True)
+    return [[(h.tokens, h.alignment) for h in hyps] for hyps in found]
+
+
+@pytest.mark.parametrize("search", [DecodeConfig(), BEAM], ids=["greedy", "beam4"])
+def test_ct2_float32_aligns_as_torch_and_alone_as_batched(search, overfit_engine, ct2_f32, lines):
+    ours = alignments(overfit_engine, lines, search)
+    assert alignments(ct2_f32, lines, search) == ours
+    assert [alignments(overfit_engine, [line], search)[0] for line in lines] == ours
+    texts = overfit_engine.tokenizer.decode([hyps[0][0] if hyps else [] for hyps in ours])
+    for line, text, hyps in zip(lines, texts, ours, strict=True):
+        if not hyps:
+            assert not line
+            continue
+        pairs = hyps[0][1]
+        assert pairs and all(
+            0 <= s < len(line.split()) and 0 <= t < len(text.split()) for s, t in pairs
+        )
+        assert {t for _, t in pairs} == set(range(len(text.split())))  # every word linked
+
+
+def test_a_forced_prefix_keeps_its_alignment(overfit_engine, lines):
+    free = alignments(overfit_engine, lines[:4], DecodeConfig())
+    texts = overfit_engine.tokenizer.decode([hyps[0][0] for hyps in free])
+    prefixes = [" ".join(text.split()[:2]) for text in texts]
+    forced = alignments(overfit_engine, lines[:4], DecodeConfig(), prefixes)
+    assert forced == free  # the prefix is where greedy went: the same words, the same links
+
+
+def test_pieces_map_to_words_and_argmax_links_them():
+    assert word_of_piece(["\u2581A", "\u2581ma", "n", "."]) == [0, 1, 1, 1]
+    attention = torch.tensor([[0.1, 0.7, 0.1, 0.1], [0.6, 0.2, 0.1, 0.1], [0.0, 0.1, 0.8, 0.1]])
+    pairs = word_alignment(["\u2581A", "\u2581do", "g"], ["\u2581Ein", "\u2581Hu", "nd"], attention)
+    assert pairs == [(0, 1), (1, 0), (1, 1)] and pharaoh(pairs) == "0-1 1-0 1-1"
+    assert word_alignment([], ["\u2581Ein"], attention) == []
+
+
+def test_translate_alignments_keep_one_line_per_line_on_both_backends(
+    model_pt, ct2_f32, lines, tmp_path: Path
+):
+    source = "".join(line + "\n" for line in lines).encode()
+    outputs = {}
+    for name, ckpt in (("torch", model_pt), ("ct2", ct2_f32.path)):
+        backend = ["backend=ctranslate2"] if name == "ct2" else []
+        done = run_module(
+            "nmt.translate", [f"ckpt={ckpt}", "alignments=true", *backend], tmp_path, stdin=source
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        assert b"trained without guided alignment" in done.stderr
+        outputs[name] = done.stdout.decode().splitlines()
+    assert outputs["torch"] == outputs["ct2"] and len(outputs["torch"]) == len(lines)
+    assert outputs["torch"][6] == "\t"
+    text, links = outputs["torch"][0].split("\t")
+    assert all(len(pair.split("-")) == 2 for pair in links.split())
+    nbest = run_module(
+        "nmt.translate",
+        [f"ckpt={model_pt}", "alignments=true", "scores=false", "nbest=2", "decode=beam"],
+        tmp_path,
+        stdin=source,
+    )
+    rows = nbest.stdout.decode().splitlines()
+    assert len(rows) == len(lines) and len(rows[0].split("\t")) == 6  # 2 x (text, score, links)
