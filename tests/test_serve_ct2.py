@@ -74,6 +74,25 @@ def test_scores_on_request_over_http(server, lines, offline):
     assert post(server, {"text": lines[0], "scores": "yes"}).status_code == 422
 
 
+def test_alignments_on_request_are_translates_own(server, exported, lines, offline):
+    from nmt.config import DecodeConfig
+    from nmt.inference.alignment import pharaoh
+    from nmt.inference.ct2_engine import CTranslate2Engine
+    from nmt.inference.search_choice import choose_search
+
+    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    search, _ = choose_search(engine.card, DecodeConfig(), [])
+    expected = [
+        pharaoh(h[0].alignment) if h else ""
+        for h in engine.translate(lines, search, alignments=True)
+    ]
+    answer = post(server, {"text": lines, "alignments": True}).json()
+    assert answer["translation"] == offline and answer["alignments"] == expected
+    one = post(server, {"text": lines[0], "alignments": True}).json()
+    assert one["alignments"] == expected[0]
+    assert post(server, {"text": lines[0]}).json().get("alignments") is None
+
+
 @pytest.mark.parametrize(("body", "status", "message"), BAD[::3] + BAD[-4:])
 def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
     reply = post(server, body)

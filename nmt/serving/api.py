@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 
 from nmt.config import ServeConfig
 from nmt.decoding.settings import DecodeConfig, SearchError
+from nmt.inference.alignment import pharaoh
 from nmt.inference.loading import load
 from nmt.inference.output_text import scored_texts
 from nmt.inference.search_choice import choose_search
@@ -97,18 +98,23 @@ class TranslationAPI(ls.LitAPI):
         prefixes = None
         if any(request.prefixes for request, _ in jobs):
             prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
-        hypotheses = self.engine.translate(lines, search, 1, prefixes)
+        aligned = any(request.alignments for request, _ in jobs)
+        hypotheses = self.engine.translate(lines, search, 1, prefixes, alignments=aligned)
         scored = scored_texts(self.engine.tokenizer, hypotheses)
         rated = self.rate(jobs, lines, hypotheses)
         answers, first = [], 0
         for request, _ in jobs:
             mine = scored[first : first + len(request.lines)]
             scores = rated[first : first + len(request.lines)] if request.scores else None
+            links = None
+            if request.alignments:
+                hyps = hypotheses[first : first + len(request.lines)]
+                links = [pharaoh(h[0].alignment) if h else "" for h in hyps]
             first += len(request.lines)
             best = [hyps[0][0] if hyps else "" for hyps in mine]
             nbest = mine if search.nbest > 1 else None
             backend = self.engine.name
-            answer = response(request, best, nbest, self.model_name, backend, search, scores)
+            answer = response(request, best, nbest, self.model_name, backend, search, scores, links)
             answers.append(answer)
         return answers
 

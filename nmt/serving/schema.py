@@ -1,11 +1,13 @@
 """The JSON of `POST /translate`, and how a request's search is made from the model's own.
 
 A request: {"text": "A line." | ["line", ...], "prefix": same shape (optional),
-"search": {field of DecodeConfig: value, ...} (optional), "scores": true (optional)}. The
+"search": {field of DecodeConfig: value, ...} (optional), "scores", "alignments": true
+(optional)}. The
 answer has `translation` in the shape of `text` (one line per line, "" for an empty one),
 `nbest` (the same shape, each a list of {"text", "score"}, when search.nbest > 1), `scores`
 (the same shape, each {"confidence", "log_prob_per_token", "words": [{"word",
-"probability"}]} or null for an empty line, when asked), and names the model and the search.
+"probability"}]} or null for an empty line, when asked), `alignments` (the same shape, each
+the best translation's Pharaoh word alignment, when asked), and names the model and search.
 Types are strict: "5" is not a beam size, 1.5 is not a line.
 """
 
@@ -74,6 +76,10 @@ class TranslateRequest(BaseModel):
         default=False,
         description="Also give each line's confidence and its words' probabilities",
     )
+    alignments: bool = Field(
+        default=False,
+        description="Also give each line's word alignment, Pharaoh 'source-target' pairs",
+    )
 
     @property
     def lines(self) -> list[str]:
@@ -115,6 +121,7 @@ class TranslateResponse(BaseModel):
     search: dict
     search_text: str
     scores: LineScores | None | list[LineScores | None] = None
+    alignments: str | list[str] | None = None
 
 
 class RequestError(ValueError):
@@ -172,9 +179,11 @@ def response(
     backend: str,
     search: DecodeConfig,
     rated: list | None = None,
+    links: list[str] | None = None,
 ) -> dict:
     """The answer to `request`: lists for a list of lines, one value for one line. `rated`:
-    each line's Scores (None for an empty line) when the request asked for them."""
+    each line's Scores (None for an empty line) when the request asked for them; `links`: each
+    line's Pharaoh alignment ("" for an empty line) when it asked for them."""
     single = isinstance(request.text, str)
     answer = {
         "translation": best[0] if single else best,
@@ -189,6 +198,8 @@ def response(
     if rated is not None:
         lines = [line_scores(r) for r in rated]
         answer["scores"] = lines[0] if single else lines
+    if links is not None:
+        answer["alignments"] = links[0] if single else links
     return answer
 
 
