@@ -324,6 +324,14 @@ class CalibrateConfig(InferenceConfig):
 
 
 @dataclass
+class AerConfig:
+    """`python -m nmt.aer`: word alignments against a gold standard."""
+
+    gold: str = MISSING  # Pharaoh lines, sure "i-j" and possible "i?j" links
+    hyp: str = MISSING  # Pharaoh lines to score
+
+
+@dataclass
 class EvaluateConfig(InferenceConfig):
     """`python -m nmt.evaluate`: one checkpoint, some split roles of a dataset, one search."""
 
@@ -400,6 +408,7 @@ def register_configs() -> None:
         ("translate_schema", TranslateConfig),
         ("score_schema", ScoreConfig),
         ("calibrate_schema", CalibrateConfig),
+        ("aer_schema", AerConfig),
         ("evaluate_schema", EvaluateConfig),
         ("average", AverageConfig),
         ("export_schema", ExportConfig),

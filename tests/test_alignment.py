@@ -94,3 +94,21 @@ def test_translate_alignments_keep_one_line_per_line_on_both_backends(
     )
     rows = nbest.stdout.decode().splitlines()
     assert len(rows) == len(lines) and len(rows[0].split("\t")) == 6  # 2 x (text, score, links)
+
+
+def test_aer_counts_sure_and_possible_links_as_och_and_ney(tmp_path: Path):
+    from nmt.evaluation.alignment_error import alignment_error
+
+    gold = ["0-0 1-1 2p2", "0-1"]
+    result = alignment_error(gold, ["0-0 1-2 2-2", "0-1 1-1"])
+    # |A| 5, |S| 3, |A & S| 2, |A & P| 3
+    assert (result.precision, result.recall) == pytest.approx((3 / 5, 2 / 3))
+    assert result.aer == pytest.approx(1 - 5 / 8)
+    assert alignment_error(gold, ["0-0 1-1", "0-1"]).aer == 0.0
+    assert alignment_error(["0?0"], ["0-0"]).aer == pytest.approx(0.0)  # a possible link found
+    with pytest.raises(ValueError, match="line 2: '1:1'"):
+        alignment_error(["0-0", "1-1"], ["0-0", "1:1"])
+    (tmp_path / "gold").write_text("\n".join(gold) + "\n")
+    (tmp_path / "hyp").write_text("0-0 1-2 2-2\n0-1 1-1\n")
+    done = run_module("nmt.aer", [f"gold={tmp_path / 'gold'}", f"hyp={tmp_path / 'hyp'}"], tmp_path)
+    assert done.stdout.decode().strip() == "precision 0.6000 recall 0.6667 AER 0.3750 (2 sentences)"
