@@ -41,17 +41,15 @@ class ModelConfig:
     tie_embeddings: bool = True  # source embedding = target embedding = output projection
     max_positions: int = 1024
     pad_id: int = 0
-    # Word alignments come from the cross-attention of this decoder layer (None: the
-    # penultimate, or the only one), averaged over its first alignment_heads heads (0: all of
-    # them: raw attention; guided alignment trains head 0 and sets 1).
-    alignment_layer: int | None = None
+    # Word alignments come from the cross-attention of this decoder layer (negative: from the
+    # last), averaged over its first alignment_heads heads (0: all of them, raw attention, best
+    # in the last layer: docs/benchmarks.md; guided alignment trains head 0 and sets 1).
+    alignment_layer: int = -1
     alignment_heads: int = 0
 
     @property
     def alignment_layer_index(self) -> int:
         """The 0-based decoder layer of `alignment_layer`."""
-        if self.alignment_layer is None:
-            return max(0, self.decoder_layers - 2)
         return self.alignment_layer % self.decoder_layers
 
     def __post_init__(self) -> None:
@@ -73,7 +71,7 @@ class ModelConfig:
                 f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
             )
         layer = self.alignment_layer
-        if layer is not None and not -self.decoder_layers <= layer < self.decoder_layers:
+        if not -self.decoder_layers <= layer < self.decoder_layers:
             raise ValueError(
                 f"model.alignment_layer={layer} is not a layer of {self.decoder_layers}"
             )

@@ -157,6 +157,18 @@ class Engine(ABC):
                 results[line] = scores(self.tokenizer.pieces(target), log_probs, calibration)
         return results
 
+    def align(
+        self, lines: list[str], targets: list[str], first_line_number: int = 1
+    ) -> list[list[tuple[int, int]] | None]:
+        """The word alignment (nmt.inference.alignment) of each given translation, forced as
+        the whole output; None for an empty source line, [] for an empty target."""
+        whole = DecodeConfig(max_len_a=0.0, max_len_b=1)  # the prefix's length, at least 1
+        found = self.translate(lines, whole, first_line_number, targets, alignments=True)
+        return [
+            (hyps[0].alignment if target.strip() else []) if hyps else None
+            for hyps, target in zip(found, targets, strict=True)
+        ]
+
     @abstractmethod
     def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
         """Per batch, per sentence: the log-prob of each token of its target (`prefixes`) and
