@@ -81,6 +81,10 @@ class DataConfig:
     num_proc: int = 1  # processes for tokenization (Dataset.map)
     num_workers: int = 0  # DataLoader workers
     max_train_pairs: int | None = None  # keep only the first N training pairs (tests, smoke runs)
+    # Word-align the training pairs with eflomal (both directions, grow-diag-final-and), once,
+    # cached with the encoded data: for guided alignment (optim.alignment_weight). Needs
+    # `pip install eflomal`; not with bpe_dropout or bidirectional_epochs.
+    word_alignments: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.bpe_dropout < 1.0:
@@ -127,6 +131,11 @@ class OptimConfig:
     # mean (KL(a||b) + KL(b||a)) / 2: the paper's loss, halved, with its alpha (5 for IWSLT).
     # A step costs ~twice the compute for the same data.max_tokens. 0 = off, one pass.
     rdrop_alpha: float = 0.0
+    # Guided alignment (Garg et al. 2019): this times the cross-entropy of the alignment head
+    # (model.alignment_layer, its first model.alignment_heads heads) against the training
+    # pairs' word alignment (data.word_alignments), added to the loss per target token. 0 =
+    # off. fairseq's alignment_lambda is 0.05.
+    alignment_weight: float = 0.0
 
     @property
     def ends_at_budget(self) -> bool:

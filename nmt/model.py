@@ -534,10 +534,18 @@ class Transformer(nn.Module):
     def teacher_forced_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """`forward` before the vocabulary projection: final decoder states (B, T, D). Training
         projects only the non-pad positions, fused with the loss (nmt.training.losses)."""
+        return self.teacher_forced_states_and_alignment(src, tgt_in, False)[0]
+
+    def teacher_forced_states_and_alignment(
+        self, src: Tensor, tgt_in: Tensor, alignment: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        """`teacher_forced_states` and, with `alignment`, the alignment layer's cross-attention
+        averaged over its alignment heads (B, T, S): what guided alignment trains."""
         src_pad_mask = self.source_padding_mask(src)
         memory = self.encode(src, src_pad_mask)
-        states, _ = self.decode_states(tgt_in, memory, src_pad_mask)
-        return states
+        cache = self.start_cache(memory, record_attention=alignment)
+        states, cache = self.decode_states(tgt_in, memory, src_pad_mask, cache)
+        return states, cache.cross_attention
 
 
 class Ensemble(nn.Module):

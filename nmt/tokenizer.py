@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import sentencepiece as spm
 
 from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, UNK_ID
@@ -63,6 +64,12 @@ class Tokenizer:
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Piece ids (special ids are dropped) -> raw text."""
         return self.sp.decode([[i for i in seq if i > EOS_ID] for seq in ids])
+
+    def word_starts(self) -> np.ndarray:
+        """(V,) bool: the ids whose piece begins a whitespace word (a leading "▁")."""
+        return np.array(
+            [self.sp.id_to_piece(i).startswith("\u2581") for i in range(self.vocab_size)]
+        )
 
     def pieces(self, ids: list[int]) -> list[str]:
         """Ids -> their pieces, for attention plots."""

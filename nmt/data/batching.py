@@ -169,7 +169,8 @@ class IndexedPairs(torch.utils.data.Dataset):
     """
 
     def __init__(self, ds: datasets.Dataset):
-        self.ds = ds.select_columns(["src_ids", "tgt_ids"])
+        self.links = "word_align" in ds.column_names  # guided alignment: the word alignment too
+        self.ds = ds.select_columns(["src_ids", "tgt_ids"] + (["word_align"] if self.links else []))
 
     def __len__(self) -> int:
         return len(self.ds)
@@ -179,10 +180,14 @@ class IndexedPairs(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
         src_ids, tgt_ids = self.read_ids(indices)
-        return [
+        examples = [
             {"index": i, "src_ids": s, "tgt_ids": t}
             for i, s, t in zip(indices, src_ids, tgt_ids, strict=True)
         ]
+        if self.links:
+            for example, pairs in zip(examples, self.ds[indices]["word_align"], strict=True):
+                example["word_align"] = pairs
+        return examples
 
     def read_ids(self, indices: list[int]) -> tuple[list, list]:
         """The rows' source and target ids, as stored."""
@@ -258,6 +263,9 @@ class Batch:
     tgt_out: Tensor  # (B, T) long: y1..yn EOS, PAD
     indices: Tensor  # (B,) long: dataset rows, to restore the original order
     num_tgt_tokens: int  # non-PAD positions of tgt_out, the loss normaliser
+    # (N, 3) long (batch row, target position, source position): the pieces of the word
+    # alignment of each pair, for guided alignment (collate_with_links); None without
+    links: Tensor | None = None
 
 
 def collate(examples: list[dict]) -> Batch:
@@ -272,6 +280,34 @@ def collate(examples: list[dict]) -> Batch:
         indices=torch.tensor([e["index"] for e in examples], dtype=torch.long),
         num_tgt_tokens=sum(len(t) for t in tgt_out),
     )
+
+
+def collate_with_links(examples: list[dict], word_starts: np.ndarray) -> Batch:
+    """`collate`, and each example's word alignment ("word_align": flattened source word,
+    target word pairs) as links between their pieces: every piece of the source word with
+    every piece of the target word. `word_starts` (V,) bool: the ids whose piece begins a
+    word (a leading "▁"). A link to a word past the pair's pieces (its text did not split
+    into the aligner's words) is left out."""
+    batch = collate(examples)
+    links = []
+    for row, example in enumerate(examples):
+        pairs = np.asarray(example["word_align"], dtype=np.int64).reshape(-1, 2)
+        if not len(pairs):
+            continue
+        src_words = _word_pieces(np.asarray(example["src_ids"], dtype=np.int64), word_starts)
+        tgt_words = _word_pieces(np.asarray(example["tgt_ids"], dtype=np.int64), word_starts)
+        for s, t in pairs:
+            if s < len(src_words) and t < len(tgt_words):
+                for tp in tgt_words[t]:
+                    links.extend((row, tp, sp) for sp in src_words[s])
+    batch.links = torch.tensor(links, dtype=torch.long).reshape(-1, 3)
+    return batch
+
+
+def _word_pieces(ids: np.ndarray, word_starts: np.ndarray) -> list[range]:
+    """The piece positions of each word of a row of ids."""
+    starts = [i for i in range(len(ids)) if word_starts[ids[i]] or i == 0]
+    return [range(a, b) for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)]
 
 
 def _pad(seqs: list[list[int]]) -> Tensor:

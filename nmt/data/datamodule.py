@@ -3,6 +3,8 @@ the one module of `nmt.data` that imports Lightning."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import datasets
 import lightning as L
 from torch.utils.data import DataLoader
@@ -14,8 +16,15 @@ from nmt.data.batching import (
     SampledPairs,
     TokenBatchSampler,
     collate,
+    collate_with_links,
 )
-from nmt.data.encoding import clean_train, encode_split, token_lengths, tokenizer_for
+from nmt.data.encoding import (
+    add_word_alignments,
+    clean_train,
+    encode_split,
+    token_lengths,
+    tokenizer_for,
+)
 from nmt.data.sources import load_splits
 from nmt.tokenizer import Tokenizer
 
@@ -63,6 +72,8 @@ class TranslationDataModule(L.LightningDataModule):
         splits = load_splits(cfg)
         tokenizer = tokenizer_for(cfg, self.tok_cfg, splits["train"])
         encoded = {role: encode_split(ds, tokenizer, cfg.num_proc) for role, ds in splits.items()}
+        if cfg.word_alignments:
+            encoded["train"] = add_word_alignments(encoded["train"])
         encoded["train"] = clean_train(encoded["train"], cfg.max_len, cfg.max_len_ratio)
         return splits, tokenizer, encoded
 
@@ -126,9 +137,12 @@ class TranslationDataModule(L.LightningDataModule):
             pairs = IndexedPairs(ds)
         if both_directions:
             pairs = BothDirections(pairs)
+        gather = collate
+        if role == "train" and self.data_cfg.word_alignments:
+            gather = partial(collate_with_links, word_starts=self.tokenizer.word_starts())
         return DataLoader(
             pairs,
             batch_sampler=sampler,
-            collate_fn=collate,
+            collate_fn=gather,
             num_workers=self.data_cfg.num_workers,
         )

@@ -109,6 +109,23 @@ def _encode_batch(batch: pa.Table, tokenizer: Tokenizer, id_type: type) -> pa.Ta
     return batch.append_column("blank", blank)  # a side empty after strip(): clean_train drops it
 
 
+def add_word_alignments(ds: datasets.Dataset) -> datasets.Dataset:
+    """Add `word_align`: each pair's symmetrised eflomal word alignment as flattened (source
+    word, target word) pairs (nmt.data.word_alignment), computed over the whole split at once
+    (the aligner learns from all of it) and cached like the ids, under the split's
+    fingerprint."""
+    return ds.map(
+        _align_all, batched=True, batch_size=None, desc="Word-aligning (eflomal)", num_proc=1
+    )
+
+
+def _align_all(batch: dict) -> dict:
+    from nmt.data.word_alignment import align_corpus
+
+    links = align_corpus(batch["src"], batch["tgt"])
+    return {"word_align": [[i for pair in sorted(pairs) for i in pair] for pairs in links]}
+
+
 def token_lengths(ds: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
     """(N,) and (N,) int64: the number of pieces in each row's src_ids and tgt_ids, from the
     small length columns `encode_split` adds.

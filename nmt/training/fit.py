@@ -140,6 +140,21 @@ def build_module(cfg: TrainConfig) -> tuple[TranslationDataModule, TranslationMo
     return datamodule, module
 
 
+def check_alignment(cfg: TrainConfig) -> None:
+    """Guided alignment needs the pairs' word alignment and a head to train."""
+    if cfg.optim.alignment_weight <= 0:
+        return
+    if not cfg.data.word_alignments:
+        raise UsageError("optim.alignment_weight needs data.word_alignments=true")
+    if cfg.model.alignment_heads < 1:
+        raise UsageError("optim.alignment_weight trains heads: set model.alignment_heads=1")
+    if cfg.data.bpe_dropout > 0 or cfg.data.bidirectional_epochs:
+        raise UsageError(
+            "guided alignment reads the pairs as encoded: drop data.bpe_dropout and "
+            "data.bidirectional_epochs"
+        )
+
+
 def check_precision(cfg: TrainConfig) -> bool:
     """Whether the run is on the CPU; refuse fp16 there: there is no fp16 autocast on the CPU,
     and Lightning would train in bf16 instead, emulated (many times slower) where the CPU
@@ -155,6 +170,7 @@ def check_precision(cfg: TrainConfig) -> bool:
 
 def build_trainer(cfg: TrainConfig, run_dir: Path) -> L.Trainer:
     """The Trainer of a run: cfg.trainer, our callbacks, CSV and TensorBoard logs under logs/."""
+    check_alignment(cfg)
     on_cpu = check_precision(cfg)
     warn_if_emulated_bf16(
         torch.device("cpu" if on_cpu else "cuda"),

@@ -19,7 +19,11 @@ from nmt.evaluation.scoring import score, translate_across_processes
 from nmt.inference.torch_engine import TorchEngine
 from nmt.model import ModelConfig, Transformer, count_parameters
 from nmt.tokenizer import Tokenizer
-from nmt.training.losses import projected_label_smoothed_loss, projected_rdrop_loss
+from nmt.training.losses import (
+    alignment_loss,
+    projected_label_smoothed_loss,
+    projected_rdrop_loss,
+)
 from nmt.training.schedules import LearningRateSchedule, build_optimizer
 
 log = logging.getLogger(__name__)
@@ -84,7 +88,10 @@ class TranslationModule(L.LightningModule):
 
         Returns (label-smoothed loss summed over target tokens, NLL sum, target tokens).
         """
-        states = self.model.teacher_forced_states(batch.src, batch.tgt_in)  # (B, T, D)
+        guided = self.training and self.optim_cfg.alignment_weight > 0
+        states, attention = self.model.teacher_forced_states_and_alignment(
+            batch.src, batch.tgt_in, guided
+        )  # (B, T, D), (B, T, S) or None
         loss_sum, nll_sum = projected_label_smoothed_loss(
             states,
             self.model.output_weight,
@@ -92,6 +99,10 @@ class TranslationModule(L.LightningModule):
             self.optim_cfg.label_smoothing,
             self.model.cfg.pad_id,
         )
+        if guided:
+            aligned = alignment_loss(attention, batch.links)
+            self.log("train/alignment_loss", aligned.detach() / batch.num_tgt_tokens)
+            loss_sum = loss_sum + self.optim_cfg.alignment_weight * aligned
         return loss_sum, nll_sum, batch.num_tgt_tokens
 
     def rdrop_step(self, batch) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -252,3 +252,20 @@ def projected_rdrop_loss(
     with torch.autocast(hidden_a.device.type, enabled=False):
         options = FusedLossOptions(epsilon, chunk_rows, compute_dtype, kl_weight=kl_weight)
         return ProjectedRDropLoss.apply(hidden_a, hidden_b, weight, target, options)
+
+
+def alignment_loss(attention: Tensor, links: Tensor) -> Tensor:
+    """Guided alignment (Garg et al. 2019): the cross-entropy of the alignment head's attention
+    against the external word alignment, summed over the target positions that have links.
+
+    attention (B, T, S): per target position, a distribution over source positions; links
+    (N, 3) long: (batch row, target position, source position), each target position's links
+    an equal share of its reference distribution.
+    """
+    if links.numel() == 0:
+        return attention.sum() * 0.0
+    row, tgt, src = links.unbind(1)
+    key = row * attention.size(1) + tgt  # one id per (row, target position)
+    _, position, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    probs = attention[row, tgt, src].float().clamp_min(1e-9)
+    return -(probs.log() / counts[position]).sum()
