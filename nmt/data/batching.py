@@ -214,6 +214,7 @@ class SampledPairs(IndexedPairs):
         batches: TokenBatchSampler,
     ):
         self.ds = ds.select_columns(["src", "tgt"])  # text, not ids: read_ids segments it
+        self.links = False  # guided alignment reads the encoded pieces (training.fit refuses it)
         self.dropout_sampler = BpeDropout(tokenizer)
         self.dropout, self.seed, self.batches = dropout, seed, batches
 
