@@ -1,10 +1,13 @@
 """`make bench`: every benchmark in turn (never alongside another heavy job), then a summary
 of bench/results.json. NMT_BENCH_CKPT=outputs/<run>/model.pt adds the BLEU figures of a
-trained model to bench_inference.py, and runs bench_serve.py on it with both engines (its
-CTranslate2 int8 export made here, in a temporary folder)."""
+trained model to bench_inference.py, runs bench_serve.py on it with both engines (its
+CTranslate2 int8 export made here, in a temporary folder), what scores and alignments cost
+(bench_scores_cost.py), how its alignments compare with eflomal's (bench_alignment.py) and,
+on a copy calibrated on val, how far its confidence can be trusted (bench_confidence.py)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,6 +30,19 @@ if ckpt:  # serving needs a trained model: real output lengths
         export = Path(folder) / "int8"
         run("-m", "nmt.export", f"ckpt={ckpt}", f"out={export}", "quantization=int8")
         run(str(HERE / "bench_serve.py"), "--ckpt", str(export), "--backend", "ctranslate2")
+        run(str(HERE / "bench_scores_cost.py"), "--ckpt", ckpt, "--export", str(export))
+        run(str(HERE / "bench_alignment.py"), "--ckpt", ckpt)
+        calibrated = Path(folder) / "calibrated.pt"
+        shutil.copy(ckpt, calibrated)
+        data = Path(os.environ.get("NMT_DATA_DIR", HERE.parent.parent / "shared/data/multi30k"))
+        run(
+            "-m",
+            "nmt.calibrate",
+            f"ckpt={calibrated}",
+            f"src={data / 'val.en'}",
+            f"ref={data / 'val.de'}",
+        )
+        run(str(HERE / "bench_confidence.py"), "--ckpt", str(calibrated))
 else:
     print("== bench_serve.py skipped: set NMT_BENCH_CKPT=outputs/<run>/model.pt", flush=True)
 

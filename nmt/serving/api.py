@@ -5,7 +5,8 @@ until batch_wait_ms after the first of them arrived (batching.py). Their lines a
 together: requests with the same search are one call of the backend's `translate`, which
 sorts all their lines by length into batches under max_tokens, so a line's translation does
 not depend on who else asked (tests/test_serve.py).
-Sampling requests are decoded one by one, so a seed gives the same samples however they arrive.
+Sampling requests are decoded one by one, so a seed gives the same samples however they arrive;
+requests asking for alignments are decoded apart from those that do not.
 A search that is no search as a whole (the engine's SearchError) is a 422 for the requests
 that asked for it. If a call fails otherwise, its requests are retried one by one: only a
 request that fails alone gets a 500, the others their translations, and the model stays loaded.
@@ -70,8 +71,11 @@ class TranslationAPI(ls.LitAPI):
         """One answer (a dict) or Failure per request, in order."""
         answers: list = [None] * len(jobs)
         groups: dict[tuple, list[int]] = {}
-        for i, (_, search) in enumerate(jobs):
-            key = ("alone", i) if search.strategy == "sample" else astuple(search)
+        for i, (request, search) in enumerate(jobs):
+            # alignments record attention the plain way, which may round differently: requests
+            # asking for them are decoded apart, so no one's translation depends on a neighbour
+            alike = (astuple(search), request.alignments)
+            key = ("alone", i) if search.strategy == "sample" else alike
             groups.setdefault(key, []).append(i)
         for members in groups.values():
             try:
