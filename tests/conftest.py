@@ -241,3 +241,14 @@ def overfit_engine(overfit_run: Path):
 def model_pt(overfit_run: Path) -> Path:
     """The overfit run's inference checkpoint."""
     return overfit_run / "model.pt"
+
+
+@pytest.fixture(scope="session")
+def ct2_f32(overfit_engine, tmp_path_factory):
+    """The overfit model exported to CTranslate2 in float32 (the same numbers as torch's, to
+    rounding), loaded on one thread."""
+    from nmt.ct2.model_dir import export
+    from nmt.inference.ct2_engine import CTranslate2Engine
+
+    out = export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
+    return CTranslate2Engine(out, "cpu", "default", 1, 1024)

@@ -22,15 +22,6 @@ def lines(overfit_pairs) -> list[str]:
     return [*overfit_pairs[0][:6], "", *overfit_pairs[0][6:12]]
 
 
-@pytest.fixture(scope="module")
-def ct2_f32(overfit_engine, tmp_path_factory):
-    from nmt.ct2.model_dir import export
-    from nmt.inference.ct2_engine import CTranslate2Engine
-
-    out = export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
-    return CTranslate2Engine(out, "cpu", "default", 1, 1024)
-
-
 def alignments(engine, lines, search, prefixes=None):
     found = engine.translate(lines, search, prefixes=prefixes, alignments=True)
     return [[(h.tokens, h.alignment) for h in hyps] for hyps in found]

@@ -24,15 +24,6 @@ def lines(overfit_pairs) -> list[str]:
     return [*overfit_pairs[0][:6], "", *overfit_pairs[0][6:14]]
 
 
-@pytest.fixture(scope="module")
-def ct2_f32(overfit_engine, tmp_path_factory):
-    from nmt.ct2.model_dir import export
-    from nmt.inference.ct2_engine import CTranslate2Engine
-
-    out = export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
-    return CTranslate2Engine(out, "cpu", "default", 1, 1024)
-
-
 def ended(hyps, engine) -> bool:
     """The search ended this hypothesis with EOS (CTranslate2 takes no EOS step at its limit,
     so its own log-prob of a translation cut there lacks EOS's term)."""
