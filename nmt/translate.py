@@ -100,9 +100,8 @@ def translate_stream(
                     )
             nbest = engine.translate(lines, search, total + 1, forced, alignments=cfg.alignments)
             out = output_lines(engine.tokenizer, nbest, cfg.nbest)
-            if cfg.scores:  # the best translations force-decoded: their own scores
-                best = [hyps[0].tokens if hyps else [] for hyps in nbest]
-                rated = engine.score(lines, best, total + 1)
+            if cfg.scores:  # the best translations' own scores
+                rated = engine.rate(lines, nbest, total + 1)
                 out = [f"{text}\t{score_columns(s)}" for text, s in zip(out, rated, strict=True)]
             if cfg.alignments and cfg.nbest == 1:
                 links = [pharaoh(hyps[0].alignment) if hyps else "" for hyps in nbest]

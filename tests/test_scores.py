@@ -118,8 +118,18 @@ def test_score_and_translate_scores_write_the_same_columns_line_for_line(
     assert scored.returncode == 0, scored.stderr.decode()
     columns = [row.split("\t") for row in scored.stdout.decode().splitlines()]
     assert len(columns) == len(lines)
-    same = [c == row[1:] for c, row in zip(columns, rows, strict=True)]
-    assert sum(same) >= len(lines) - 2  # text -> pieces may re-segment a word or two
+
+    def numbers(cells: list[str]) -> list[float]:
+        return [float(x) for cell in cells[:3] for x in cell.split()]
+
+    # translate's come from the search, score's from force-decoding: equal to rounding, where
+    # text -> pieces gives the search's pieces back (a word or two may re-segment)
+    same = [
+        c[3] == row[4] and numbers(c) == pytest.approx(numbers(row[1:]), abs=2e-3)
+        for c, row in zip(columns, rows, strict=True)
+        if row[0]
+    ]
+    assert sum(same) >= len(same) - 2
     for row in rows:
         if row[0]:
             assert len(row[3].split()) == len(row[0].split())
@@ -181,3 +191,21 @@ def test_calibrate_stores_the_confidence_in_the_model_and_its_export(
         assert a.confidence == pytest.approx(b.confidence, abs=1e-3)
     missing = run_module("nmt.calibrate", [f"ckpt={model}", f"src={src}", "ref=nope"], tmp_path)
     assert missing.returncode == 2 and b"ref=nope not found" in missing.stderr
+
+
+@pytest.mark.parametrize("search", [DecodeConfig(), BEAM], ids=["greedy", "beam4"])
+def test_the_search_keeps_each_tokens_log_prob_as_force_decoding_gives_it(
+    search, overfit_engine, lines
+):
+    """Our searches keep every token's log-prob (so `rate` needs no second pass): they sum to
+    the hypothesis' log-prob and equal what force-decoding the output gives."""
+    found = overfit_engine.translate(lines, search)
+    forced = overfit_engine.score(lines, [h[0].tokens if h else [] for h in found])
+    rated = overfit_engine.rate(lines, found)
+    for hyps, by_force, own in zip(found, forced, rated, strict=True):
+        if not hyps:
+            assert by_force is None and own is None
+            continue
+        assert sum(hyps[0].token_log_probs) == pytest.approx(hyps[0].log_prob, abs=1e-4)
+        assert own.token_log_probs == pytest.approx(by_force.token_log_probs, abs=1e-3)
+        assert own.words == by_force.words

@@ -204,8 +204,9 @@ def test_scores_on_request_are_the_engines_own_alone_or_batched(api, overfit_eng
         if rated is None:
             continue
         assert [w["word"] for w in got["words"]] == text.split()
-        assert [w["probability"] for w in got["words"]] == pytest.approx(rated.word_probs)
-        assert got["log_prob_per_token"] == pytest.approx(rated.mean_log_prob)
+        # the server's come from the search, these from force-decoding: equal to rounding
+        assert [w["probability"] for w in got["words"]] == pytest.approx(rated.word_probs, abs=1e-4)
+        assert got["log_prob_per_token"] == pytest.approx(rated.mean_log_prob, abs=1e-4)
         assert got["confidence"] is None  # this model was never calibrated
     assert together[2]["scores"] == answer["scores"][1]
 

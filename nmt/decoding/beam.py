@@ -88,6 +88,7 @@ def beam_search(
     batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
     log_prob = torch.zeros(src.size(0), 1, device=device)
+    each = torch.zeros(src.size(0), 0, device=device)  # (N, t) every row's tokens' log-probs
     attention = decoder.empty_attention()
     for t in range(int(batch.max_lengths.max()) + 1):
         n_sentences, beams = log_prob.shape
@@ -97,6 +98,8 @@ def beam_search(
         rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
         step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, forced)
         cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
+        # each candidate's own token log-prob; parent indexes the (B' * beams) rows
+        cand_token = step_log_probs[parent, token]  # (B', 2k)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
 
@@ -112,11 +115,13 @@ def beam_search(
                 cand_log_prob[:, :k][ended],
                 score[ended],
                 attention[rows] if attention is not None else None,
+                torch.cat([each[rows], cand_token[:, :k][ended][:, None]], dim=1),
             )
 
         live = is_eos.to(torch.uint8).sort(dim=1, stable=True).indices[:, :k]  # (B', k)
         log_prob = cand_log_prob.gather(1, live)
         parent, token = parent.gather(1, live), token.gather(1, live)
+        step_token = cand_token.gather(1, live)  # (B', k)
         done = search_done(cfg, t, max_lengths, best_finished[sentence, -1], log_prob)
         keep = (~done).nonzero().squeeze(1)  # (B'',)
         if keep.numel() == 0:
@@ -127,5 +132,6 @@ def beam_search(
         decoder.select(rows, None if keep.numel() == n_sentences else keep)
         prefix = torch.cat([prefix[rows], token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 2)
         log_prob, sentence = log_prob[keep], sentence[keep]
+        each = torch.cat([each[rows], step_token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 1)
         attention = attention[rows] if attention is not None else None
     return finished.results(batch.src_lengths, cfg.nbest)

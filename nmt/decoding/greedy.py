@@ -37,6 +37,7 @@ def greedy_search(
     """
     batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     log_prob = torch.zeros(src.size(0), device=src.device)
+    each = torch.zeros(src.size(0), 0, device=src.device)  # (N, t) every token's log-prob
     attention = decoder.empty_attention()
     for _ in range(int(batch.max_lengths.max()) + 1):
         step_log_probs, step_attention = decoder.step(prefix)
@@ -55,6 +56,7 @@ def greedy_search(
             token = pick(step_log_probs)
             best = step_log_probs.gather(1, token[:, None]).squeeze(1)
         log_prob += best
+        each = torch.cat([each, best[:, None]], dim=1)  # (N, t + 1)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
         ended = token.eq(EOS_ID)  # (N,)
@@ -65,13 +67,14 @@ def greedy_search(
                 log_prob[ended],
                 log_prob[ended],
                 attention[ended] if attention is not None else None,
+                each[ended],
             )
             keep = (~ended).nonzero().squeeze(1)  # (N',)
             if keep.numel() == 0:
                 break
             decoder.select(keep, keep)
             sentence, prefix, token = sentence[keep], prefix[keep], token[keep]
-            log_prob = log_prob[keep]
+            log_prob, each = log_prob[keep], each[keep]
             attention = attention[keep] if attention is not None else None
         prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 2)
     return finished.results(batch.src_lengths, nbest=1)

@@ -36,6 +36,8 @@ class Hypothesis:
     attention: Tensor | None = None
     # (source word, target word) pairs (nmt.inference.alignment), when asked for
     alignment: list[tuple[int, int]] | None = None
+    # each token's log-prob and EOS's last (they sum to log_prob); None if the engine gave none
+    token_log_probs: list[float] | None = None
 
 
 @dataclass
@@ -178,25 +180,32 @@ class Finished:
         log_prob: Tensor,
         score: Tensor,
         attention: Tensor | None,
+        token_log_probs: Tensor,
     ) -> None:
         """M hypotheses of one step: sentence (M,) index in the batch, tokens (M, t) without
-        BOS/EOS, log_prob and score (M,), attention (M, t + 1, S) or None."""
-        self.chunks.append((sentence, tokens, log_prob, score, attention))
+        BOS/EOS, log_prob and score (M,), attention (M, t + 1, S) or None, token_log_probs
+        (M, t + 1): each token's and EOS's."""
+        self.chunks.append((sentence, tokens, log_prob, score, attention, token_log_probs))
 
     def results(self, src_lengths: Tensor, nbest: int) -> list[list[Hypothesis]]:
         """Each sentence's `nbest` best hypotheses by score; impossible ones (-inf) left out."""
         out: list[list[Hypothesis]] = [[] for _ in range(self.batch_size)]
         lengths = src_lengths.tolist()
-        for sentence, tokens, log_prob, score, attention in self.chunks:
+        for sentence, tokens, log_prob, score, attention, token_log_probs in self.chunks:
             attention = attention.float().cpu() if attention is not None else None
             rows = zip(
-                sentence.tolist(), tokens.tolist(), log_prob.tolist(), score.tolist(), strict=True
+                sentence.tolist(),
+                tokens.tolist(),
+                log_prob.tolist(),
+                score.tolist(),
+                token_log_probs.float().tolist(),
+                strict=True,
             )
-            for i, (b, ids, lp, sc) in enumerate(rows):
+            for i, (b, ids, lp, sc, each) in enumerate(rows):
                 if sc == float("-inf"):
                     continue
                 attn = attention[i, :, : lengths[b]] if attention is not None else None
-                out[b].append(Hypothesis(ids, sc, lp, attn))
+                out[b].append(Hypothesis(ids, sc, lp, attn, token_log_probs=each))
         return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in out]
 
 

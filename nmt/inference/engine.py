@@ -157,6 +157,21 @@ class Engine(ABC):
                 results[line] = scores(self.tokenizer.pieces(target), log_probs, calibration)
         return results
 
+    def rate(
+        self, lines: list[str], nbests: list[list[Hypothesis]], first_line_number: int = 1
+    ) -> list[Scores | None]:
+        """The scores of each line's best translation (None for an empty line): from the
+        search's own token log-probs where it kept them (ours), else by force-decoding it."""
+        best = [nbest[0] if nbest else None for nbest in nbests]
+        if any(hyp is not None and hyp.token_log_probs is None for hyp in best):
+            ids = [hyp.tokens if hyp else [] for hyp in best]
+            return self.score(lines, ids, first_line_number)
+        calibration, pieces = self.calibration, self.tokenizer.pieces
+        return [
+            None if hyp is None else scores(pieces(hyp.tokens), hyp.token_log_probs, calibration)
+            for hyp in best
+        ]
+
     def align(
         self, lines: list[str], targets: list[str], first_line_number: int = 1
     ) -> list[list[tuple[int, int]] | None]:

@@ -124,16 +124,14 @@ class TranslationAPI(ls.LitAPI):
 
     def rate(self, jobs, lines: list[str], hypotheses) -> list:
         """The scores of the best translation of each line of the requests that asked for
-        them (one force-decoding call for all of those), None elsewhere."""
+        them (`Engine.rate`: one call for all of those), None elsewhere."""
         wanted = [request.scores for request, _ in jobs for _ in request.lines]
         if not any(wanted):
             return [None] * len(lines)
         picked = [i for i, want in enumerate(wanted) if want]
-        best = [hypotheses[i][0].tokens if hypotheses[i] else [] for i in picked]
         rated: list = [None] * len(lines)
-        for i, scores in zip(
-            picked, self.engine.score([lines[i] for i in picked], best), strict=True
-        ):
+        found = self.engine.rate([lines[i] for i in picked], [hypotheses[i] for i in picked])
+        for i, scores in zip(picked, found, strict=True):
             rated[i] = scores
         return rated
 
