@@ -1,7 +1,8 @@
 """What scores and alignments cost (#40): the same 1,000 test_2016_flickr lines translated by
 a trained model with its own search, plain, and with `alignments=true` plus `scores=true`
-(the attention of the alignment head recorded during the search, then one force-decoding pass
-for the scores), on each engine, alternating (bench/harness.py). Target: at most 10% more time.
+(the attention of the alignment head recorded during the search; the scores from the
+search's own token log-probs on torch, from a force-decoding pass on CTranslate2), on each
+engine, alternating (bench/harness.py). Target: at most 10% more time.
 
 Training: one step of the guided-alignment loss (the alignment head's attention written out,
 the cross-entropy against links) against one without, on the same real batches with links
@@ -31,8 +32,8 @@ from nmt.inference.search_choice import choose_search
 def decoding(engine, search, lines: list[str], extras: bool):
     def run() -> Run:
         found = engine.translate(lines, search, alignments=extras)
-        if extras:
-            engine.score(lines, [h[0].tokens if h else [] for h in found])
+        if extras:  # as translate scores=true: from the search where it kept them
+            engine.rate(lines, found)
         return Run(len(lines), None, [h[0].tokens if h else [] for h in found])
 
     return run
