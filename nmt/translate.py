@@ -99,15 +99,13 @@ def translate_stream(
                         f"({total + len(lines)})"
                     )
             nbest = engine.translate(lines, search, total + 1, forced, alignments=cfg.alignments)
-            out = output_lines(engine.tokenizer, nbest, cfg.nbest)
+            out = output_lines(engine.tokenizer, nbest, cfg.nbest, cfg.alignments)
             if cfg.scores:  # the best translations' own scores
                 rated = engine.rate(lines, nbest, total + 1)
                 out = [f"{text}\t{score_columns(s)}" for text, s in zip(out, rated, strict=True)]
-            if cfg.alignments and cfg.nbest == 1:
+            if cfg.alignments and cfg.nbest == 1:  # after the scores
                 links = [pharaoh(hyps[0].alignment) if hyps else "" for hyps in nbest]
                 out = [f"{text}\t{link}" for text, link in zip(out, links, strict=True)]
-            elif cfg.alignments:
-                out = output_lines(engine.tokenizer, nbest, cfg.nbest, alignments=True)
             for line in out:
                 sink.write(line + "\n")
             sink.flush()

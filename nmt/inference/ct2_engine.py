@@ -191,7 +191,7 @@ class CTranslate2Engine(Engine):
                 prefixes = [[piece(t) for t in p] or None for p in batch.prefixes]
             pending.append(
                 engine.translate_batch(
-                    [[piece(t) for t in ids[:-1]] for ids in batch.sources],  # config adds EOS
+                    self.source_pieces(batch),  # config adds EOS
                     prefixes,
                     asynchronous=True,
                     **options,
@@ -207,18 +207,24 @@ class CTranslate2Engine(Engine):
         for outputs, firsts in zip(pending, first_rows, strict=True):
             found = [self.hypotheses(output.result(), alpha) for output in outputs]
             for nbest, first in zip(found, firsts or [], strict=False):
+                row = torch.tensor(first.result().attention[0][0])
                 for hyp in nbest:  # every beam starts from BOS: the same first row
                     if len(hyp.attention):
-                        hyp.attention[0] = torch.tensor(first.result().attention[0][0])
+                        hyp.attention[0] = row
             yield found
+
+    def source_pieces(self, batch: Batch) -> list[list[str]]:
+        """The batch's sources as CTranslate2 takes them: pieces, without the EOS its config
+        adds."""
+        piece = self.tokenizer.sp.id_to_piece
+        return [[piece(t) for t in ids[:-1]] for ids in batch.sources]
 
     def first_step_attention(self, engine, batch: Batch) -> list:
         """CTranslate2 4.8's beam search returns a wrong first row of attention (not the
         sentence's own; later rows are right, tests/test_alignment.py): each sentence's first
         step, decoded alone (one step of greedy search), gives the right one."""
-        piece = self.tokenizer.sp.id_to_piece
         return engine.translate_batch(
-            [[piece(t) for t in ids[:-1]] for ids in batch.sources],
+            self.source_pieces(batch),
             asynchronous=True,
             beam_size=1,
             max_decoding_length=1,
@@ -231,7 +237,7 @@ class CTranslate2Engine(Engine):
         piece = self.tokenizer.sp.id_to_piece
         pending = [
             self.engine.score_batch(
-                [[piece(t) for t in ids[:-1]] for ids in batch.sources],  # config adds EOS
+                self.source_pieces(batch),  # config adds EOS
                 [[piece(t) for t in target] for target in batch.prefixes],
                 max_input_length=0,
                 asynchronous=True,

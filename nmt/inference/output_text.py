@@ -28,15 +28,10 @@ def output_lines(
 ) -> list[str]:
     """One output line per sentence: its best translation, or with nbest > 1 its n-best list
     as "hypothesis<TAB>score" pairs joined by tabs, best first ("" for an empty line). With
-    `alignments`, each translation is followed by a tab and its Pharaoh word alignment."""
+    `alignments` (n-best lists), each entry is followed by a tab and its Pharaoh word
+    alignment; a single best translation's goes after its scores (nmt.translate)."""
     if nbest == 1:
-        texts = best_text(tokenizer, hypotheses)
-        if not alignments:
-            return texts
-        return [
-            f"{text}\t{pharaoh(hyps[0].alignment) if hyps else ''}"
-            for text, hyps in zip(texts, hypotheses, strict=True)
-        ]
+        return best_text(tokenizer, hypotheses)
     lines = []
     for scored, hyps in zip(scored_texts(tokenizer, hypotheses), hypotheses, strict=True):
         fields = []
