@@ -29,7 +29,7 @@ from harness import ROUNDS, Run, Side, alternate, sweep
 from nmt.config import InferenceConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.inference import loading
-from nmt.inference.output_text import output_lines
+from nmt.inference.output_text import best_text
 from nmt.inference.search_choice import choose_search
 from nmt.serving.launch import launched
 
@@ -166,9 +166,7 @@ def main() -> None:
     engine, search = offline_engine(args.ckpt, args.backend)
 
     def offline() -> Run:
-        return Run(
-            len(lines), None, output_lines(engine.tokenizer, engine.translate(lines, search), 1)
-        )
+        return Run(len(lines), None, best_text(engine.tokenizer, engine.translate(lines, search)))
 
     # the offline answers every served one must equal; computing them warms offline up on the
     # exact work it is timed on (the servers warm themselves: 2 x CLIENTS requests first)

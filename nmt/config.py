@@ -293,7 +293,24 @@ class InferenceConfig:
 
 
 @dataclass
-class TranslateConfig(InferenceConfig):
+class SegmentConfig:
+    """How `translate` and the server cut text before translating it (nmt.documents)."""
+
+    # sentences: each line (each request text) is cut into sentences, translated in the same
+    # batches as all others and joined back around the text's own whitespace and Markdown
+    # markers (nmt/documents/layout.py); lines: each line is one segment, as the model sees it
+    segment: str = "sentences"
+    # A "sentence" of more words than this (a run of captions without final punctuation) is
+    # cut again before each likely sentence start (nmt/documents/sentences.py)
+    segment_max_words: int = 25
+
+    def __post_init__(self) -> None:
+        if self.segment not in ("sentences", "lines"):
+            raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
+
+
+@dataclass
+class TranslateConfig(SegmentConfig, InferenceConfig):
     """`python -m nmt.translate`: raw text in, one line out per line in."""
 
     input: str | None = None  # default: stdin
@@ -356,7 +373,7 @@ class EvaluateConfig(InferenceConfig):
 
 
 @dataclass
-class ServeConfig(InferenceConfig):
+class ServeConfig(SegmentConfig, InferenceConfig):
     """`python -m nmt.serve`: the model over HTTP (nmt.serving). The search is the model's
     own (or the command line's, as for translate); each request may change its fields."""
 

@@ -2,6 +2,9 @@
 
 Raw text in, raw text out, through the model's own sentencepiece model. Exactly one output
 line per input line, in input order; an empty or whitespace-only line gives an empty line.
+segment=sentences (the default) cuts each line into its sentences and joins their
+translations back with the line's own spacing and Markdown markers; segment=lines translates
+each line as one segment (nmt.documents).
 The search is the one stored with the model unless the command line names one
 (`decode=beam`, `decode=sample`, or single fields such as `decode.beam_size=8`); the log says
 which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
@@ -30,10 +33,11 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
+from nmt.documents.output_lines import output_lines
+from nmt.documents.sentences import SentenceSplitter
+from nmt.documents.translation import translate_texts
 from nmt.files import atomic_path, read_chunks
-from nmt.inference.alignment import pharaoh
 from nmt.inference.loading import check_model, load
-from nmt.inference.output_text import output_lines, score_columns
 from nmt.inference.search_choice import choose_search
 from nmt.model import ModelConfig
 
@@ -81,6 +85,7 @@ def translate_stream(
             ModelConfig(**engine.card.shape).alignment_layer_index,
         )
     total = 0
+    splitter = SentenceSplitter(max_words=cfg.segment_max_words)
     name = getattr(source, "name", "input")
     prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
@@ -98,14 +103,18 @@ def translate_stream(
                         f"prefix_file={cfg.prefix_file} has more lines than the input "
                         f"({total + len(lines)})"
                     )
-            nbest = engine.translate(lines, search, total + 1, forced, alignments=cfg.alignments)
-            out = output_lines(engine.tokenizer, nbest, cfg.nbest, cfg.alignments)
-            if cfg.scores:  # the best translations' own scores
-                rated = engine.rate(lines, nbest, total + 1)
-                out = [f"{text}\t{score_columns(s)}" for text, s in zip(out, rated, strict=True)]
-            if cfg.alignments and cfg.nbest == 1:  # after the scores
-                links = [pharaoh(hyps[0].alignment) if hyps else "" for hyps in nbest]
-                out = [f"{text}\t{link}" for text, link in zip(out, links, strict=True)]
+            found = translate_texts(
+                engine,
+                lines,
+                search,
+                cfg.segment,
+                splitter,
+                total + 1,
+                forced,
+                alignments=cfg.alignments,
+                scores=cfg.scores,
+            )
+            out = output_lines(found, cfg.nbest, cfg.scores, cfg.alignments)
             for line in out:
                 sink.write(line + "\n")
             sink.flush()

@@ -18,7 +18,7 @@ from nmt.decoding.settings import DecodeConfig, check_search
 from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
 from nmt.inference.calibration import INFO_KEY, Calibration
-from nmt.inference.planner import Batch, Planner, encode_prefixes
+from nmt.inference.planner import Batch, Planner, encode_prefixes, line_number
 from nmt.inference.scores import Scores, scores
 from nmt.tokenizer import Tokenizer
 
@@ -86,7 +86,7 @@ class Engine(ABC):
         self,
         lines: list[str],
         search: DecodeConfig,
-        first_line_number: int = 1,
+        first_line_number: int | list[int] = 1,
         prefixes: list[str] | None = None,
         done: Callable[[int], object] | None = None,
         alignments: bool = False,
@@ -94,9 +94,10 @@ class Engine(ABC):
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
         ("" = none), included in the hypotheses. `first_line_number`: what warnings call
-        lines[0]; `done(n)`: told of the n lines of each batch as it ends (progress bars);
-        `alignments`: each hypothesis gets its word alignment (nmt.inference.alignment).
-        Raises SearchError (one line) for a search that is no search (`check`)."""
+        lines[0], or each line's number (planner.line_number); `done(n)`: told of the n
+        lines of each batch as it ends (progress bars); `alignments`: each hypothesis gets
+        its word alignment (nmt.inference.alignment). Raises SearchError (one line) for a
+        search that is no search (`check`)."""
         self.check(search)
         search = self.runnable(search)[0]
         results: list[list[Hypothesis]] = [[] for _ in lines]
@@ -127,14 +128,14 @@ class Engine(ABC):
         self,
         lines: list[str],
         targets: list[str] | list[list[int]],
-        first_line_number: int = 1,
+        first_line_number: int | list[int] = 1,
     ) -> list[Scores | None]:
         """Force-decode each target (text, or ids without BOS and EOS) given its source line:
         its scores (nmt.inference.scores), None for an empty or whitespace-only source line.
         Batched as `translate` batches, so a pair scores the same alone or with others."""
         if len(targets) != len(lines):
             raise ValueError(f"{len(lines)} source lines but {len(targets)} targets")
-        numbers = list(range(first_line_number, first_line_number + len(lines)))
+        numbers = [line_number(first_line_number, i) for i in range(len(lines))]
         texts = [i for i, t in enumerate(targets) if isinstance(t, str)]
         encoded = encode_prefixes(
             self.tokenizer,
@@ -158,7 +159,10 @@ class Engine(ABC):
         return results
 
     def rate(
-        self, lines: list[str], nbests: list[list[Hypothesis]], first_line_number: int = 1
+        self,
+        lines: list[str],
+        nbests: list[list[Hypothesis]],
+        first_line_number: int | list[int] = 1,
     ) -> list[Scores | None]:
         """The scores of each line's best translation (None for an empty line): from the
         search's own token log-probs where it kept them (ours), else by force-decoding it."""

@@ -1,10 +1,9 @@
-"""N-best lists as text: the best translation of each line, or its n-best list with scores,
-each on one line whatever the model wrote."""
+"""N-best lists as text, each on one line whatever the model wrote: the best translation of
+each line, its n-best list with scores, the scores' columns."""
 
 from __future__ import annotations
 
 from nmt.decoding.state import Hypothesis
-from nmt.inference.alignment import pharaoh
 from nmt.inference.scores import Scores
 from nmt.tokenizer import Tokenizer
 
@@ -21,24 +20,6 @@ def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[
     """The best hypothesis of each sentence as one line of raw text ("" for none)."""
     texts = tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in hypotheses])
     return [one_line(t) for t in texts]
-
-
-def output_lines(
-    tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]], nbest: int, alignments: bool = False
-) -> list[str]:
-    """One output line per sentence: its best translation, or with nbest > 1 its n-best list
-    as "hypothesis<TAB>score" pairs joined by tabs, best first ("" for an empty line). With
-    `alignments` (n-best lists), each entry is followed by a tab and its Pharaoh word
-    alignment; a single best translation's goes after its scores (nmt.translate)."""
-    if nbest == 1:
-        return best_text(tokenizer, hypotheses)
-    lines = []
-    for scored, hyps in zip(scored_texts(tokenizer, hypotheses), hypotheses, strict=True):
-        fields = []
-        for (text, score), hyp in zip(scored, hyps, strict=True):
-            fields += [text, f"{score:.4f}"] + ([pharaoh(hyp.alignment)] if alignments else [])
-        lines.append("\t".join(fields))
-    return lines
 
 
 def scored_texts(

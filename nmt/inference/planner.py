@@ -107,14 +107,15 @@ class Planner:
         lines: list[str],
         search: DecodeConfig,
         prefixes: list[str] | None = None,
-        first_line_number: int = 1,
+        first_line_number: int | list[int] = 1,
     ) -> list[Batch]:
         """The batches that translate `lines` (none for empty ones); `first_line_number` is what
-        warnings call lines[0] (translate streams a file in chunks)."""
+        warnings call lines[0] (translate streams a file in chunks), or each line's number
+        (`line_number`)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         if not todo:
             return []
-        numbers = [first_line_number + i for i in todo]
+        numbers = [line_number(first_line_number, i) for i in todo]
         sources = encode_sources(
             self.tokenizer, [lines[i] for i in todo], self.max_positions, numbers
         )
@@ -149,3 +150,9 @@ def same_limit(group: list[int], limits: list[int]) -> list[list[int]]:
     for i in group:
         by_limit.setdefault(limits[i], []).append(i)
     return list(by_limit.values())
+
+
+def line_number(first: int | list[int], i: int) -> int:
+    """What warnings call line i of a call: `first` + i, or `first[i]` where the caller
+    numbers its lines itself (sentences cut from lines keep their line's number)."""
+    return first[i] if isinstance(first, list) else first + i

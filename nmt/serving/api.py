@@ -6,7 +6,8 @@ together: requests with the same search are one call of the backend's `translate
 sorts all their lines by length into batches under max_tokens, so a line's translation does
 not depend on who else asked (tests/test_serve.py).
 Sampling requests are decoded one by one, so a seed gives the same samples however they arrive;
-requests asking for alignments are decoded apart from those that do not.
+requests asking for alignments, scores or another segmenting are decoded apart from the rest.
+Each text is cut into sentences (or not) as nmt.documents.translation says.
 A search that is no search as a whole (the engine's SearchError) is a 422 for the requests
 that asked for it. If a call fails otherwise, its requests are retried one by one: only a
 request that fails alone gets a 500, the others their translations, and the model stays loaded.
@@ -23,9 +24,9 @@ from fastapi.responses import JSONResponse
 
 from nmt.config import ServeConfig
 from nmt.decoding.settings import DecodeConfig, SearchError
-from nmt.inference.alignment import pharaoh
+from nmt.documents.sentences import SentenceSplitter
+from nmt.documents.translation import translate_texts
 from nmt.inference.loading import load
-from nmt.inference.output_text import scored_texts
 from nmt.inference.search_choice import choose_search
 from nmt.serving.batching import FirstArrivalLoop
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
@@ -60,6 +61,7 @@ class TranslationAPI(ls.LitAPI):
         if self.cfg.device == "auto":
             self.cfg.device = device
         self.engine = load(self.cfg)
+        self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)
         self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
         log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)
 
@@ -73,8 +75,10 @@ class TranslationAPI(ls.LitAPI):
         groups: dict[tuple, list[int]] = {}
         for i, (request, search) in enumerate(jobs):
             # alignments record attention the plain way, which may round differently: requests
-            # asking for them are decoded apart, so no one's translation depends on a neighbour
-            alike = (astuple(search), request.alignments)
+            # asking for them are decoded apart, so no one's translation depends on a neighbour;
+            # so are those asking for scores (the CTranslate2 engine force-decodes for them)
+            # and for another segmenting
+            alike = (astuple(search), request.alignments, request.scores, request.segment)
             key = ("alone", i) if search.strategy == "sample" else alike
             groups.setdefault(key, []).append(i)
         for members in groups.values():
@@ -96,44 +100,28 @@ class TranslationAPI(ls.LitAPI):
         return answers
 
     def decode(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list[dict]:
-        """Requests with one search, decoded in one call."""
-        search = jobs[0][1]
+        """Requests alike (`predict`) decoded in one call."""
+        first_request, search = jobs[0]
         lines = [line for request, _ in jobs for line in request.lines]
         prefixes = None
         if any(request.prefixes for request, _ in jobs):
             prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
-        aligned = any(request.alignments for request, _ in jobs)
-        hypotheses = self.engine.translate(lines, search, 1, prefixes, alignments=aligned)
-        scored = scored_texts(self.engine.tokenizer, hypotheses)
-        rated = self.rate(jobs, lines, hypotheses)
+        found = translate_texts(
+            self.engine,
+            lines,
+            search,
+            first_request.segment or self.cfg.segment,
+            self.splitter,
+            prefixes=prefixes,
+            alignments=first_request.alignments,
+            scores=first_request.scores,
+        )
         answers, first = [], 0
         for request, _ in jobs:
-            mine = scored[first : first + len(request.lines)]
-            scores = rated[first : first + len(request.lines)] if request.scores else None
-            links = None
-            if request.alignments:
-                hyps = hypotheses[first : first + len(request.lines)]
-                links = [pharaoh(h[0].alignment) if h else "" for h in hyps]
+            mine = found[first : first + len(request.lines)]
             first += len(request.lines)
-            best = [hyps[0][0] if hyps else "" for hyps in mine]
-            nbest = mine if search.nbest > 1 else None
-            backend = self.engine.name
-            answer = response(request, best, nbest, self.model_name, backend, search, scores, links)
-            answers.append(answer)
+            answers.append(response(request, mine, self.model_name, self.engine.name, search))
         return answers
-
-    def rate(self, jobs, lines: list[str], hypotheses) -> list:
-        """The scores of the best translation of each line of the requests that asked for
-        them (`Engine.rate`: one call for all of those), None elsewhere."""
-        wanted = [request.scores for request, _ in jobs for _ in request.lines]
-        if not any(wanted):
-            return [None] * len(lines)
-        picked = [i for i, want in enumerate(wanted) if want]
-        rated: list = [None] * len(lines)
-        found = self.engine.rate([lines[i] for i in picked], [hypotheses[i] for i in picked])
-        for i, scores in zip(picked, found, strict=True):
-            rated[i] = scores
-        return rated
 
     def encode_response(self, answer) -> TranslateResponse:
         if isinstance(answer, Failure):

@@ -1,9 +1,9 @@
 """The JSON of `POST /translate`, and how a request's search is made from the model's own.
 
-A request: {"text": "A line." | ["line", ...], "prefix": same shape (optional),
+A request: {"text": "A text." | ["text", ...], "prefix": same shape (optional),
 "search": {field of DecodeConfig: value, ...} (optional), "scores", "alignments": true
-(optional)}. The
-answer has `translation` in the shape of `text` (one line per line, "" for an empty one),
+(optional), "segment": "sentences" | "lines" (optional)}. The answer has `translation` in the
+shape of `text` (one translation per text: nmt.documents.translation),
 `nbest` (the same shape, each a list of {"text", "score"}, when search.nbest > 1), `scores`
 (the same shape, each {"confidence", "log_prob_per_token", "words": [{"word",
 "probability"}]} or null for an empty line, when asked), `alignments` (the same shape, each
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, replace
-from typing import Literal, get_type_hints
+from typing import TYPE_CHECKING, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -27,6 +27,10 @@ from nmt.decoding.settings import (
     unread,
     without_unread,
 )
+from nmt.inference.alignment import pharaoh
+
+if TYPE_CHECKING:
+    from nmt.documents.translation import Translation
 
 # How far a request may take each search field: one request must not take the machine (a
 # beam of 10,000, say). The fields and their types are DecodeConfig's (settings.py).
@@ -79,6 +83,11 @@ class TranslateRequest(BaseModel):
     alignments: bool = Field(
         default=False,
         description="Also give each line's word alignment, Pharaoh 'source-target' pairs",
+    )
+    segment: Literal["sentences", "lines"] | None = Field(
+        default=None,
+        description="sentences: each text is cut into sentences and joined back with its own "
+        "whitespace; lines: each text is one segment; default: the server's (segment=)",
     )
 
     @property
@@ -173,33 +182,36 @@ def request_search(default: DecodeConfig, request: TranslateRequest) -> DecodeCo
 
 def response(
     request: TranslateRequest,
-    best: list[str],
-    nbest: list[list[tuple[str, float]]] | None,
+    found: list[Translation],
     model: str,
     backend: str,
     search: DecodeConfig,
-    rated: list | None = None,
-    links: list[str] | None = None,
 ) -> dict:
-    """The answer to `request`: lists for a list of lines, one value for one line. `rated`:
-    each line's Scores (None for an empty line) when the request asked for them; `links`: each
-    line's Pharaoh alignment ("" for an empty line) when it asked for them."""
+    """The answer to `request`: lists for a list of texts, one value for one text. "nbest"
+    with search.nbest > 1, "scores" (None for an empty text) and "alignments" (Pharaoh, ""
+    for an empty text) when the request asked for them."""
     single = isinstance(request.text, str)
+
+    def shaped(values: list):
+        return values[0] if single else values
+
     answer = {
-        "translation": best[0] if single else best,
+        "translation": shaped([t.text for t in found]),
         "model": model,
         "backend": backend,
         "search": asdict(search),
         "search_text": describe_search(search),
     }
-    if nbest is not None:
-        lists = [[{"text": t, "score": s} for t, s in hyps] for hyps in nbest]
-        answer["nbest"] = lists[0] if single else lists
-    if rated is not None:
-        lines = [line_scores(r) for r in rated]
-        answer["scores"] = lines[0] if single else lines
-    if links is not None:
-        answer["alignments"] = links[0] if single else links
+    if search.nbest > 1:
+        answer["nbest"] = shaped(
+            [[{"text": text, "score": score} for text, score in t.alternatives] for t in found]
+        )
+    if request.scores:
+        answer["scores"] = shaped([line_scores(t.scores) for t in found])
+    if request.alignments:
+        answer["alignments"] = shaped(
+            [pharaoh(t.alignments[0]) if t.alignments else "" for t in found]
+        )
     return answer
 
 

@@ -1,0 +1,1 @@
+"""Documents, not lines: sentences inside paragraphs, the shape of the text around them."""

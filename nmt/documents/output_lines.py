@@ -1,0 +1,32 @@
+"""`translate`'s output: one line per input line, whatever the texts hold."""
+
+from __future__ import annotations
+
+from nmt.documents.translation import Translation
+from nmt.inference.alignment import pharaoh
+from nmt.inference.output_text import one_line, score_columns
+
+
+def output_lines(
+    found: list[Translation], nbest: int, scores: bool = False, alignments: bool = False
+) -> list[str]:
+    """Per text: its best translation, or with nbest > 1 its alternatives as
+    "translation<TAB>score" pairs joined by tabs, best first ("" where there are none).
+    `alignments` adds each alternative's Pharaoh word alignment after its score; for the best
+    translation alone, after the scores' columns (`scores`, output_text.score_columns)."""
+    lines = []
+    for t in found:
+        if nbest > 1:
+            fields = []
+            for k, (text, score) in enumerate(t.alternatives):
+                fields += [one_line(text), f"{score:.4f}"]
+                fields += [pharaoh(t.alignments[k])] if alignments else []
+            lines.append("\t".join(fields))
+            continue
+        fields = [one_line(t.text)]
+        if scores:
+            fields.append(score_columns(t.scores))
+        if alignments:
+            fields.append(pharaoh(t.alignments[0]) if t.alignments else "")
+        lines.append("\t".join(fields))
+    return lines
