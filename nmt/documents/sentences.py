@@ -6,8 +6,8 @@ punctuation marks. Captions, titles, chat and
 list items often end without punctuation, and a run of them reaches the splitter as one
 "sentence" far longer than any the model was trained on, which the model then garbles. So a
 run of more than `max_words` words is cut again before each word that looks like a sentence
-start: a capital after a word ending in a lowercase letter, unless that word is one that
-leads into a name ("in Boston", "the Eiffel tower"). A sentence of normal length is never cut
+start: a capital after a lowercase word that ends in a letter, unless that word is one that
+leads into a name ("in Boston", "the Eiffel Tower"). A sentence of normal length is never cut
 this way, so names inside ordinary sentences are safe.
 """
 
@@ -68,6 +68,7 @@ class SentenceSplitter:
 def starts_sentence(before: str, word: str) -> bool:
     return (
         word[0].isupper()
+        and before[0].islower()  # not a name going on: "the Eiffel Tower"
         and before[-1].islower()
         and before.lower() not in NAME_LEADERS
         and not (len(word) > 1 and word.isupper())  # an acronym: "the USA", "a TV"
