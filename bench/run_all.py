@@ -2,7 +2,8 @@
 of bench/results.json. NMT_BENCH_CKPT=outputs/<run>/model.pt adds the BLEU figures of a
 trained model to bench_inference.py, runs bench_serve.py on it with both engines (its
 CTranslate2 int8 export made here, in a temporary folder), what scores and alignments cost
-(bench_scores_cost.py), how its alignments compare with eflomal's (bench_alignment.py) and,
+(bench_scores_cost.py), how its alignments compare with eflomal's (bench_alignment.py), what
+cutting paragraphs into sentences costs and buys (bench_documents.py) and,
 on a copy calibrated on val, how far its confidence can be trusted (bench_confidence.py)."""
 
 import json
@@ -21,7 +22,7 @@ def run(*args: str) -> None:
     subprocess.run([sys.executable, *args], check=True, cwd=HERE)
 
 
-for script in ("bench_data.py", "bench_train.py", "bench_inference.py"):
+for script in ("bench_data.py", "bench_train.py", "bench_inference.py", "bench_splitters.py"):
     run(str(HERE / script))
 ckpt = os.environ.get("NMT_BENCH_CKPT")
 if ckpt:  # serving needs a trained model: real output lengths
@@ -32,6 +33,7 @@ if ckpt:  # serving needs a trained model: real output lengths
         run(str(HERE / "bench_serve.py"), "--ckpt", str(export), "--backend", "ctranslate2")
         run(str(HERE / "bench_scores_cost.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_alignment.py"), "--ckpt", ckpt)
+        run(str(HERE / "bench_documents.py"), "--ckpt", ckpt, "--export", str(export))
         calibrated = Path(folder) / "calibrated.pt"
         shutil.copy(ckpt, calibrated)
         data = Path(os.environ.get("NMT_DATA_DIR", HERE.parent.parent / "shared/data/multi30k"))
