@@ -211,6 +211,35 @@ def test_scores_on_request_are_the_engines_own_alone_or_batched(api, overfit_eng
     assert together[2]["scores"] == answer["scores"][1]
 
 
+def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
+    api, overfit_engine, lines
+):
+    """The server cuts each text into sentences (segment=sentences, the default) and keeps
+    its line breaks and spacing; "segment": "lines" translates each text whole, as before;
+    both as nmt.documents.translate_texts does offline, alone or batched."""
+    from nmt.documents.translation import translate_texts
+
+    document = f"# {lines[0]}\n\n  {lines[1]}  {lines[2]}\n- {lines[3]}\n"
+    bodies = [
+        {"text": document},
+        {"text": [document, lines[4]], "segment": "lines"},
+        {"text": document, "segment": "sentences", "alignments": True},
+    ]
+    together = served_with(api, bodies)
+    assert together == [served_with(api, [body])[0] for body in bodies]
+    own = api.search
+    cut = translate_texts(overfit_engine, [document], own, alignments=True)[0]
+    whole = translate_texts(overfit_engine, [document, lines[4]], own, "lines")
+    assert together[0]["translation"] == cut.text
+    assert together[2]["translation"] == cut.text and cut.text.count("\n") == 4
+    assert together[1]["translation"] == [t.text for t in whole]
+    assert together[2]["alignments"] == " ".join(f"{s}-{t}" for s, t in cut.alignments[0])
+    from nmt.serving.schema import RequestError, parse_request
+
+    with pytest.raises(RequestError, match="segment"):
+        parse_request(json.dumps({"text": document, "segment": "words"}).encode())
+
+
 def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
     from nmt.ct2.model_dir import export
     from nmt.inference.ct2_engine import CTranslate2Engine
