@@ -31,7 +31,7 @@ from nmt.inference.search_choice import choose_search
 
 def decoding(engine, search, lines: list[str], extras: bool):
     def run() -> Run:
-        found = engine.translate(lines, search, alignments=extras)
+        found = engine.translate(lines, search, alignments=extras, scores=extras)
         if extras:  # as translate scores=true: from the search where it kept them
             engine.rate(lines, found)
         return Run(len(lines), None, [h[0].tokens if h else [] for h in found])

@@ -72,12 +72,18 @@ RESUME_OVERRIDES = [
 ]
 
 
-def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_path, recwarn):
+GUIDED = ["data.word_alignments=true", "optim.alignment_weight=0.5", "model.alignment_heads=1"]
+
+
+@pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided_alignment"])
+def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_path, recwarn, guided):
+    """Also with guided alignment: each resumed batch brings its own word links."""
     from conftest import compose_train_config, overfit_training
 
     from nmt.training.fit import train
 
     def config(run_dir, extra):
+        extra = [*extra, *(GUIDED if guided else [])]
         return compose_train_config(
             overfit_training(overfit_data, tmp_path, *RESUME_OVERRIDES, *extra)
         )
@@ -97,6 +103,10 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
             float(a[step]["train/loss"]), rel=1e-5
         ), step
         assert float(b[step]["lr-Adam"]) == pytest.approx(float(a[step]["lr-Adam"]), rel=1e-9)
+        if guided:
+            assert float(b[step]["train/alignment_loss"]) == pytest.approx(
+                float(a[step]["train/alignment_loss"]), rel=1e-5
+            ), step
     # Lightning's "dataloader not resumable" warning would be false here: the resume is exact.
     assert not [w for w in recwarn if "not resumable" in str(w.message)]
 
@@ -462,7 +472,8 @@ def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
 
 
 @pytest.mark.slow
-def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
+@pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided_alignment"])
+def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided):
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
     cmd = [
         sys.executable,
@@ -483,6 +494,7 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
         "trainer.devices=2",
         "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}",
+        *(GUIDED if guided else []),
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

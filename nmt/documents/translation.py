@@ -72,7 +72,7 @@ def translate_texts(
     flat = [s for layout in layouts for s in layout.sentences]
     numbers = [first_line_number + i for i in owner]
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
-    found = engine.translate(flat, search, numbers, forced, alignments=alignments)
+    found = engine.translate(flat, search, numbers, forced, alignments=alignments, scores=scores)
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
     rated = engine.rate(flat, found, numbers) if scores else [None] * len(flat)

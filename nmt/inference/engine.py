@@ -90,19 +90,21 @@ class Engine(ABC):
         prefixes: list[str] | None = None,
         done: Callable[[int], object] | None = None,
         alignments: bool = False,
+        scores: bool = False,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
         ("" = none), included in the hypotheses. `first_line_number`: what warnings call
         lines[0], or each line's number (planner.line_number); `done(n)`: told of the n
         lines of each batch as it ends (progress bars); `alignments`: each hypothesis gets
-        its word alignment (nmt.inference.alignment). Raises SearchError (one line) for a
-        search that is no search (`check`)."""
+        its word alignment (nmt.inference.alignment); `scores`: each keeps its tokens'
+        log-probs (`Hypothesis.token_log_probs`, what `rate` reads). Raises SearchError (one
+        line) for a search that is no search (`check`)."""
         self.check(search)
         search = self.runnable(search)[0]
         results: list[list[Hypothesis]] = [[] for _ in lines]
         batches = self.planner.plan(lines, search, prefixes, first_line_number)
-        found = self.search_batches(batches, search, alignments)
+        found = self.search_batches(batches, search, alignments, scores)
         pieces = self.tokenizer.pieces
         for batch, nbests in zip(batches, found, strict=True):
             for line, source, nbest in zip(batch.lines, batch.sources, nbests, strict=True):
@@ -118,11 +120,16 @@ class Engine(ABC):
 
     @abstractmethod
     def search_batches(
-        self, batches: list[Batch], search: DecodeConfig, attention: bool = False
+        self,
+        batches: list[Batch],
+        search: DecodeConfig,
+        attention: bool = False,
+        log_probs: bool = False,
     ) -> Iterator[list]:
         """Per batch, in order, per sentence its n-best list: the one step an engine supplies.
         `attention`: each hypothesis holds its alignment layer's cross-attention, at least
-        (len(tokens), len(source) - 1) (a row per output token, a column per source token)."""
+        (len(tokens), len(source) - 1) (a row per output token, a column per source token);
+        `log_probs`: each holds its token_log_probs (an engine may keep them anyway)."""
 
     def score(
         self,

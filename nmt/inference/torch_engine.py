@@ -127,7 +127,11 @@ class TorchEngine(Engine):
             self.model.train(was_training)
 
     def search_batches(
-        self, batches: list[Batch], search: DecodeConfig, attention: bool = False
+        self,
+        batches: list[Batch],
+        search: DecodeConfig,
+        attention: bool = False,
+        log_probs: bool = False,  # our searches keep them always
     ) -> Iterator[list]:
         with self.evaluating():
             for batch in batches:
