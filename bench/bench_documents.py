@@ -18,22 +18,16 @@ without final punctuation, with and without the splitter's cut of over-long runs
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
 import statistics
 
 import sacrebleu
 from bench_splitters import paragraphs
-from common import read_lines, save_records
-from harness import ROUNDS, Run, Side, alternate
+from common import read_lines, save_records, trained_engines, trained_model_args
+from harness import Run, Side, alternate
 
-from nmt.config import InferenceConfig
-from nmt.decoding.settings import DecodeConfig
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
-from nmt.inference import loading
-from nmt.inference.search_choice import choose_search
 
 ENDS = re.compile(r"[.!?][\"')\]]*$")
 
@@ -60,15 +54,7 @@ def regroup(lines: list[str], groups: list[list[str]]) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--ckpt", default=os.environ.get("NMT_BENCH_CKPT"))
-    parser.add_argument("--export", help="its CTranslate2 export (python -m nmt.export)")
-    parser.add_argument("--rounds", type=int, default=ROUNDS)
-    args = parser.parse_args()
-    if not args.ckpt:
-        raise SystemExit("--ckpt: a trained model.pt")
+    args = trained_model_args(__doc__)
     english, german = read_lines("test_2016_flickr.en"), read_lines("test_2016_flickr.de")
     pairs = paragraphs(list(zip(english, german, strict=True)))
     src_groups = [[en for en, _ in p] for p in pairs]
@@ -81,11 +67,7 @@ def main() -> None:
     bare_refs = [" ".join(de for _, de in p) for p in bare_pairs]
     print(f"{len(pairs)} paragraphs of {len(flat)} sentences; {len(bare_pairs)} unpunctuated")
     records = []
-    backends = [("torch", args.ckpt)] + ([("ctranslate2", args.export)] if args.export else [])
-    for backend, path in backends:
-        engine = loading.load(InferenceConfig(ckpt=path, decode=DecodeConfig(), backend=backend))
-        search, line = choose_search(engine.card, DecodeConfig(), [])
-        print(f"{backend}: {line}", flush=True)
+    for backend, engine, search in trained_engines(args):
         sides = [
             Side(
                 "pre-split", "one sentence per line", way(engine, search, flat, "lines", len(flat))

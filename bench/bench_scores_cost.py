@@ -14,19 +14,12 @@ Target: at most 5% more time.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import time
 
 import torch
-from common import multi30k_tokenizer, read_lines, save_records
-from harness import ROUNDS, Run, Side, alternate
-
-from nmt.config import InferenceConfig
-from nmt.decoding.settings import DecodeConfig
-from nmt.inference import loading
-from nmt.inference.search_choice import choose_search
+from common import multi30k_tokenizer, read_lines, save_records, trained_engines, trained_model_args
+from harness import Run, Side, alternate
 
 
 def decoding(engine, search, lines: list[str], extras: bool):
@@ -85,23 +78,10 @@ def training(guided: bool, steps: int):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--ckpt", default=os.environ.get("NMT_BENCH_CKPT"))
-    parser.add_argument("--export", help="its CTranslate2 export (python -m nmt.export)")
-    parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--steps", type=int, default=12)
-    args = parser.parse_args()
-    if not args.ckpt:
-        raise SystemExit("--ckpt: a trained model.pt")
+    args = trained_model_args(__doc__, steps=12)
     lines = read_lines("test_2016_flickr.en")[:1000]
     records = []
-    backends = [("torch", args.ckpt)] + ([("ctranslate2", args.export)] if args.export else [])
-    for backend, path in backends:
-        engine = loading.load(InferenceConfig(ckpt=path, decode=DecodeConfig(), backend=backend))
-        search, line = choose_search(engine.card, DecodeConfig(), [])
-        print(f"{backend}: {line}", flush=True)
+    for backend, engine, search in trained_engines(args):
         sides = [
             Side("plain", "translate", decoding(engine, search, lines, False)),
             Side("extras", "alignments + scores", decoding(engine, search, lines, True)),

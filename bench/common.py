@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -82,3 +83,39 @@ def save_records(records: list[dict], section: str) -> None:
     existing["records"] = kept + records
     existing["machine"] = machine()
     RESULTS.write_text(json.dumps(existing, indent=2))
+
+
+def trained_model_args(description: str, **extra) -> argparse.Namespace:
+    """The command line of a benchmark of a trained model on each engine: --ckpt (or
+    NMT_BENCH_CKPT), --export (its CTranslate2 directory, optional), --rounds; `extra`:
+    further options, name=default."""
+    from harness import ROUNDS
+
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--ckpt", default=os.environ.get("NMT_BENCH_CKPT"))
+    parser.add_argument("--export", help="its CTranslate2 export (python -m nmt.export)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    for name, default in extra.items():
+        parser.add_argument(f"--{name}", type=type(default), default=default)
+    args = parser.parse_args()
+    if not args.ckpt:
+        raise SystemExit("--ckpt: a trained model.pt")
+    return args
+
+
+def trained_engines(args: argparse.Namespace):
+    """(backend, engine, the model's own search as it runs) for torch and, with --export,
+    CTranslate2; each search logged."""
+    from nmt.config import InferenceConfig
+    from nmt.decoding.settings import DecodeConfig
+    from nmt.inference import loading
+    from nmt.inference.search_choice import choose_search
+
+    backends = [("torch", args.ckpt)] + ([("ctranslate2", args.export)] if args.export else [])
+    for backend, path in backends:
+        engine = loading.load(InferenceConfig(ckpt=path, decode=DecodeConfig(), backend=backend))
+        search, line = choose_search(engine.card, DecodeConfig(), [])
+        print(f"{backend}: {line}", flush=True)
+        yield backend, engine, search
