@@ -89,6 +89,17 @@ def test_runs_without_final_punctuation_are_cut_but_sentences_are_not():
     assert len(long.split()) > SPLITTER.max_words and SPLITTER.spans(long) == [(0, len(long))]
 
 
+def test_no_single_val_or_test_sentence_is_cut(multi30k_dir):
+    """Why segment=sentences is the default: on one sentence per line it cuts nothing (every
+    val and test_2016_flickr line stays one segment; one test line that starts "# 8 for Iowa
+    State" keeps its "# " as a Markdown heading's), while paragraphs gain (docs/benchmarks.md)."""
+    for split in ("val", "test_2016_flickr"):
+        for line in (multi30k_dir / f"{split}.en").read_text(encoding="utf-8").splitlines():
+            layout = lay_out(line, SPLITTER)
+            assert len(layout.sentences) == 1, line  # "# 8 for Iowa State ...": a heading
+            assert layout.sentences[0] == line.strip() or layout.kept[0].strip() == "#", line
+
+
 def test_markers_and_rules_alone_are_kept_not_translated():
     layout = lay_out("- \n---\n# Title", SPLITTER)
     assert layout.sentences == ["Title"] and layout.kept == ["- \n---\n# ", ""]
