@@ -1,13 +1,16 @@
 """`python -m nmt.serve ckpt=PATH [backend=ctranslate2] [host=127.0.0.1] [port=8000]`.
 
-Serves the model over HTTP until stopped (Ctrl+C): POST /translate, GET /health, GET /info, a
-page at /, the API's docs at /docs (nmt.serving). The default search is the model's own, or
-the command line's (`decode=beam`, `decode.beam_size=8`); each request may change its fields.
+Serves the model over HTTP until stopped (Ctrl+C, or SIGTERM: either ends every worker): POST
+/translate, GET /health, GET /info, a page at /, the API's docs at /docs (nmt.serving). The
+default search is the model's own, or the command line's (`decode=beam`,
+`decode.beam_size=8`); each request may change its fields.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -20,10 +23,30 @@ log = logging.getLogger("nmt.serve")
 EXAMPLE = "python -m nmt.serve ckpt=outputs/<run>/model.pt port=8000"
 
 
+def stop_like_ctrl_c() -> None:
+    """SIGTERM (kill, systemd, docker stop) stops the server as Ctrl+C does: LitServe's
+    shutdown then ends its HTTP and model worker processes, which a bare SIGTERM left running
+    and holding the port. SIGINT gets Python's handler back too, for a server started from a
+    shell that ignores it in background jobs."""
+
+    server = os.getpid()
+
+    def interrupt(signum, frame):
+        if os.getpid() != server:  # a forked worker: the default, as before
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+            return
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def run(cfg: ServeConfig, overrides: list[str]) -> None:
     from nmt.serving.inprocess import InProcessServer
     from nmt.serving.server import build_server
 
+    stop_like_ctrl_c()
     server, line = build_server(cfg, overrides)
     log.info("Serving %s", line)
     log.info("Loading the model; http://%s:%d/health answers ok once ready", cfg.host, cfg.port)

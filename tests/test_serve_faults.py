@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -152,3 +153,49 @@ def test_a_body_far_over_the_limit_gets_its_413_not_a_reset(server, lines, send)
     assert status == 413, body
     assert json.loads(body) == {"detail": "the body exceeds max_body_bytes=1000000"}
     assert post(server, {"text": lines[0]}, 30).status_code == 200
+
+
+def test_sigterm_to_the_server_alone_stops_every_worker_and_frees_the_port(model_pt, tmp_path):
+    """What `kill`, systemd and `docker stop` send: to the main process only, not its group.
+    LitServe's HTTP and model workers used to outlive it, still holding the port."""
+    import subprocess
+
+    from conftest import ROOT
+
+    from nmt.serving.launch import free_port, healthy
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt.serve", f"ckpt={model_pt}", "threads=1", f"port={port}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not healthy(f"http://127.0.0.1:{port}"):
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # every process of its group gone
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("workers outlived the server")
+        with socket.socket() as s:  # and a new server can listen on the port, as uvicorn does
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (past TIME_WAIT only)
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        assert "Traceback" not in (tmp_path / "serve.log").read_text()
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
