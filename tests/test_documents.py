@@ -180,3 +180,22 @@ def test_translate_cuts_sentences_by_default_and_not_with_segment_lines(
     assert lines.stdout.decode() == whole[0] + "\n\n"
     bad = run_module("nmt.translate", [f"ckpt={model_pt}", "segment=words"], tmp_path, stdin)
     assert bad.returncode != 0 and "segment must be sentences or lines" in bad.stderr.decode()
+
+
+def test_a_text_with_a_forced_prefix_is_translated_whole(overfit_engine, sentences):
+    a, b = sentences[9:11]
+    text, prefix = f"{a} {b}", "Ein"
+    calls = []
+    real = overfit_engine.translate
+
+    def counted(*args, **kwargs):
+        calls.append((args[0], args[3]))
+        return real(*args, **kwargs)
+
+    overfit_engine.translate = counted
+    try:
+        [found] = translate_texts(overfit_engine, [text], GREEDY, prefixes=[prefix])
+    finally:
+        del overfit_engine.translate
+    assert calls == [([text], [prefix])]  # one segment, the prefix starting it
+    assert found.text.startswith(prefix)

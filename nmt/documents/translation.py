@@ -30,8 +30,9 @@ SEGMENTS = ("sentences", "lines")
 @dataclass
 class Translation:
     """One text's translation. alternatives: (text, score), best first ([] for a text with
-    nothing to translate, whose translation is then `empty`); alignments: per alternative,
-    (source word, target word) pairs; scores: the best alternative's."""
+    nothing to translate, whose translation is then `empty`: "" for a blank text, the text
+    itself for Markdown markers or rules alone); alignments: per alternative, (source word,
+    target word) pairs; scores: the best alternative's."""
 
     source: str
     empty: str = ""
