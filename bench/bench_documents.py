@@ -11,7 +11,7 @@ pre-split. BLEU is scored per paragraph against the references joined the same w
 pre-split output joined by a space too); target: sentences within 0.5 of pre-split.
 
 The same is reported, BLEU only (too few for timing), for paragraphs of the test sentences
-without final punctuation, with and without the splitter's cut of over-long runs.
+without final punctuation, with and without the splitter's cut of over-long runs (max_words).
 
     python bench/bench_documents.py --ckpt model.pt [--export DIR]
 """
@@ -109,7 +109,7 @@ def main() -> None:
             "sentences": joined_bleu(
                 way(engine, search, bare_texts, "sentences", 0)().output, bare_refs
             ),
-            "sentences without the cut": joined_bleu(
+            "sentences without the long-run cut": joined_bleu(
                 way(engine, search, bare_texts, "sentences", 0, no_cut)().output, bare_refs
             ),
             "lines": joined_bleu(way(engine, search, bare_texts, "lines", 0)().output, bare_refs),

@@ -79,6 +79,13 @@ def test_runs_without_final_punctuation_are_cut_but_sentences_are_not():
     ]
     run = " ".join(captions)
     assert [run[a:b] for a, b in SPLITTER.spans(run)] == captions
+    # a short run too, where a capitalised "A", "The", "Two" ... starts the next sentence
+    short = "A child is splashing in the water Two men wearing black in a city. A dog runs"
+    assert [short[a:b] for a, b in SPLITTER.spans(short)] == [
+        "A child is splashing in the water",
+        "Two men wearing black in a city.",
+        "A dog runs",
+    ]
     # a sentence of ordinary length is never cut at a capital, names and all
     one = "A man from New York walks past Central Park with Mary and Bob"
     assert SPLITTER.spans(one) == [(0, len(one))]

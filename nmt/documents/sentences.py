@@ -2,13 +2,15 @@
 
 A library splitter (sentencex: as exact as pysbd on Multi30k paragraphs and 100x faster,
 measured by bench/bench_splitters.py, docs/benchmarks.md) finds the boundaries that
-punctuation marks. Captions, titles, chat and
-list items often end without punctuation, and a run of them reaches the splitter as one
-"sentence" far longer than any the model was trained on, which the model then garbles. So a
-run of more than `max_words` words is cut again before each word that looks like a sentence
-start: a capital after a lowercase word that ends in a letter, unless that word is one that
-leads into a name ("in Boston", "the Eiffel Tower"). A sentence of normal length is never cut
-this way, so names inside ordinary sentences are safe.
+punctuation marks. Captions, titles, chat and list items often end without punctuation, and
+the sentences after them reach the model merged, which it garbles. So a segment is cut again
+before a word that starts a sentence: a capital after a lowercase word that ends in a letter,
+- at any length where that word is a capitalised function word (`STARTERS`: "A", "The",
+  "Two", "They", ...), which English capitalises only at a sentence's start;
+- in a run of more than `max_words` words (far longer than the sentences the model learnt),
+  before any capitalised word, unless the word before leads into a name ("in Boston", "the
+  Eiffel Tower").
+Ordinary sentences with names in them are not cut (bench_splitters: no val or test sentence).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from itertools import pairwise
 import sentencex
 
 WORD = re.compile(r"\S+")
+# Function words: capitalised after a lowercase word, they start a sentence.
+STARTERS = frozenset(
+    "A An The Two Three Four Five Six Several Some Many This These Those There He She They It "
+    "We One Each Every All Both".split()
+)
 # Words after which a capitalised word is most likely a name, not a new sentence.
 NAME_LEADERS = frozenset(
     "a an the of in on at by to from for with and or near into onto as like named called "
@@ -49,18 +56,19 @@ class SentenceSplitter:
             if spans and spans[-1][1] == start:  # not separated by whitespace: one sentence
                 start = spans.pop()[0]
             spans.append((start, end))
-        return [cut for span in spans for cut in self.cut_long(text, *span)]
+        return [cut for span in spans for cut in self.recut(text, *span)]
 
-    def cut_long(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
-        """A run of more than `max_words` words, cut before each likely sentence start."""
+    def recut(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
+        """A segment cut before each likely sentence start (see the module docstring)."""
         words = list(WORD.finditer(text, start, end))
-        if len(words) <= self.max_words:
-            return [(start, end)]
+        long = len(words) > self.max_words
         cuts = [
             word.start()
             for before, word in pairwise(words)
-            if starts_sentence(before.group(), word.group())
+            if starts_sentence(before.group(), word.group()) and (long or word.group() in STARTERS)
         ]
+        if not cuts:
+            return [(start, end)]
         bounds = [start, *cuts, end]
         return [strip(text, a, b) for a, b in pairwise(bounds)]
 
