@@ -6,7 +6,8 @@ punctuation marks. Captions, titles, chat and list items often end without punct
 the sentences after them reach the model merged, which it garbles. So a segment is cut again
 before a word that starts a sentence: a capital after a lowercase word that ends in a letter,
 - at any length where that word is a capitalised function word (`STARTERS`: "A", "The",
-  "Two", "They", ...), which English capitalises only at a sentence's start;
+  "Two", "They", ...), which English capitalises only at a sentence's start, unless a
+  capital follows it too (a title: "reading The Da Vinci Code");
 - in a run of more than `max_words` words (far longer than the sentences the model learnt),
   before any capitalised word, unless the word before leads into a name ("in Boston", "the
   Eiffel Tower").
@@ -62,10 +63,14 @@ class SentenceSplitter:
         """A segment cut before each likely sentence start (see the module docstring)."""
         words = list(WORD.finditer(text, start, end))
         long = len(words) > self.max_words
+        if len(words) < 2:
+            return [(start, end)]
+        after = [w.group() for w in words[2:]] + [""]  # the word after each candidate
         cuts = [
             word.start()
-            for before, word in pairwise(words)
-            if starts_sentence(before.group(), word.group()) and (long or word.group() in STARTERS)
+            for before, word, next_word in zip(words[:-1], words[1:], after, strict=True)
+            if starts_sentence(before.group(), word.group())
+            and (long or (word.group() in STARTERS and not next_word[:1].isupper()))
         ]
         if not cuts:
             return [(start, end)]
