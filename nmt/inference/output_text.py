@@ -1,5 +1,5 @@
-"""N-best lists as text, each on one line whatever the model wrote: the best translation of
-each line, its n-best list with scores, the scores' columns."""
+"""Translations as text, each on one line whatever the model wrote: the best translation of
+each line, the scores' columns."""
 
 from __future__ import annotations
 
@@ -20,15 +20,6 @@ def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[
     """The best hypothesis of each sentence as one line of raw text ("" for none)."""
     texts = tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in hypotheses])
     return [one_line(t) for t in texts]
-
-
-def scored_texts(
-    tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]
-) -> list[list[tuple[str, float]]]:
-    """Each sentence's n-best list as (one line of raw text, score) pairs, best first; one
-    decode call for all of them."""
-    texts = iter(tokenizer.decode([h.tokens for hyps in hypotheses for h in hyps]))
-    return [[(one_line(next(texts)), h.score) for h in hyps] for hyps in hypotheses]
 
 
 def score_columns(scores: Scores | None) -> str:
