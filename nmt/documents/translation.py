@@ -91,6 +91,7 @@ def translate_texts(
         ranks = max(len(found[j]) for j in mine)
         if alignments:
             result.alignments = []
+            source_words = [len(text[:start].split()) for start in layout.source_starts()]
         for k in range(ranks):
             picks = [min(k, len(found[j]) - 1) if found[j] else None for j in mine]
             chosen = list(zip(mine, picks, strict=True))
@@ -101,12 +102,10 @@ def translate_texts(
             result.alternatives.append((joined, score))
             if alignments:
                 links = []
-                for (j, p), src_start, tgt_start in zip(
-                    chosen, layout.source_starts(), starts, strict=True
-                ):
+                for (j, p), ds, tgt_start in zip(chosen, source_words, starts, strict=True):
                     if p is None:
                         continue
-                    ds, dt = len(text[:src_start].split()), len(joined[:tgt_start].split())
+                    dt = len(joined[:tgt_start].split())
                     links += [(s + ds, t + dt) for s, t in found[j][p].alignment]
                 result.alignments.append(sorted(links))
         if scores:
