@@ -303,10 +303,15 @@ class SegmentConfig:
     # A "sentence" of more words than this (a run of captions without final punctuation) is
     # cut again before each likely sentence start (nmt/documents/sentences.py)
     segment_max_words: int = 25
+    # text: plain text, Markdown included; html: translate's whole input is one HTML document
+    # (a server request's each text is one), its tags kept (nmt/documents/markup.py)
+    format: str = "text"
 
     def __post_init__(self) -> None:
         if self.segment not in ("sentences", "lines"):
             raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
+        if self.format not in ("text", "html"):
+            raise ValueError(f"format must be text or html, got {self.format!r}")
 
 
 @dataclass

@@ -4,7 +4,8 @@ Raw text in, raw text out, through the model's own sentencepiece model. Exactly 
 line per input line, in input order; an empty or whitespace-only line gives an empty line.
 segment=sentences (the default) cuts each line into its sentences and joins their
 translations back with the line's own spacing and Markdown markers; segment=lines translates
-each line as one segment (nmt.documents).
+each line as one segment (nmt.documents). format=html reads the whole input as one HTML
+document and writes it translated, its tags kept (nmt.documents.markup).
 The search is the one stored with the model unless the command line names one
 (`decode=beam`, `decode=sample`, or single fields such as `decode.beam_size=8`); the log says
 which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
@@ -33,6 +34,7 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
+from nmt.documents.markup import translate_html
 from nmt.documents.output_lines import output_lines
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
@@ -50,6 +52,15 @@ def check_request(cfg: TranslateConfig) -> None:
     check_model(cfg)
     if cfg.scores and cfg.nbest > 1:
         raise UsageError("scores=true scores the best translation: drop nbest= (or set it to 1)")
+    if cfg.format == "html":
+        for name, value in (
+            ("nbest", cfg.nbest > 1),
+            ("scores", cfg.scores),
+            ("alignments", cfg.alignments),
+            ("prefix_file", cfg.prefix_file),
+        ):
+            if value:
+                raise UsageError(f"format=html writes one HTML document: drop {name}=")
     for name in ("input", "prefix_file"):
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
@@ -77,16 +88,28 @@ def translate_stream(
         engine.describe(),
     )
     log.info(search_line)
-    if cfg.alignments and not engine.card.shape.get("alignment_heads"):
+    if (cfg.alignments or cfg.format == "html") and not engine.card.shape.get("alignment_heads"):
         log.warning(
-            "alignments=true: this model was trained without guided alignment, so its "
-            "alignments come from the raw attention of decoder layer %d (averaged over heads), "
+            "alignments=true or format=html: this model was trained without guided alignment, "
+            "so its alignments (format=html places tags with them) come from the raw attention "
+            "of decoder layer %d (averaged over heads), "
             "which aligns worse than a trained alignment head (docs/guide.md)",
             ModelConfig(**engine.card.shape).alignment_layer_index,
         )
     total = 0
     splitter = SentenceSplitter(max_words=cfg.segment_max_words)
     name = getattr(source, "name", "input")
+    if cfg.format == "html":
+        raw = source.read()
+        try:
+            document = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            log.warning("%s is not UTF-8: undecodable bytes replaced", name)
+            document = raw.decode("utf-8", errors="replace")
+        found = translate_html(engine, [document], search, cfg.segment, splitter)
+        sink.write(found[0].text)
+        sink.flush()
+        return document.count("\n") + 1
     prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
         for lines in read_chunks(source, cfg.chunk_lines, name):

@@ -240,6 +240,22 @@ def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
         parse_request(json.dumps({"text": document, "segment": "words"}).encode())
 
 
+def test_an_html_request_gets_its_page_back_translated_as_offline(api, overfit_engine, lines):
+    """ "format": "html" translates each text as a page (nmt.documents.markup), batched with
+    text requests yet as offline and alone."""
+    from nmt.documents.markup import translate_html
+
+    page = f"<h1>{lines[0]}</h1>\n<p>{lines[1]} <b>{lines[2]}</b></p>"
+    bodies = [{"text": [page, lines[3]], "format": "html"}, {"text": lines[3]}]
+    together = served_with(api, bodies)
+    assert together == [served_with(api, [body])[0] for body in bodies]
+    offline = translate_html(overfit_engine, [page, lines[3]], api.search)
+    assert together[0]["translation"] == [t.text for t in offline]
+    assert (
+        together[0]["translation"][0].startswith("<h1>") and "<b>" in together[0]["translation"][0]
+    )
+
+
 def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
     from nmt.ct2.model_dir import export
     from nmt.inference.ct2_engine import CTranslate2Engine
@@ -372,6 +388,9 @@ BAD = [
     ({"text": ["A man.", "a" * 401]}, 413, "line 2 has 401 characters"),
     ({"text": "A man.", "prefix": "E" * 401}, 413, "max_line_chars=400"),
     ({"text": "a " * 15000}, 413, "max_body_bytes=20000"),
+    ({"text": "<p>A man.</p>", "format": "xml"}, 422, "format"),
+    ({"text": "<p>A man.</p>", "format": "html", "scores": True}, 422, "drop scores"),
+    ({"text": "<p>A.</p>", "format": "html", "search": {"nbest": 2}}, 422, "drop search.nbest"),
 ]
 
 

@@ -22,6 +22,7 @@ from nmt.documents.sentences import SentenceSplitter
 from nmt.inference.calibration import Calibration
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
+from nmt.inference.planner import line_number
 from nmt.inference.scores import Scores
 
 SEGMENTS = ("sentences", "lines")
@@ -56,7 +57,7 @@ def translate_texts(
     search: DecodeConfig,
     segment: str = "sentences",
     splitter: SentenceSplitter | None = None,
-    first_line_number: int = 1,
+    first_line_number: int | list[int] = 1,
     prefixes: list[str] | None = None,
     alignments: bool = False,
     scores: bool = False,
@@ -71,7 +72,7 @@ def translate_texts(
     ]
     owner = [i for i, layout in enumerate(layouts) for _ in layout.sentences]
     flat = [s for layout in layouts for s in layout.sentences]
-    numbers = [first_line_number + i for i in owner]
+    numbers = [line_number(first_line_number, i) for i in owner]
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
     found = engine.translate(flat, search, numbers, forced, alignments=alignments, scores=scores)
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))

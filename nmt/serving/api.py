@@ -6,7 +6,8 @@ together: requests with the same search are one call of the backend's `translate
 sorts all their lines by length into batches under max_tokens, so a line's translation does
 not depend on who else asked (tests/test_serve.py).
 Sampling requests are decoded one by one, so a seed gives the same samples however they arrive;
-requests asking for alignments, scores or another segmenting are decoded apart from the rest.
+requests asking for alignments, scores, another segmenting or format are decoded apart from
+the rest.
 Each text is cut into sentences (or not) as nmt.documents.translation says.
 A search that is no search as a whole (the engine's SearchError) is a 422 for the requests
 that asked for it. If a call fails otherwise, its requests are retried one by one: only a
@@ -24,6 +25,7 @@ from fastapi.responses import JSONResponse
 
 from nmt.config import ServeConfig
 from nmt.decoding.settings import DecodeConfig, SearchError
+from nmt.documents.markup import translate_html
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
 from nmt.inference.loading import load
@@ -77,8 +79,9 @@ class TranslationAPI(ls.LitAPI):
             # alignments record attention the plain way, which may round differently: requests
             # asking for them are decoded apart, so no one's translation depends on a neighbour;
             # so are those asking for scores (the CTranslate2 engine force-decodes for them)
-            # and for another segmenting
+            # and for another segmenting or format
             alike = (astuple(search), request.alignments, request.scores, request.segment)
+            alike += (request.format or self.cfg.format,)
             key = ("alone", i) if search.strategy == "sample" else alike
             groups.setdefault(key, []).append(i)
         for members in groups.values():
@@ -106,16 +109,20 @@ class TranslationAPI(ls.LitAPI):
         prefixes = None
         if any(request.prefixes for request, _ in jobs):
             prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
-        found = translate_texts(
-            self.engine,
-            lines,
-            search,
-            first_request.segment or self.cfg.segment,
-            self.splitter,
-            prefixes=prefixes,
-            alignments=first_request.alignments,
-            scores=first_request.scores,
-        )
+        segment = first_request.segment or self.cfg.segment
+        if (first_request.format or self.cfg.format) == "html":
+            found = translate_html(self.engine, lines, search, segment, self.splitter)
+        else:
+            found = translate_texts(
+                self.engine,
+                lines,
+                search,
+                segment,
+                self.splitter,
+                prefixes=prefixes,
+                alignments=first_request.alignments,
+                scores=first_request.scores,
+            )
         answers, first = [], 0
         for request, _ in jobs:
             mine = found[first : first + len(request.lines)]

@@ -34,7 +34,9 @@ class Limits:
     max_line_chars: int
 
 
-def check_request(request: TranslateRequest, limits: Limits, default: DecodeConfig):
+def check_request(
+    request: TranslateRequest, limits: Limits, default: DecodeConfig, server_format: str = "text"
+):
     """Refuse (RequestError) a parsed request over the limits, with a bad prefix, or with a
     search setting its strategy ignores."""
     lines, prefixes = request.lines, request.prefixes
@@ -56,13 +58,24 @@ def check_request(request: TranslateRequest, limits: Limits, default: DecodeConf
     refused = refused_fields(request, default)
     if refused:
         raise RequestError(422, refused)
+    if (request.format or server_format) == "html":
+        nbest = request.search.nbest if request.search and request.search.nbest else default.nbest
+        for name, asked in (
+            ("prefix", request.prefix is not None),
+            ("scores", request.scores),
+            ("alignments", request.alignments),
+            ("search.nbest", nbest > 1),
+        ):
+            if asked:
+                raise RequestError(422, f"format html answers with documents alone: drop {name}")
 
 
 class RequestGate:
     """ASGI middleware checking POST `path` (see the module docstring)."""
 
-    def __init__(self, app, *, path: str, limits: Limits, default: DecodeConfig):
+    def __init__(self, app, *, path: str, limits: Limits, default: DecodeConfig, format: str):
         self.app, self.path, self.limits, self.default = app, path, limits, default
+        self.format = format  # the server's format=, for requests that name none
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["path"] != self.path or scope["method"] != "POST":
@@ -72,7 +85,7 @@ class RequestGate:
             body = await self.read_body(scope, receive)
             if body is None:  # the client left before sending it all
                 return
-            check_request(parse_request(body), self.limits, self.default)
+            check_request(parse_request(body), self.limits, self.default, self.format)
         except RequestError as error:
             unread = receive if isinstance(error, BodyTooBig) else None  # the rest of the body
             await refuse(send, error.status, str(error), unread)

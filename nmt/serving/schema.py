@@ -2,7 +2,8 @@
 
 A request: {"text": "A text." | ["text", ...], "prefix": same shape (optional),
 "search": {field of DecodeConfig: value, ...} (optional), "scores", "alignments": true
-(optional), "segment": "sentences" | "lines" (optional)}. The answer has `translation` in the
+(optional), "segment": "sentences" | "lines" (optional), "format": "text" | "html"
+(optional)}. The answer has `translation` in the
 shape of `text` (one translation per text: nmt.documents.translation),
 `nbest` (the same shape, each a list of {"text", "score"}, when search.nbest > 1), `scores`
 (the same shape, each {"confidence", "log_prob_per_token", "words": [{"word",
@@ -88,6 +89,13 @@ class TranslateRequest(BaseModel):
         default=None,
         description="sentences: each text is cut into sentences and joined back with its own "
         "whitespace; lines: each text is one segment; default: the server's (segment=)",
+    )
+
+    format: Literal["text", "html"] | None = Field(
+        default=None,
+        description="text: plain text; html: each text is an HTML document or fragment, "
+        "translated with its tags kept (no prefix, scores, alignments or nbest); default: the "
+        "server's (format=)",
     )
 
     @property

@@ -92,7 +92,7 @@ def build_server(
         "limits": asdict(limits),
         "version": version("nmt"),
     }
-    gate = {"path": "/translate", "limits": limits, "default": search}
+    gate = {"path": "/translate", "limits": limits, "default": search, "format": cfg.format}
     if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)

@@ -1,0 +1,201 @@
+"""format=html: translate the text of an HTML document and keep its tags.
+
+The document is parsed into a tree that keeps its raw source (nmt.documents.html_tree).
+Block elements (`p`, `li`, `td`, `h1`, `div`, `br`, ... every tag not in INLINE) bound
+segments; a segment is a run of text and inline elements (`b`, `i`, `em`, `strong`, `a`,
+`span`, `code`, ...), whose plain text is translated as any other text (cut into sentences
+with segment=sentences, so a sentence may run across inline tags). Each inline element is
+then put back around the target words aligned to the source words it covered
+(nmt.documents.tag_projection), with its start tag as written, attributes included.
+Elements with no words (an image, an empty anchor, a comment) are points, kept where the
+words beside them went. `script`, `style`, `pre` (and the `code` inside it), `textarea`,
+`svg`, `math`, and any element with translate="no" or class "notranslate" are copied as they
+are, and so is whitespace between blocks. Every segment of every document goes to the engine
+in one call.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.documents.html_tree import VOID, Element, Raw, Text, parse
+from nmt.documents.sentences import SentenceSplitter
+from nmt.documents.tag_projection import Span, project
+from nmt.documents.translation import Translation, translate_texts
+from nmt.inference.engine import Engine
+
+INLINE = frozenset(
+    "a abbr b bdi bdo cite code data del dfn em font i img input ins kbd label mark q s samp "
+    "small span strong sub sup time tt u var wbr".split()
+)
+UNTOUCHED = frozenset("script style pre textarea svg math template".split())
+WORD = re.compile(r"\S+")
+NEWLINES = re.compile(r"[\n\r\f\v]")
+
+
+def untouched(node: Element) -> bool:
+    classes = (node.attrs.get("class") or "").split()
+    return node.tag in UNTOUCHED or node.attrs.get("translate") == "no" or "notranslate" in classes
+
+
+def inline(node: Element | Raw) -> bool:
+    """Part of a segment: text, a comment, or an inline element with no block inside."""
+    if not isinstance(node, Element):
+        return True
+    if node.tag not in INLINE:
+        return False
+    return untouched(node) or all(inline(child) for child in node.children)
+
+
+@dataclass
+class Segment:
+    """A run of inline nodes; `text`: their plain text, line breaks inside made spaces;
+    `spans`: their elements as tag_projection spans, nested as in the source."""
+
+    nodes: list[Element | Raw]
+    text: str = ""
+    spans: list[Span] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        parts: list[str] = []
+        chars: list[tuple[Span, int, int]] = []
+        self.spans = self._collect(self.nodes, parts, chars)
+        text = "".join(parts)
+        body = text.strip()
+        if body:  # the whitespace around the run stays as it is; inside, a break is a space
+            lead = text.index(body[0])
+            end = lead + len(body)
+            text = text[:lead] + NEWLINES.sub(" ", text[lead:end]) + text[end:]
+        self.text = text
+        words = [m.span() for m in WORD.finditer(text)]
+        for span, start, end in chars:
+            if end > start:  # a point has no words, even inside one
+                span.words = {i for i, (ws, we) in enumerate(words) if ws < end and we > start}
+            span.at = sum(ws < start for ws, _ in words)
+            if span.words:
+                head = text[words[min(span.words)][0] : start]
+                tail = text[end : words[max(span.words)][1]]
+                span.head = head if not any(c.isalnum() for c in head) else ""
+                span.tail = tail if not any(c.isalnum() for c in tail) else ""
+
+    def _collect(self, nodes, parts: list[str], chars: list) -> list[Span]:
+        spans = []
+        for node in nodes:
+            start = sum(map(len, parts))
+            if isinstance(node, Text):
+                parts.append(node.text)
+                continue
+            span = Span(set(), node=node)
+            if isinstance(node, Element) and not untouched(node) and node.tag not in VOID:
+                span.children = self._collect(node.children, parts, chars)
+            chars.append((span, start, sum(map(len, parts))))
+            spans.append(span)
+        return spans
+
+    def render(self, translation: Translation) -> str:
+        """The run with `translation`'s best text and every element placed on it."""
+        if not translation.alternatives:
+            return "".join(map(str, self.nodes))
+        target = translation.text
+        source_count = len(WORD.findall(self.text))
+        words = [m.span() for m in WORD.finditer(target)]
+        project(self.spans, translation.alignments[0], source_count, len(words))
+        return _emit(self.spans, 0, len(target), target, words)
+
+
+def _emit(spans: list[Span], lo: int, hi: int, target: str, words: list[tuple[int, int]]) -> str:
+    """target[lo:hi], escaped, with `spans` placed on its words."""
+    placed = []
+    for span in spans:
+        a, b = span.target
+        if b > a:
+            start, end = words[a][0], words[b - 1][1]
+            if span.head and target.startswith(span.head, start, end):
+                start += len(span.head)
+            if span.tail and target.endswith(span.tail, start, end):
+                end -= len(span.tail)
+            placed.append((min(max(start, lo), hi), min(max(end, lo), hi), span))
+        else:  # a point, or a tag left with no words: at the boundary, within its parent
+            at = words[a - 1][1] if a > 0 else (words[0][0] if words else lo)
+            placed.append((min(max(at, lo), hi), min(max(at, lo), hi), span))
+    pieces, cursor = [], lo
+    for start, end, span in sorted(placed, key=lambda p: (p[0], p[1] > p[0])):
+        start, end = max(start, cursor), max(end, start, cursor)
+        pieces.append(html.escape(target[cursor:start], quote=False))
+        node = span.node
+        if isinstance(node, Element) and span.words and not untouched(node):
+            # (an empty range: its words went to a sibling; it keeps its points)
+            inner = _emit(span.children, start, end, target, words)
+            pieces.append(node.start + inner + (node.end or f"</{node.tag}>"))
+        else:  # copied as it was
+            pieces.append(str(node))
+        cursor = end
+    pieces.append(html.escape(target[cursor:hi], quote=False))
+    return "".join(pieces)
+
+
+def plan(root: Element) -> list[str | Segment]:
+    """The document as raw pieces to copy and segments to translate, in order."""
+    out: list[str | Segment] = []
+    run: list[Element | Raw] = []
+
+    def flush() -> None:
+        if run:
+            segment = Segment(list(run))
+            out.append(segment if segment.text.strip() else "".join(map(str, run)))
+            run.clear()
+
+    def block(element: Element) -> None:
+        out.append(element.start)
+        for child in element.children:
+            if inline(child):
+                run.append(child)
+                continue
+            flush()
+            if untouched(child) or child.tag in VOID:
+                out.append(str(child))
+            else:
+                block(child)
+        flush()
+        out.append(element.end)
+
+    block(root)
+    return out
+
+
+def translate_html(
+    engine: Engine,
+    documents: list[str],
+    search: DecodeConfig,
+    segment: str = "sentences",
+    splitter: SentenceSplitter | None = None,
+    first_line_number: int = 1,
+) -> list[Translation]:
+    """Each HTML document translated, its markup kept (see the module docstring): a
+    Translation whose one alternative is the translated document, scored by the sum of its
+    segments' scores (a document with no text to translate: itself, as `empty`)."""
+    plans = [plan(parse(document)) for document in documents]
+    segments = [(i, p) for i, pieces in enumerate(plans) for p in pieces if isinstance(p, Segment)]
+    found = translate_texts(
+        engine,
+        [s.text for _, s in segments],
+        search,
+        segment,
+        splitter,
+        [first_line_number + i for i, _ in segments],
+        alignments=True,
+    )
+    rendered = iter([s.render(t) for (_, s), t in zip(segments, found, strict=True)])
+    scores = iter([t.alternatives[0][1] if t.alternatives else 0.0 for t in found])
+    results = []
+    for document, pieces in zip(documents, plans, strict=True):
+        result = Translation(document, empty=document)
+        if any(isinstance(p, Segment) for p in pieces):
+            text = "".join(next(rendered) if isinstance(p, Segment) else p for p in pieces)
+            score = sum(next(scores) for p in pieces if isinstance(p, Segment))
+            result.alternatives = [(text, score)]
+        results.append(result)
+    return results

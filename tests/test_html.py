@@ -1,0 +1,224 @@
+"""format=html (nmt.documents.markup): the text of a page translated, its tags kept, placed on
+the aligned target words, on both engines; the parser that gives its source back exactly."""
+
+from __future__ import annotations
+
+import re
+from html import escape
+
+import pytest
+from conftest import run_module
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.documents.html_tree import parse, tag_tree
+from nmt.documents.markup import Segment, plan, translate_html
+from nmt.documents.tag_projection import Span, project
+from nmt.documents.translation import Translation, translate_texts
+
+GREEDY = DecodeConfig(strategy="greedy")
+TAG = re.compile(r"<[^>]*>")
+
+
+@pytest.fixture(scope="module", params=["torch", "ctranslate2"])
+def engine(request, overfit_engine, ct2_f32):
+    return overfit_engine if request.param == "torch" else ct2_f32
+
+
+# --- the tree: every byte back, whatever the input ---
+
+PIECES = st.sampled_from(
+    [
+        "<p>", "</p>", "<b>", "</b>", "<a href='x?a=1&amp;b=2'>", "</a>", "<br>", "<img src=a/>",
+        "<!-- note -->", "<!DOCTYPE html>", "<script>if (a<b) f();</script>", "</div>", "<li>",
+        "&amp;", "&lt;", "&#233;", "&nbsp", "text", " ", "\n", "<", ">", "</", "<?pi?>",
+        "<![CDATA[x]]>",
+        "<span class=\"notranslate\">", "</span>", "<P>", "<b/>", "\t",
+    ]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=30).map("".join))
+def test_the_tree_gives_its_source_back_byte_for_byte(source):
+    assert str(parse(source)) == source
+
+
+def test_the_tree_nests_as_written():
+    root = parse("<div><p>A <b>dog<i>!</i></b></p>text<br><p>B</div>tail</a>")
+    div = root.children[0]
+    assert [c.tag for c in div.children if hasattr(c, "tag")] == ["p", "br", "p"]
+    assert tag_tree(div.children[0]) == ("p", (), (("b", (), (("i", (), ()),)),))
+    assert str(root.children[-1]) == "</a>"  # a stray end tag is kept as text
+    assert div.children[-1].end == ""  # the last <p> is closed by </div>
+
+
+# --- where tags go: the projection, with alignments given ---
+
+
+def test_a_tag_goes_around_the_target_words_aligned_to_its_words():
+    spans = [Span({1, 2}), Span(set(), at=4)]  # "a <b>big dog</b> runs<img>"
+    project(spans, [(0, 0), (1, 2), (2, 1), (3, 3)], source_count=4, target_count=4)
+    assert spans[0].target == (1, 3)  # reordered words, one contiguous range
+    assert spans[1].target == (4, 4)  # after the last source word's target
+
+
+def test_children_stay_inside_their_parent_and_siblings_do_not_cross():
+    child = Span({2})
+    parent = Span({0, 1}, children=[child])  # source-nested; the alignment sends 2 outside
+    sibling = Span({3})
+    project([parent, sibling], [(0, 0), (1, 1), (2, 4), (3, 1)], 4, 5)
+    assert parent.target == (0, 2)
+    assert parent.target[0] <= child.target[0] <= child.target[1] <= parent.target[1]
+    assert sibling.target[0] >= parent.target[1]  # starts where the earlier ends
+
+
+def test_an_unaligned_word_borrows_its_nearest_aligned_neighbour():
+    spans = [Span({1})]
+    project(spans, [(0, 0), (2, 3)], 3, 4)
+    assert spans[0].target == (0, 1)  # word 1 unaligned: word 0's (the earlier on a tie)
+
+
+DOC = (
+    '<div>\n  <p>The "<b>big</b>" dog runs <a href="/p?a=1&amp;b=2">to the <i>park</i></a>.'
+    '<img src=a.png></p>\n<pre>keep\n  this</pre><p translate="no">Not this.</p>'
+    "<script>if (a<b) f();</script>\n</div>"
+)
+
+
+def render_with(document: str, target: str, links: list[tuple[int, int]]) -> str:
+    (segment,) = [p for p in plan(parse(document)) if isinstance(p, Segment)]
+    rendered = segment.render(
+        Translation(segment.text, alternatives=[(target, 0)], alignments=[links])
+    )
+    return "".join(rendered if isinstance(p, Segment) else p for p in plan(parse(document)))
+
+
+def test_a_page_keeps_its_markup_around_the_aligned_words():
+    out = render_with(
+        DOC,
+        'Der "große" Hund läuft zum Park & See.',
+        [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 4), (6, 5), (6, 6), (6, 7)],
+    )
+    assert out == (
+        '<div>\n  <p>Der "<b>große</b>" Hund läuft <a href="/p?a=1&amp;b=2">zum '
+        "<i>Park &amp; See</i></a>.<img src=a.png></p>\n<pre>keep\n  this</pre>"
+        '<p translate="no">Not this.</p><script>if (a<b) f();</script>\n</div>'
+    )  # punctuation outside a tag stays outside; & escaped; untouched blocks copied
+
+
+REORDERINGS = st.sampled_from(["same", "reversed", "shuffled"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_any_page_translated_with_any_word_order_keeps_its_tree(data):
+    """Generated pages; each segment "translated" into its words reordered (and one word
+    dropped or added): the output parses back to the same tags, each tag once."""
+    inline = st.sampled_from(["b", "i", "em", "a href='#x'", "span class=c", "code"])
+    words = st.sampled_from(["A", "dog", "runs.", "Two", "men", '"play"', "&amp;", "on", "grass"])
+
+    def run(depth: int) -> str:
+        parts = []
+        for _ in range(data.draw(st.integers(1, 4))):
+            kind = data.draw(
+                st.sampled_from(["word", "word", "tag", "point"] if depth < 3 else ["word"])
+            )
+            if kind == "word":
+                parts.append(data.draw(words) + data.draw(st.sampled_from([" ", "", "  "])))
+            elif kind == "point":
+                # spaced: a point inside a word has no order to keep
+                point = data.draw(st.sampled_from(["<img src=x>", "<!-- c -->", "<a name=n></a>"]))
+                parts.append(f" {point} ")
+            else:
+                tag = data.draw(inline)
+                parts.append(f"<{tag}>{run(depth + 1)}</{tag.split()[0]}>")
+        return "".join(parts)
+
+    blocks = [
+        f"<{b}>{run(0)}</{b}>"
+        for b in data.draw(st.lists(st.sampled_from(["p", "li", "h2"]), min_size=1, max_size=3))
+    ]
+    document = "<div>" + "\n".join(blocks) + "</div>"
+    order = data.draw(REORDERINGS)
+    extra = data.draw(st.booleans())
+    pieces = plan(parse(document))
+    out = []
+    for piece in pieces:
+        if not isinstance(piece, Segment):
+            out.append(piece)
+            continue
+        source = piece.text.split()
+        index = list(range(len(source)))
+        if order == "reversed":
+            index.reverse()
+        elif order == "shuffled":
+            index = data.draw(st.permutations(index))
+        target = [source[i] for i in index] + (["noch"] if extra else [])
+        links = [(s, t) for t, s in enumerate(index)]
+        out.append(
+            piece.render(
+                Translation(piece.text, alternatives=[(" ".join(target), 0)], alignments=[links])
+            )
+        )
+    translated = "".join(out)
+    assert tag_tree(parse(translated), ordered=False) == tag_tree(parse(document), ordered=False)
+    if order == "same":
+        assert tag_tree(parse(translated)) == tag_tree(parse(document))
+    added = ["noch"] * sum(isinstance(p, Segment) for p in pieces) if extra else []
+    assert sorted(words_of(translated)) == sorted(words_of(document) + added)
+
+
+def words_of(html: str) -> list[str]:
+    return TAG.sub("", html).split()
+
+
+# --- end to end, both engines ---
+
+
+def test_the_text_of_a_translated_page_is_the_plain_translation(engine, overfit_pairs):
+    """What the model reads is the plain text: stripping the tags from the translated page
+    gives the plain text's own translation; each tag lands on its aligned words."""
+    s = overfit_pairs[0]
+    link = wrap(s[3], 0, 'a href="x"')
+    page = (
+        f"<html><head><title>{s[0]}</title></head><body>\n<h1>{s[1]}</h1>\n"
+        f"<p>{wrap(s[2], 1, 'b')} {link}</p>\n<ul><li>{s[4]}</li></ul><pre>{s[5]}</pre>"
+        "</body></html>\n"
+    )
+    (found,) = translate_html(engine, [page], GREEDY)
+    plain = translate_texts(engine, [s[0], s[1], f"{s[2]} {s[3]}", s[4]], GREEDY, alignments=True)
+    blocks = re.findall(r"<(title|h1|p|li)>(.*?)</\1>", found.text)
+    assert [TAG.sub("", text) for _, text in blocks] == [escape(t.text, quote=False) for t in plain]
+    assert f"<pre>{s[5]}</pre>" in found.text and found.text.endswith("</html>\n")
+    assert tag_tree(parse(found.text), ordered=False) == tag_tree(parse(page), ordered=False)
+    # the <b> around the paragraph's source word 1: around that word's aligned target words
+    words = plain[2].text.split()
+    aligned = sorted(t for source, t in plain[2].alignments[0] if source == 1)
+    if aligned:
+        bold = re.search(r"<b>(.*?)</b>", found.text).group(1)
+        assert bold == escape(" ".join(words[aligned[0] : aligned[-1] + 1]), quote=False)
+
+
+def wrap(sentence: str, index: int, tag: str) -> str:
+    words = sentence.split()
+    words[index] = f"<{tag}>{words[index]}</{tag.split()[0]}>"
+    return " ".join(words)
+
+
+def test_translate_format_html_writes_the_page_and_refuses_what_it_cannot_write(
+    model_pt, overfit_pairs, tmp_path
+):
+    page = tmp_path / "page.html"
+    page.write_text(f"<p>{wrap(overfit_pairs[0][0], 1, 'em')}</p>\n<p>{overfit_pairs[0][1]}</p>\n")
+    out = tmp_path / "out.html"
+    args = [f"ckpt={model_pt}", f"input={page}", "format=html", "decode=greedy"]
+    done = run_module("nmt.translate", [*args, f"output={out}"], tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    html = out.read_text()
+    assert html.count("<p>") == 2 and html.count("<em>") == 1 and html.endswith("</p>\n")
+    refused = run_module("nmt.translate", [*args, "nbest=2"], tmp_path)
+    assert refused.returncode != 0
+    last = refused.stderr.decode().strip().splitlines()[-1]
+    assert last.endswith("format=html writes one HTML document: drop nbest=")
