@@ -304,14 +304,17 @@ class SegmentConfig:
     # cut again before each likely sentence start (nmt/documents/sentences.py)
     segment_max_words: int = 25
     # text: plain text, Markdown included; html: translate's whole input is one HTML document
-    # (a server request's each text is one), its tags kept (nmt/documents/markup.py)
-    format: str = "text"
+    # (a server request's each text is one), its tags kept (nmt/documents/markup.py); docx
+    # (translate): a Word file, its runs' formatting kept (nmt/documents/docx_file.py); auto:
+    # translate takes html for an input= ending .html/.htm, docx for .docx, else text, and the
+    # server text
+    format: str = "auto"
 
     def __post_init__(self) -> None:
         if self.segment not in ("sentences", "lines"):
             raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
-        if self.format not in ("text", "html"):
-            raise ValueError(f"format must be text or html, got {self.format!r}")
+        if self.format not in ("auto", "text", "html", "docx"):
+            raise ValueError(f"format must be auto, text, html or docx, got {self.format!r}")
 
 
 @dataclass
@@ -326,6 +329,7 @@ class TranslateConfig(SegmentConfig, InferenceConfig):
     # (the search continues it); an empty line forces nothing.
     prefix_file: str | None = None
     chunk_lines: int = 10000  # lines read, translated and written at a time
+    max_file_bytes: int = 20_000_000  # format=html/docx: the largest input read whole
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
     # Each line also gets the translation's scores, tab-separated (nmt.inference.scores):
     # "translation<TAB>log-prob per token<TAB>log-prob<TAB>word log-probs<TAB>confidence"

@@ -5,7 +5,10 @@ line per input line, in input order; an empty or whitespace-only line gives an e
 segment=sentences (the default) cuts each line into its sentences and joins their
 translations back with the line's own spacing and Markdown markers; segment=lines translates
 each line as one segment (nmt.documents). format=html reads the whole input as one HTML
-document and writes it translated, its tags kept (nmt.documents.markup).
+document and writes it translated, its tags kept (nmt.documents.markup); format=docx reads a
+Word file and writes it translated, its runs' formatting kept (nmt.documents.docx_file);
+format=auto (the default) takes html for an input= ending .html or .htm, docx for .docx,
+text otherwise.
 The search is the one stored with the model unless the command line names one
 (`decode=beam`, `decode=sample`, or single fields such as `decode.beam_size=8`); the log says
 which. With nbest=N > 1 each line holds N tab-separated "hypothesis<TAB>score" pairs, best
@@ -34,6 +37,7 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
+from nmt.documents.docx_file import DocxError, translate_docx
 from nmt.documents.markup import translate_html
 from nmt.documents.output_lines import output_lines
 from nmt.documents.sentences import SentenceSplitter
@@ -52,7 +56,8 @@ def check_request(cfg: TranslateConfig) -> None:
     check_model(cfg)
     if cfg.scores and cfg.nbest > 1:
         raise UsageError("scores=true scores the best translation: drop nbest= (or set it to 1)")
-    if cfg.format == "html":
+    kind = document_format(cfg)
+    if kind != "text":
         for name, value in (
             ("nbest", cfg.nbest > 1),
             ("scores", cfg.scores),
@@ -60,22 +65,30 @@ def check_request(cfg: TranslateConfig) -> None:
             ("prefix_file", cfg.prefix_file),
         ):
             if value:
-                raise UsageError(f"format=html writes one HTML document: drop {name}=")
+                raise UsageError(f"format={kind} writes one {kind} document: drop {name}=")
+    if kind == "docx" and not (cfg.input and cfg.output):
+        raise UsageError("format=docx reads input=FILE and writes output=FILE")
     for name in ("input", "prefix_file"):
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
             raise UsageError(f"{name}={path} not found")
+    if kind != "text" and cfg.input and Path(cfg.input).stat().st_size > cfg.max_file_bytes:
+        raise UsageError(
+            f"input={cfg.input} has {Path(cfg.input).stat().st_size} bytes: the limit is "
+            f"max_file_bytes={cfg.max_file_bytes}"
+        )
 
 
-def translate_stream(
-    cfg: TranslateConfig,
-    overrides: list[str],
-    source: BinaryIO,
-    sink: TextIO,
-    show_progress: bool,
-    prefixes: BinaryIO | None = None,
-) -> int:
-    """Translate every line of `source` into `sink`; returns the number of lines."""
+def document_format(cfg: TranslateConfig) -> str:
+    """text, html or docx: format=, or with format=auto the input file's suffix."""
+    if cfg.format != "auto":
+        return cfg.format
+    suffix = Path(cfg.input).suffix.lower() if cfg.input else ""
+    return {".html": "html", ".htm": "html", ".docx": "docx"}.get(suffix, "text")
+
+
+def prepare(cfg: TranslateConfig, overrides: list[str]):
+    """The engine and the search this command runs, both logged."""
     engine = load(cfg)
     # translate's own nbest= always counts
     search, search_line = choose_search(engine.card, cfg.decode, overrides, nbest=cfg.nbest)
@@ -88,28 +101,49 @@ def translate_stream(
         engine.describe(),
     )
     log.info(search_line)
-    if (cfg.alignments or cfg.format == "html") and not engine.card.shape.get("alignment_heads"):
+    if (cfg.alignments or document_format(cfg) != "text") and not engine.card.shape.get(
+        "alignment_heads"
+    ):
         log.warning(
-            "alignments=true or format=html: this model was trained without guided alignment, "
-            "so its alignments (format=html places tags with them) come from the raw attention "
-            "of decoder layer %d (averaged over heads), "
-            "which aligns worse than a trained alignment head (docs/guide.md)",
+            "alignments=true or format=html/docx: this model was trained without guided "
+            "alignment, so its alignments (which place tags and runs) come from the raw "
+            "attention of decoder layer %d (averaged over heads), which aligns worse than a "
+            "trained alignment head (docs/guide.md)",
             ModelConfig(**engine.card.shape).alignment_layer_index,
         )
+    return engine, search
+
+
+def translate_document(cfg: TranslateConfig, overrides: list[str], data: bytes, kind: str) -> bytes:
+    """One HTML or .docx document (all of `data`), translated."""
+    engine, search = prepare(cfg, overrides)
+    splitter = SentenceSplitter(max_words=cfg.segment_max_words)
+    if kind == "docx":
+        try:
+            return translate_docx(engine, data, search, cfg.segment, splitter)
+        except DocxError as error:
+            raise UsageError(f"input={cfg.input}: {error}") from None
+    try:
+        page = data.decode("utf-8")
+    except UnicodeDecodeError:
+        log.warning("%s is not UTF-8: undecodable bytes replaced", cfg.input or "stdin")
+        page = data.decode("utf-8", errors="replace")
+    return translate_html(engine, [page], search, cfg.segment, splitter)[0].text.encode()
+
+
+def translate_stream(
+    cfg: TranslateConfig,
+    overrides: list[str],
+    source: BinaryIO,
+    sink: TextIO,
+    show_progress: bool,
+    prefixes: BinaryIO | None = None,
+) -> int:
+    """Translate every line of `source` into `sink`; returns the number of lines."""
+    engine, search = prepare(cfg, overrides)
     total = 0
     splitter = SentenceSplitter(max_words=cfg.segment_max_words)
     name = getattr(source, "name", "input")
-    if cfg.format == "html":
-        raw = source.read()
-        try:
-            document = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            log.warning("%s is not UTF-8: undecodable bytes replaced", name)
-            document = raw.decode("utf-8", errors="replace")
-        found = translate_html(engine, [document], search, cfg.segment, splitter)
-        sink.write(found[0].text)
-        sink.flush()
-        return document.count("\n") + 1
     prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
         for lines in read_chunks(source, cfg.chunk_lines, name):
@@ -151,6 +185,17 @@ def translate_stream(
 def run(cfg: TranslateConfig, overrides: list[str]) -> int:
     """`overrides`: the command line, which decides the search (`chosen_search`)."""
     check_request(cfg)
+    kind = document_format(cfg)
+    if kind != "text":  # one document: read whole, written whole (or not at all)
+        data = Path(cfg.input).read_bytes() if cfg.input else sys.stdin.buffer.read()
+        translated = translate_document(cfg, overrides, data, kind)
+        if cfg.output:
+            with atomic_path(cfg.output) as written:
+                written.write_bytes(translated)
+        else:
+            sys.stdout.buffer.write(translated)
+            sys.stdout.flush()
+        return 1
     with ExitStack() as stack:
         source = stack.enter_context(open(cfg.input, "rb")) if cfg.input else sys.stdin.buffer
         prefixes = stack.enter_context(open(cfg.prefix_file, "rb")) if cfg.prefix_file else None

@@ -535,6 +535,7 @@ def test_the_page_translates_in_a_headless_browser(server, lines, offline, tmp_p
         (["host=example.com"], "host must be one of"),
         (["port=80"], "port must be in 1024..65535"),
         (["batch_requests=0"], "batch_requests must be at least 1"),
+        (["format=docx"], "format=docx is translate's"),
     ],
 )
 def test_serve_refuses_bad_settings_in_one_line(model_pt, tmp_path, args, message):

@@ -41,6 +41,8 @@ def check_serve(cfg: ServeConfig) -> None:
         raise UsageError(f"host must be one of {', '.join(HOSTS)}, not {cfg.host!r}")
     if not 1024 <= cfg.port <= 65535:
         raise UsageError(f"port must be in 1024..65535, not {cfg.port}")
+    if cfg.format == "docx":
+        raise UsageError("format=docx is translate's: the server's texts are text or html")
     for name in ("batch_requests", "max_body_bytes", "max_lines", "max_line_chars"):
         if getattr(cfg, name) < 1:
             raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")

@@ -1,0 +1,119 @@
+"""format=docx (nmt.documents.docx_file): a Word file's text translated, its runs' formatting,
+tables, headers, links and everything else kept; `translate input=FILE` picks the format."""
+
+from __future__ import annotations
+
+import io
+
+import docx
+import pytest
+from conftest import run_module
+from docx.oxml import OxmlElement
+from docx.oxml.ns import qn
+from docx.text.run import Run
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.documents.docx_file import DocxError, paragraphs, translate_docx
+from nmt.documents.translation import translate_texts
+
+GREEDY = DecodeConfig(strategy="greedy")
+
+
+@pytest.fixture(scope="module", params=["torch", "ctranslate2"])
+def engine(request, overfit_engine, ct2_f32):
+    return overfit_engine if request.param == "torch" else ct2_f32
+
+
+def word_file(s: list[str]) -> bytes:
+    """Real sentences in a paragraph with a bold run, a table with an italic run, a
+    paragraph with a hyperlink and a bookmark, and a header."""
+    document = docx.Document()
+    words = s[0].split()
+    first = document.add_paragraph(" ".join(words[:1]) + " ")
+    first.add_run(" ".join(words[1:3])).bold = True
+    first.add_run(" " + " ".join(words[3:]) + "\t" + s[1])
+    document.add_paragraph("")
+    table = document.add_table(rows=1, cols=2)
+    table.cell(0, 0).text = s[2]
+    table.cell(0, 1).paragraphs[0].add_run(s[3]).italic = True
+    linked = document.add_paragraph(s[4] + " ")
+    bookmark = OxmlElement("w:bookmarkStart")
+    bookmark.set(qn("w:id"), "7")
+    bookmark.set(qn("w:name"), "here")
+    linked._p.append(bookmark)
+    link = OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), "rId99")
+    run = OxmlElement("w:r")
+    text = OxmlElement("w:t")
+    text.text = s[5]
+    run.append(text)
+    link.append(run)
+    linked._p.append(link)
+    document.sections[0].header.paragraphs[0].text = s[6]
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def texts(data: bytes) -> list[str]:
+    document = docx.Document(io.BytesIO(data))
+    return ["".join(Run(r, None).text for r in p.iter(qn("w:r"))) for p in paragraphs(document)]
+
+
+def test_a_word_file_is_translated_paragraph_by_paragraph_its_formatting_kept(
+    engine, overfit_pairs
+):
+    s = overfit_pairs[0]
+    source = word_file(s)
+    out = translate_docx(engine, source, GREEDY)
+    before, after = texts(source), texts(out)
+    assert len(after) == len(before)
+    plain = translate_texts(engine, before, GREEDY, alignments=True)
+    assert after == [t.text for t in plain]  # each paragraph read whole, its tab kept
+    assert "\t" in after[0]
+    document = docx.Document(io.BytesIO(out))
+    body = document.paragraphs
+    bold = [r.text for r in body[0].runs if r.bold]
+    words = plain[0].text.split()
+    aligned = sorted(t for src, t in plain[0].alignments[0] if src in (1, 2))
+    if aligned:  # the bold run holds the target words aligned to its source words
+        assert bold == [" ".join(words[aligned[0] : aligned[-1] + 1])]
+    italic = [r.text for r in document.tables[0].cell(0, 1).paragraphs[0].runs if r.italic]
+    assert "".join(italic) == plain[3].text
+    linked = body[-1]._p
+    assert linked.find(qn("w:bookmarkStart")).get(qn("w:name")) == "here"
+    assert linked.find(qn("w:hyperlink")).get(qn("r:id")) == "rId99"
+    assert document.sections[0].header.paragraphs[0].text == plain[-1].text
+
+
+def test_a_file_that_is_not_a_word_file_is_refused_in_one_line(overfit_engine, tmp_path, model_pt):
+    with pytest.raises(DocxError, match="not a .docx file"):
+        translate_docx(overfit_engine, b"PK\x03\x04 not really", GREEDY)
+    bad = tmp_path / "bad.docx"
+    bad.write_bytes(b"<html>not a zip</html>")
+    out = tmp_path / "out.docx"
+    done = run_module(
+        "nmt.translate", [f"ckpt={model_pt}", f"input={bad}", f"output={out}"], tmp_path
+    )
+    assert done.returncode != 0 and not out.exists()  # nothing half-written
+    last = done.stderr.decode().strip().splitlines()[-1]
+    assert last.endswith("not a .docx file python-docx can read (PackageNotFoundError)"), last
+
+
+def test_translate_picks_the_format_from_the_input_file(model_pt, overfit_pairs, tmp_path):
+    s = overfit_pairs[0]
+    (tmp_path / "in.docx").write_bytes(word_file(s))
+    (tmp_path / "in.html").write_text(f"<p>{s[0]}</p>\n")
+    (tmp_path / "in.md").write_text(f"# {s[0]}\n\n- {s[1]}\n")
+    for name in ("in.docx", "in.html", "in.md"):
+        out = tmp_path / f"out{name[2:]}"
+        args = [f"ckpt={model_pt}", f"input={tmp_path / name}", f"output={out}", "decode=greedy"]
+        done = run_module("nmt.translate", args, tmp_path)
+        assert done.returncode == 0, done.stderr.decode()
+    assert len(texts((tmp_path / "out.docx").read_bytes())) == len(texts(word_file(s)))
+    assert (tmp_path / "out.html").read_text().startswith("<p>")
+    markdown = (tmp_path / "out.md").read_text().splitlines()
+    assert markdown[0].startswith("# ") and markdown[1] == "" and markdown[2].startswith("- ")
+    small = [f"ckpt={model_pt}", f"input={tmp_path / 'in.docx'}", "output=x.docx"]
+    refused = run_module("nmt.translate", [*small, "max_file_bytes=100"], tmp_path)
+    assert "the limit is max_file_bytes=100" in refused.stderr.decode().strip().splitlines()[-1]
