@@ -403,6 +403,10 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     max_body_bytes: int = 1_000_000
     max_lines: int = 256  # lines in one request
     max_line_chars: int = 2000  # characters in one line (or one prefix)
+    # POST /translate_file (nmt/serving/files.py): the largest file, and the most segments
+    # (lines of a text file, text runs between an HTML or Word file's blocks) it may hold
+    max_file_bytes: int = 2_000_000
+    max_file_segments: int = 5000
     log_level: str = "warning"  # uvicorn's: info logs every request
 
 

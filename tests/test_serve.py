@@ -256,6 +256,43 @@ def test_an_html_request_gets_its_page_back_translated_as_offline(api, overfit_e
     )
 
 
+def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, overfit_pairs):
+    """POST /translate_file: a Markdown, an HTML and a Word file, each translated as its texts
+    are offline (in requests of max_lines=16 texts to /translate); bad files refused."""
+    from test_docx import texts, word_file
+
+    from nmt.documents.docx_file import translate_docx
+    from nmt.documents.markup import translate_html
+    from nmt.documents.translation import translate_texts
+
+    s, own = overfit_pairs[0], api.search
+
+    def upload(name: str, data: bytes) -> httpx.Response:
+        return httpx.post(server + "/translate_file", files={"file": (name, data)}, timeout=120)
+
+    markdown = "".join(f"- {x}\n" if i % 4 else f"\n# {x}\r\n" for i, x in enumerate(s[:20]))
+    reply = upload("notes.md", markdown.encode())
+    assert reply.status_code == 200, reply.text
+    assert reply.headers["content-disposition"] == 'attachment; filename="notes.de.md"'
+    expected = [t.text for t in translate_texts(overfit_engine, markdown.splitlines(), own)]
+    assert reply.content.decode().splitlines() == expected
+    assert reply.content.decode().count("\r\n") == 5
+    page = f"<h1>{s[0]}</h1>\n<p>{s[1]} <b>{s[2]}</b> <a href='x'>{s[3]}</a></p>\n"
+    reply = upload("page.html", page.encode())
+    assert reply.text == translate_html(overfit_engine, [page], own)[0].text
+    word = word_file(s)
+    reply = upload("letter.docx", word)
+    assert texts(reply.content) == texts(translate_docx(overfit_engine, word, own))
+    for name, data, status, message in [
+        ("a.pdf", b"%PDF", 415, "unsupported file type '.pdf'"),
+        ("a.docx", b"not a zip", 422, "not a .docx file"),
+        ("a.txt", b"\xff\xfe", 422, "not UTF-8"),
+        ("a.txt", b"A man.\n" + b"a" * 401, 413, "segment 2 has 401 characters"),
+    ]:
+        reply = upload(name, data)
+        assert reply.status_code == status and message in reply.json()["detail"], reply.text
+
+
 def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
     from nmt.ct2.model_dir import export
     from nmt.inference.ct2_engine import CTranslate2Engine

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import html
 import io
+from collections.abc import Callable
 
 import docx
 from docx.oxml.ns import qn
@@ -127,7 +128,16 @@ def translate_docx(
     segment: str = "sentences",
     splitter: SentenceSplitter | None = None,
 ) -> bytes:
-    """The .docx file `data`, translated (see the module docstring)."""
+    """The .docx file `data`, translated on `engine` (see the module docstring)."""
+
+    def pages(fragments: list[str]) -> list[str]:
+        return [t.text for t in translate_html(engine, fragments, search, segment, splitter)]
+
+    return translate_word_file(data, pages)
+
+
+def translate_word_file(data: bytes, pages: Callable[[list[str]], list[str]]) -> bytes:
+    """translate_docx with any translator of HTML fragments (`pages`)."""
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
@@ -138,9 +148,9 @@ def translate_docx(
         source = fragment(element, nodes)
         if "<span" in source:
             todo.append((element, source, nodes))
-    found = translate_html(engine, [source for _, source, _ in todo], search, segment, splitter)
-    for (element, _, nodes), translation in zip(todo, found, strict=True):
-        rebuild(element, parse(translation.text), nodes)
+    found = pages([source for _, source, _ in todo])
+    for (element, _, nodes), translated in zip(todo, found, strict=True):
+        rebuild(element, parse(translated), nodes)
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()

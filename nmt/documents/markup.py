@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
@@ -174,20 +175,27 @@ def translate_html(
     splitter: SentenceSplitter | None = None,
     first_line_number: int = 1,
 ) -> list[Translation]:
-    """Each HTML document translated, its markup kept (see the module docstring): a
-    Translation whose one alternative is the translated document, scored by the sum of its
+    """Each HTML document translated on `engine`, its markup kept (see the module docstring):
+    a Translation whose one alternative is the translated document, scored by the sum of its
     segments' scores (a document with no text to translate: itself, as `empty`)."""
+
+    def translate(texts: list[str], numbers: list[int]) -> list[Translation]:
+        return translate_texts(engine, texts, search, segment, splitter, numbers, alignments=True)
+
+    return translate_pages(translate, documents, first_line_number)
+
+
+def translate_pages(
+    translate: Callable[[list[str], list[int]], list[Translation]],
+    documents: list[str],
+    first_line_number: int = 1,
+) -> list[Translation]:
+    """translate_html with any translator: `translate(texts, line numbers)` gives each
+    plain text's Translation with its alignments (the server's file route posts them to
+    /translate)."""
     plans = [plan(parse(document)) for document in documents]
     segments = [(i, p) for i, pieces in enumerate(plans) for p in pieces if isinstance(p, Segment)]
-    found = translate_texts(
-        engine,
-        [s.text for _, s in segments],
-        search,
-        segment,
-        splitter,
-        [first_line_number + i for i, _ in segments],
-        alignments=True,
-    )
+    found = translate([s.text for _, s in segments], [first_line_number + i for i, _ in segments])
     rendered = iter([s.render(t) for (_, s), t in zip(segments, found, strict=True)])
     scores = iter([t.alternatives[0][1] if t.alternatives else 0.0 for t in found])
     results = []

@@ -37,3 +37,8 @@ def word_alignment(
 
 def pharaoh(pairs: list[tuple[int, int]]) -> str:
     return " ".join(f"{s}-{t}" for s, t in pairs)
+
+
+def parse_pharaoh(line: str) -> list[tuple[int, int]]:
+    """`pharaoh`'s pairs back from its text."""
+    return [(int(s), int(t)) for s, t in (link.split("-") for link in line.split())]

@@ -4,8 +4,9 @@ its engine decodes in threads of its own, and LitServe's queues between processe
 fifth of its throughput, docs/benchmarks.md).
 
 Routes: POST /translate (checked by RequestGate, then batched into TranslationAPI.predict),
-GET /health (200 "ok" while every model worker is up with the model loaded, else 503 saying
-how many are: workers.py), GET /info (our ModelCard as "model"), GET / (the page,
+POST /translate_file (files.py: a file's texts through /translate), GET /health (200 "ok"
+while every model worker is up with the model loaded, else 503 saying how many are:
+workers.py), GET /info (our ModelCard as "model"), GET / (the page,
 page.html), and FastAPI's /docs and /openapi.json.
 """
 
@@ -27,6 +28,7 @@ from nmt.decoding.settings import check_search, describe_search
 from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
 from nmt.serving.api import TranslationAPI
+from nmt.serving.files import add_file_route
 from nmt.serving.gate import Limits, RequestGate
 from nmt.serving.inprocess import InProcessServer
 from nmt.serving.workers import ModelWorkers, watch_workers
@@ -103,6 +105,7 @@ def build_server(
         )
         server.app.add_middleware(RequestGate, **gate)
         add_page(server.app, metadata)
+        add_file_route(server.app, cfg, card.tgt_lang)
         server.app.add_exception_handler(RequestValidationError, one_line_422)
         return server, f"{card.name}: {search_line}"
     workers = ModelWorkers(cfg.workers)
@@ -119,6 +122,7 @@ def build_server(
     )
     watch_workers(server, workers)  # its requests answered, /health telling
     add_page(server.app, metadata)
+    add_file_route(server.app, cfg, card.tgt_lang)
     server.app.add_exception_handler(RequestValidationError, one_line_422)
     return server, f"{card.name}: {search_line}"
 
