@@ -3,7 +3,8 @@ of bench/results.json. NMT_BENCH_CKPT=outputs/<run>/model.pt adds the BLEU figur
 trained model to bench_inference.py, runs bench_serve.py on it with both engines (its
 CTranslate2 int8 export made here, in a temporary folder), what scores and alignments cost
 (bench_scores_cost.py), how its alignments compare with eflomal's (bench_alignment.py), what
-cutting paragraphs into sentences costs and buys (bench_documents.py) and,
+cutting paragraphs into sentences costs and buys (bench_documents.py), what format=html
+costs and where its tags land (bench_html.py) and,
 on a copy calibrated on val, how far its confidence can be trusted (bench_confidence.py)."""
 
 import json
@@ -34,6 +35,7 @@ if ckpt:  # serving needs a trained model: real output lengths
         run(str(HERE / "bench_scores_cost.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_alignment.py"), "--ckpt", ckpt)
         run(str(HERE / "bench_documents.py"), "--ckpt", ckpt, "--export", str(export))
+        run(str(HERE / "bench_html.py"), "--ckpt", ckpt, "--export", str(export))
         calibrated = Path(folder) / "calibrated.pt"
         shutil.copy(ckpt, calibrated)
         data = Path(os.environ.get("NMT_DATA_DIR", HERE.parent.parent / "shared/data/multi30k"))

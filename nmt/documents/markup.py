@@ -63,6 +63,7 @@ class Segment:
     def __post_init__(self) -> None:
         parts: list[str] = []
         chars: list[tuple[Span, int, int]] = []
+        self._length = 0  # of parts, so far
         self.spans = self._collect(self.nodes, parts, chars)
         text = "".join(parts)
         body = text.strip()
@@ -83,16 +84,19 @@ class Segment:
                 span.tail = tail if not any(c.isalnum() for c in tail) else ""
 
     def _collect(self, nodes, parts: list[str], chars: list) -> list[Span]:
+        """Spans of `nodes`' elements; their text appended to `parts`; (span, start, end)
+        character offsets appended to `chars`."""
         spans = []
         for node in nodes:
-            start = sum(map(len, parts))
+            start = self._length
             if isinstance(node, Text):
                 parts.append(node.text)
+                self._length += len(node.text)
                 continue
             span = Span(set(), node=node)
             if isinstance(node, Element) and not untouched(node) and node.tag not in VOID:
                 span.children = self._collect(node.children, parts, chars)
-            chars.append((span, start, sum(map(len, parts))))
+            chars.append((span, start, self._length))
             spans.append(span)
         return spans
 
