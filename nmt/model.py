@@ -43,8 +43,9 @@ class ModelConfig:
     pad_id: int = 0
     # Word alignments come from the cross-attention of this decoder layer (negative: from the
     # last), averaged over its first alignment_heads heads (0: all of them, raw attention, best
-    # in the last layer: docs/benchmarks.md; guided alignment trains head 0 and sets 1).
-    alignment_layer: int = -1
+    # in the second-to-last layer of an hour's model: docs/benchmarks.md; guided alignment
+    # trains head 0 and sets 1).
+    alignment_layer: int = -2
     alignment_heads: int = 0
 
     @property

@@ -137,6 +137,17 @@ def test_guided_alignment_teaches_the_head_the_aligners_links(
     raw = alignment_error(gold, [pharaoh(a) for a in overfit_engine.align(src, ref)]).aer
     taught = alignment_error(gold, [pharaoh(a) for a in guided.align(src, ref)]).aer
     assert taught < 0.6 * raw, (taught, raw)
+    # copied words (names, "in" = "in", numbers) align to their copies
+    copies = [
+        (n, a.split().index(w), b.split().index(w))
+        for n, (a, b) in enumerate(zip(src, ref, strict=True))
+        for w in a.split()
+        if a.split().count(w) == 1 and b.split().count(w) == 1
+    ]
+    links = guided.align(src, ref)
+    assert len(copies) >= 10  # "in" (9 times), "Justin", "Bieber."
+    linked = sum((i, j) in links[n] for n, i, j in copies)
+    assert linked >= 0.9 * len(copies), (linked, copies)
     exported = export(load_checkpoint(run / "model.pt"), tmp_path / "f32", "float32", False)
     ct2 = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
     assert ct2.align(src[:8], ref[:8]) == guided.align(src[:8], ref[:8])

@@ -153,6 +153,7 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
     assert info["search_text"] == "beam 5, GNMT length penalty 1.4"
     assert info["path"] == str(model_pt) and info["version"]
     assert info["limits"] == {"max_body_bytes": 20000, "max_lines": 16, "max_line_chars": 400}
+    assert info["files"] == {"max_file_bytes": 2_000_000, "max_file_segments": 5000}
     schema = httpx.get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("/TranslateRequest")
@@ -537,30 +538,85 @@ def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offl
 # --- the page, in a real browser ---
 
 
-def test_the_page_translates_in_a_headless_browser(server, lines, offline, tmp_path):
+def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
+    server, api, overfit_engine, overfit_pairs, tmp_path
+):
+    """The page in Debian's chromium: typing gives translate's segment=sentences output (its
+    limits shown first); hovering a word marks its aligned source words; words are shaded by
+    probability; a click lists the line's 5 best; Ctrl+Enter and the copy button work; an
+    uploaded page comes back as the offline one. Screenshots in tmp_path."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("NMT_REQUIRE_BROWSER"):
             pytest.fail(f"{CHROMIUM} not found (CI installs Debian's chromium)")
         pytest.skip(f"{CHROMIUM} not found: apt-get install chromium")
     from playwright.sync_api import sync_playwright
 
+    from nmt.documents.markup import translate_html
+    from nmt.documents.translation import translate_texts
+
+    s, own = overfit_pairs[0], api.search
+    typed = f"{s[0]} {s[1]}\n{s[2]}"
+    expected = translate_texts(overfit_engine, typed.split("\n"), own, alignments=True, scores=True)
+    best5 = translate_texts(overfit_engine, [s[2]], replace(own, beam_size=5, nbest=5))[0]
+    html_file = tmp_path / "page.html"
+    html_file.write_text(f"<h1>{s[3]}</h1>\n<p>{s[4]} <b>{s[5]}</b></p>\n")
+    wait = "([id, text]) => document.getElementById(id).textContent === text"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            page = browser.new_page()
+            context = browser.new_context(viewport={"width": 1200, "height": 800})
+            context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
+            page = context.new_page()
             page.goto(server + "/", timeout=30000)
-            page.fill("#source", lines[0])
-            page.click("#translate")
             page.wait_for_function(
-                "document.getElementById('status').textContent.includes(' s ·')", timeout=30000
+                "document.getElementById('meter').textContent.includes('/ 16 lines')"
             )
-            assert page.text_content("#translation") == offline[0]
+            page.type("#source", typed, delay=5)  # as you type: debounced, newer cancels older
+            text = "\n".join(t.text for t in expected)
+            page.wait_for_function(wait, arg=["translation", text], timeout=30000)
             status = page.text_content("#status")
             assert "beam 5, GNMT length penalty 1.4" in status and "torch" in status
-            page.screenshot(path=tmp_path / "page.png")
+            # hovering a word marks the source words it is aligned to
+            links = expected[0].alignments[0]
+            target = next(t for _, t in links)
+            page.hover(f"#translation .line[data-line='0'] .w >> nth={target}")
+            marked = page.eval_on_selector_all("#backdrop mark", "ms => ms.map(m => m.dataset.w)")
+            assert sorted(marked) == sorted(f"0:{src}" for src, t in links if t == target)
+            page.screenshot(path=tmp_path / "hover.png", full_page=True)
+            shades = page.eval_on_selector_all(
+                "#translation .line[data-line='0'] .w", "ws => ws.map(w => w.className)"
+            )
+            for shade, p_word in zip(shades, expected[0].scores.word_probs, strict=True):
+                want = "low2" if p_word < 0.2 else "low1" if p_word < 0.5 else "ok"
+                assert shade == f"w {want}" or min(abs(p_word - 0.2), abs(p_word - 0.5)) < 1e-3
+            # a click on a line lists its 5 best
+            page.click("#translation .line[data-line='1']")
+            page.wait_for_selector("#alternatives li")
+            found = page.eval_on_selector_all(
+                "#alternatives li", "ls => ls.map(l => l.firstChild.textContent.trim())"
+            )
+            assert found == [text for text, _ in best5.alternatives]
+            page.screenshot(path=tmp_path / "alternatives.png", full_page=True)
+            # Ctrl+Enter, with translation as you type off; the copy button
+            page.uncheck("#live")
+            page.fill("#source", s[6])
+            page.press("#source", "Control+Enter")
+            alone = translate_texts(overfit_engine, [s[6]], own)[0].text
+            page.wait_for_function(wait, arg=["translation", alone], timeout=30000)
+            page.click("#copy")
+            assert page.evaluate("navigator.clipboard.readText()") == alone
+            # a file: uploaded, translated by the server, offered for download
+            page.set_input_files("#file", str(html_file))
+            page.wait_for_selector("#download:not([hidden])", timeout=30000)
+            assert page.get_attribute("#download", "download") == "page.de.html"
+            content = page.evaluate(
+                "async () => await (await fetch(document.getElementById('download').href)).text()"
+            )
+            assert content == translate_html(overfit_engine, [html_file.read_text()], own)[0].text
+            page.screenshot(path=tmp_path / "file.png", full_page=True)
         finally:
             browser.close()
-    assert (tmp_path / "page.png").stat().st_size > 1000
+    assert all((tmp_path / n).stat().st_size > 1000 for n in ("hover.png", "file.png"))
 
 
 # --- the command line ---

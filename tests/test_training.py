@@ -73,6 +73,7 @@ RESUME_OVERRIDES = [
 
 
 GUIDED = ["data.word_alignments=true", "optim.alignment_weight=0.5", "model.alignment_heads=1"]
+PLAIN = ["data.word_alignments=false", "optim.alignment_weight=0.0", "model.alignment_heads=0"]
 
 
 @pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided_alignment"])
@@ -494,7 +495,7 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
         "trainer.devices=2",
         "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}",
-        *(GUIDED if guided else []),
+        *(GUIDED if guided else PLAIN),
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -94,6 +94,7 @@ def build_server(
             "max_tokens": max_tokens(cfg),
         },
         "limits": asdict(limits),
+        "files": {"max_file_bytes": cfg.max_file_bytes, "max_file_segments": cfg.max_file_segments},
         "version": version("nmt"),
     }
     gate = {"path": "/translate", "limits": limits, "default": search, "format": cfg.format}
