@@ -93,6 +93,25 @@ def test_alignments_on_request_are_translates_own(server, exported, lines, offli
     assert post(server, {"text": lines[0]}).json().get("alignments") is None
 
 
+def test_html_and_files_are_served_as_offline(server, exported, overfit_pairs):
+    """ "format": "html" and POST /translate_file on the in-process server, as the exported
+    model translates them offline."""
+    from nmt.config import DecodeConfig
+    from nmt.documents.markup import translate_html
+    from nmt.inference.ct2_engine import CTranslate2Engine
+    from nmt.inference.search_choice import choose_search
+
+    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    search, _ = choose_search(engine.card, DecodeConfig(), [])
+    s = overfit_pairs[0]
+    page = f"<p>{s[0]} <em>{s[1]}</em></p>\n<ul><li>{s[2]}</li></ul>"
+    expected = translate_html(engine, [page], search)[0].text
+    assert post(server, {"text": page, "format": "html"}).json()["translation"] == expected
+    files = {"file": ("page.htm", page.encode())}
+    reply = httpx.post(server + "/translate_file", files=files, timeout=60)
+    assert reply.status_code == 200 and reply.text == expected
+
+
 @pytest.mark.parametrize(("body", "status", "message"), BAD[::3] + BAD[-4:])
 def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
     reply = post(server, body)

@@ -179,8 +179,9 @@ class CTranslate2Engine(Engine):
         log_probs: bool = False,
     ) -> Iterator[list]:
         import ctranslate2
+        import torch
 
-        options = self.options(search)
+        options = self.options(search) | {"return_attention": attention}
         engine = self.engine
         if search.strategy == "sample":  # one worker, seeded now: the same draws in order
             ctranslate2.set_random_seed(search.seed)
@@ -203,55 +204,52 @@ class CTranslate2Engine(Engine):
                     min_decoding_length=min(search.min_len, limit),
                 )
             )
+        first_rows = [None] * len(batches)
+        if attention and options["beam_size"] > 1:
+            first_rows = [self.first_step_attention(batch) for batch in batches]
         alpha = options.get("length_penalty", 0.0)
         found = []
-        for batch, outputs in zip(batches, pending, strict=True):
+        for batch, outputs, firsts in zip(batches, pending, first_rows, strict=True):
             nbests = [self.hypotheses(output.result(), alpha) for output in outputs]
-            forced = None
-            if attention or log_probs:
-                forced = self.force(nbests, batch, attention, log_probs)
-            found.append((nbests, forced))
-        for nbests, forced in found:
-            if forced is not None:
-                self.take_forced(nbests, forced, attention, log_probs)
+            for nbest, first in zip(nbests, firsts or [], strict=False):
+                row = torch.tensor(first.result().attention[0][0])
+                for hyp in nbest:  # every beam starts from BOS: the same first row
+                    if len(hyp.attention):
+                        hyp.attention[0] = row
+            found.append((nbests, self.score_hypotheses(nbests, batch) if log_probs else None))
+        for nbests, scored in found:  # every batch's scoring queued before the first is read
+            for hyp, output in zip((h for n in nbests for h in n), scored or [], strict=False):
+                hyp.token_log_probs = list(output.result().log_probs)
             yield nbests
 
-    def force(self, nbests: list[list[Hypothesis]], batch: Batch, attention: bool, log_probs: bool):
-        """Every hypothesis decoded again with itself as a forced prefix (queued): CTranslate2's
-        beam search gives neither per-token log-probs nor, in 4.8, a right first row of
-        attention (tests/test_alignment.py); a forced greedy pass gives both, each step's
-        logits and each row's attention, in one pass."""
+    def first_step_attention(self, batch: Batch) -> list:
+        """CTranslate2 4.8's beam search returns a wrong first row of attention (not the
+        sentence's own; later rows are right, tests/test_alignment.py): each sentence's first
+        step, decoded alone (one step of greedy search), gives the right one (queued)."""
+        return self.engine.translate_batch(
+            self.source_pieces(batch),
+            asynchronous=True,
+            beam_size=1,
+            max_decoding_length=1,
+            return_attention=True,
+            max_input_length=0,
+        )
+
+    def score_hypotheses(self, nbests: list[list[Hypothesis]], batch: Batch) -> list:
+        """Each hypothesis's token log-probs, EOS's last (queued): CTranslate2's search gives
+        one score per hypothesis, so `score_batch` force-decodes it (one parallel pass of the
+        decoder)."""
         piece = self.tokenizer.sp.id_to_piece
         sources = self.source_pieces(batch)
         rows = [(i, hyp) for i, nbest in enumerate(nbests) for hyp in nbest]
         if not rows:
             return []
-        return self.engine.translate_batch(
+        return self.engine.score_batch(
             [sources[i] for i, _ in rows],
-            [[piece(t) for t in hyp.tokens] or None for _, hyp in rows],
-            asynchronous=True,
-            beam_size=1,
-            max_decoding_length=max(len(hyp.tokens) for _, hyp in rows) + 1,
-            return_attention=attention,
-            return_logits_vocab=log_probs,
+            [[piece(t) for t in hyp.tokens] for _, hyp in rows],
             max_input_length=0,
+            asynchronous=True,
         )
-
-    def take_forced(self, nbests, forced, attention: bool, log_probs: bool) -> None:
-        """Each hypothesis's attention and token log-probs (EOS's last) from its forced pass."""
-        import torch
-
-        hyps = [hyp for nbest in nbests for hyp in nbest]
-        for hyp, output in zip(hyps, forced, strict=True):
-            result = output.result()
-            if attention:
-                hyp.attention = torch.tensor(result.attention[0])
-            if log_probs:  # the logits of the steps up to EOS after the hypothesis
-                steps = result.logits[0][: len(hyp.tokens) + 1]
-                logits = torch.stack([as_tensor(step) for step in steps]).float()
-                targets = torch.tensor([*hyp.tokens, self.tokenizer.eos_id])
-                picked = logits.log_softmax(-1).gather(1, targets[:, None].to(logits.device))
-                hyp.token_log_probs = picked.squeeze(1).tolist()
 
     def source_pieces(self, batch: Batch) -> list[list[str]]:
         """The batch's sources as CTranslate2 takes them: pieces, without the EOS its config
@@ -276,20 +274,15 @@ class CTranslate2Engine(Engine):
 
     def hypotheses(self, output, alpha: float) -> list[Hypothesis]:
         """A CTranslate2 result as our n-best list: its score is log-prob / |Y| ** alpha, with
-        |Y| counting EOS, so the log-prob is score * |Y| ** alpha."""
+        |Y| counting EOS, so the log-prob is score * |Y| ** alpha. Its attention, when asked
+        for: (output tokens, source tokens), neither EOS."""
+        import torch
+
         to_id = self.tokenizer.sp.piece_to_id
         found = [
             Hypothesis([to_id(p) for p in pieces], score, score * (len(pieces) + 1) ** alpha)
             for pieces, score in zip(output.hypotheses, output.scores, strict=True)
         ]
+        for hyp, weights in zip(found, output.attention or [], strict=False):
+            hyp.attention = torch.tensor(weights)
         return found
-
-
-def as_tensor(view):
-    """A CTranslate2 StorageView as a torch tensor, on its device."""
-    import numpy as np
-    import torch
-
-    if str(view.device) == "Device.cuda":
-        return torch.as_tensor(view, device="cuda")
-    return torch.from_numpy(np.asarray(view))
