@@ -42,16 +42,19 @@ class ModelConfig:
     max_positions: int = 1024
     pad_id: int = 0
     # Word alignments come from the cross-attention of this decoder layer (negative: from the
-    # last), averaged over its first alignment_heads heads (0: all of them, raw attention, best
-    # in the second-to-last layer of an hour's model: docs/benchmarks.md; guided alignment
-    # trains head 0 and sets 1).
+    # last, the first where that runs past it), averaged over its first alignment_heads heads
+    # (0: all of them, raw attention, best in the second-to-last layer of an hour's model:
+    # docs/benchmarks.md; guided alignment trains head 0 and sets 1).
     alignment_layer: int = -2
     alignment_heads: int = 0
 
     @property
     def alignment_layer_index(self) -> int:
-        """The 0-based decoder layer of `alignment_layer`."""
-        return self.alignment_layer % self.decoder_layers
+        """The 0-based decoder layer of `alignment_layer` (counted back from the last, and
+        the first where that runs past it: -2 of a one-layer decoder is its layer 0)."""
+        if self.alignment_layer >= 0:
+            return self.alignment_layer
+        return max(self.decoder_layers + self.alignment_layer, 0)
 
     def __post_init__(self) -> None:
         if self.pad_id != 0:
@@ -72,7 +75,7 @@ class ModelConfig:
                 f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
             )
         layer = self.alignment_layer
-        if not -self.decoder_layers <= layer < self.decoder_layers:
+        if layer >= self.decoder_layers:
             raise ValueError(
                 f"model.alignment_layer={layer} is not a layer of {self.decoder_layers}"
             )

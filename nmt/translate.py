@@ -42,7 +42,7 @@ from nmt.documents.markup import translate_html
 from nmt.documents.output_lines import output_lines
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
-from nmt.files import atomic_path, read_chunks
+from nmt.files import atomic_path, read_chunks, write_bytes
 from nmt.inference.loading import check_model, load
 from nmt.inference.search_choice import choose_search
 from nmt.model import ModelConfig
@@ -65,7 +65,7 @@ def check_request(cfg: TranslateConfig) -> None:
             ("prefix_file", cfg.prefix_file),
         ):
             if value:
-                raise UsageError(f"format={kind} writes one {kind} document: drop {name}=")
+                raise UsageError(f"format={kind} writes one document: drop {name}=")
     if kind == "docx" and not (cfg.input and cfg.output):
         raise UsageError("format=docx reads input=FILE and writes output=FILE")
     for name in ("input", "prefix_file"):
@@ -190,8 +190,7 @@ def run(cfg: TranslateConfig, overrides: list[str]) -> int:
         data = Path(cfg.input).read_bytes() if cfg.input else sys.stdin.buffer.read()
         translated = translate_document(cfg, overrides, data, kind)
         if cfg.output:
-            with atomic_path(cfg.output) as written:
-                written.write_bytes(translated)
+            write_bytes(cfg.output, translated)
         else:
             sys.stdout.buffer.write(translated)
             sys.stdout.flush()
