@@ -294,6 +294,49 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
         assert reply.status_code == status and message in reply.json()["detail"], reply.text
 
 
+def test_libretranslate_clients_get_the_servers_translations(server, api, overfit_engine, lines):
+    """LibreTranslate's API under /libretranslate: its own Python client (libretranslatepy)
+    gets translate's translations; a list, alternatives, source auto, html and LibreTranslate's
+    errors over JSON."""
+    from libretranslatepy import LibreTranslateAPI
+
+    from nmt.documents.markup import translate_html
+    from nmt.documents.translation import translate_texts
+
+    own = api.search
+    client = LibreTranslateAPI(server + "/libretranslate")
+    assert (
+        client.translate(lines[0], "en", "de")
+        == translate_texts(overfit_engine, [lines[0]], own)[0].text
+    )
+    assert client.languages() == [
+        {"code": "en", "name": "English", "targets": ["de"]},
+        {"code": "de", "name": "German", "targets": []},
+    ]
+    assert client.detect(lines[1])[0]["language"] == "en"
+    url = server + "/libretranslate/translate"
+    body = {"q": lines[:3], "source": "auto", "target": "de", "alternatives": 2}
+    reply = httpx.post(url, json=body, timeout=60).json()
+    three = translate_texts(overfit_engine, lines[:3], replace(own, beam_size=5, nbest=3))
+    assert reply["translatedText"] == [t.alternatives[0][0] for t in three]
+    assert reply["alternatives"] == [[text for text, _ in t.alternatives[1:]] for t in three]
+    assert reply["detectedLanguage"]["language"] == "en"
+    page = f"<p>{lines[0]} <b>{lines[1]}</b></p>"
+    body = {"q": page, "source": "en", "target": "de", "format": "html"}
+    reply = httpx.post(url, json=body, timeout=60).json()
+    assert reply["translatedText"] == translate_html(overfit_engine, [page], own)[0].text
+    for body, message in [
+        ({"q": "A man.", "source": "fr", "target": "de"}, "fr to de is not available"),
+        ({"q": "A man.", "source": "en", "target": "es"}, "en to es is not available"),
+        ({"source": "en", "target": "de"}, "missing q parameter"),
+        ({"q": "A man.", "source": "en", "target": "de", "alternatives": 99}, "alternatives"),
+        ({"q": ["A man."] * 17, "source": "en", "target": "de"}, "max_lines=16"),
+    ]:
+        reply = httpx.post(url, json=body, timeout=60)
+        assert reply.status_code in (400, 413), reply.text
+        assert message in reply.json()["error"] and "\n" not in reply.json()["error"]
+
+
 def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
     from nmt.ct2.model_dir import export
     from nmt.inference.ct2_engine import CTranslate2Engine

@@ -1,7 +1,7 @@
 """POST /translate_file: a .txt, .md, .html/.htm or .docx file in (multipart, field `file`,
 optional field `segment`), the same kind of file out, translated.
 
-The route is a client of the server's own POST /translate, over 127.0.0.1: a text file's
+The route is a client of the server's own POST /translate (loopback.py): a text file's
 lines, or the plain text of an HTML or Word file's segments (nmt.documents.markup,
 docx_file, with alignments to place tags and runs), go there in requests of at most
 max_lines texts, sent at once so they share batches with everyone's; the file is put back
@@ -14,9 +14,6 @@ file is translated.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +26,7 @@ from nmt.documents.docx_file import DocxError, translate_word_file
 from nmt.documents.markup import translate_pages
 from nmt.documents.translation import Translation
 from nmt.inference.alignment import parse_pharaoh
+from nmt.serving.loopback import post_translate
 
 KINDS = {".txt": "text", ".md": "text", ".html": "html", ".htm": "html", ".docx": "docx"}
 MEDIA = {
@@ -42,23 +40,14 @@ class Remote:
     """Texts to Translations through the server's own /translate (see the module docstring)."""
 
     def __init__(self, cfg: ServeConfig, segment: str | None):
-        host = "[::1]" if cfg.host == "::" else "127.0.0.1"
-        self.url, self.cfg, self.segment = f"http://{host}:{cfg.port}/translate", cfg, segment
+        self.cfg, self.segment = cfg, segment
         self.sent = 0  # segments, for max_file_segments
 
-    def post(self, texts: list[str], alignments: bool) -> list[dict]:
+    def post(self, texts: list[str], alignments: bool) -> dict:
         body = {"text": texts, "alignments": alignments, "format": "text"}
         if self.segment:
             body["segment"] = self.segment
-        request = urllib.request.Request(
-            self.url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.cfg.timeout + 10) as reply:
-                return [json.loads(reply.read())]
-        except urllib.error.HTTPError as error:
-            detail = json.loads(error.read() or b"{}").get("detail", error.reason)
-            raise HTTPException(error.code, detail) from None
+        return post_translate(self.cfg, body)
 
     def translate(self, texts: list[str], alignments: bool = False) -> list[dict]:
         """One answer per text: {"translation", "alignments"}."""
@@ -79,7 +68,7 @@ class Remote:
         step = self.cfg.max_lines
         chunks = [texts[i : i + step] for i in range(0, len(texts), step)]
         with ThreadPoolExecutor(max(1, min(len(chunks), 16))) as pool:
-            replies = list(pool.map(lambda chunk: self.post(chunk, alignments)[0], chunks))
+            replies = list(pool.map(lambda chunk: self.post(chunk, alignments), chunks))
         answers = []
         for reply in replies:
             links = reply.get("alignments") or [""] * len(reply["translation"])

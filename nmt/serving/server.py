@@ -4,7 +4,8 @@ its engine decodes in threads of its own, and LitServe's queues between processe
 fifth of its throughput, docs/benchmarks.md).
 
 Routes: POST /translate (checked by RequestGate, then batched into TranslationAPI.predict),
-POST /translate_file (files.py: a file's texts through /translate), GET /health (200 "ok"
+POST /translate_file (files.py: a file's texts through /translate), LibreTranslate's API
+under /libretranslate (libretranslate.py), GET /health (200 "ok"
 while every model worker is up with the model loaded, else 503 saying how many are:
 workers.py), GET /info (our ModelCard as "model"), GET / (the page,
 page.html), and FastAPI's /docs and /openapi.json.
@@ -31,6 +32,7 @@ from nmt.serving.api import TranslationAPI
 from nmt.serving.files import add_file_route
 from nmt.serving.gate import Limits, RequestGate
 from nmt.serving.inprocess import InProcessServer
+from nmt.serving.libretranslate import add_libretranslate
 from nmt.serving.workers import ModelWorkers, watch_workers
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
@@ -107,6 +109,7 @@ def build_server(
         server.app.add_middleware(RequestGate, **gate)
         add_page(server.app, metadata)
         add_file_route(server.app, cfg, card.tgt_lang)
+        add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search)
         server.app.add_exception_handler(RequestValidationError, one_line_422)
         return server, f"{card.name}: {search_line}"
     workers = ModelWorkers(cfg.workers)
@@ -124,6 +127,7 @@ def build_server(
     watch_workers(server, workers)  # its requests answered, /health telling
     add_page(server.app, metadata)
     add_file_route(server.app, cfg, card.tgt_lang)
+    add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search)
     server.app.add_exception_handler(RequestValidationError, one_line_422)
     return server, f"{card.name}: {search_line}"
 
