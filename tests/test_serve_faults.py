@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 from test_serve import post, serving
 
@@ -155,8 +156,12 @@ def test_a_body_far_over_the_limit_gets_its_413_not_a_reset(server, lines, send)
     assert post(server, {"text": lines[0]}, 30).status_code == 200
 
 
-def test_sigterm_to_the_server_alone_stops_every_worker_and_frees_the_port(model_pt, tmp_path):
-    """What `kill`, systemd and `docker stop` send: to the main process only, not its group.
+def test_an_idle_server_idles_and_sigterm_alone_stops_every_worker_and_frees_the_port(
+    model_pt, tmp_path
+):
+    """Idle (after a request, none for 10 s), all its processes together use under 2% of a
+    core (LitServe's own batching loop polled every millisecond; ours blocks). SIGTERM is what
+    `kill`, systemd and `docker stop` send: to the main process only, not its group.
     LitServe's HTTP and model workers used to outlive it, still holding the port."""
     import subprocess
 
@@ -178,6 +183,13 @@ def test_sigterm_to_the_server_alone_stops_every_worker_and_frees_the_port(model
         while not healthy(f"http://127.0.0.1:{port}"):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
+        httpx.post(f"http://127.0.0.1:{port}/translate", json={"text": "A man."}, timeout=60)
+        time.sleep(2)
+        tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(True)]
+        before, start = [sum(p.cpu_times()[:2]) for p in tree], time.monotonic()
+        time.sleep(10)
+        used = sum(sum(p.cpu_times()[:2]) for p in tree) - sum(before)
+        assert used / (time.monotonic() - start) < 0.02, f"{used:.2f} s of CPU in 10 s idle"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) is not None
         deadline = time.monotonic() + 30
