@@ -407,6 +407,9 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     # (lines of a text file, text runs between an HTML or Word file's blocks) it may hold
     max_file_bytes: int = 2_000_000
     max_file_segments: int = 5000
+    # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
+    # sentence and the whole search; 0: none
+    cache_sentences: int = 10000
     log_level: str = "warning"  # uvicorn's: info logs every request
 
 

@@ -35,9 +35,11 @@ CHROMIUM = "/usr/bin/chromium"
 
 @contextmanager
 def serving(ckpt: Path, *args: str) -> Iterator[str]:
-    """nmt.serve of `ckpt` on one thread, this checkout first on the path (nmt.serving.launch)."""
+    """nmt.serve of `ckpt` on one thread, this checkout first on the path (nmt.serving.launch),
+    without its sentence cache unless `args` say otherwise: each request is decoded, so the
+    fault tests find their requests in flight (the cache has tests of its own)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    with launched([f"ckpt={ckpt}", "threads=1", *args], env) as url:
+    with launched([f"ckpt={ckpt}", "threads=1", "cache_sentences=0", *args], env) as url:
         yield url
 
 
@@ -87,7 +89,7 @@ def api(model_pt: Path):
     """The server's LitServe API in this process, its model loaded (no HTTP)."""
     from nmt.serving.api import TranslationAPI
 
-    cfg = compose("serve", [f"ckpt={model_pt}", "threads=1"])
+    cfg = compose("serve", [f"ckpt={model_pt}", "threads=1", "cache_sentences=0"])
     api = TranslationAPI(cfg, [], "overfit")
     api.setup("cpu")
     return api

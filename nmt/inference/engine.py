@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from nmt.decoding.settings import DecodeConfig, check_search
 from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
+from nmt.inference.cache import TranslationCache
 from nmt.inference.calibration import INFO_KEY, Calibration
 from nmt.inference.planner import Batch, Planner, encode_prefixes, line_number
 from nmt.inference.scores import Scores, scores
@@ -51,6 +52,7 @@ class Engine(ABC):
     def __init__(self, card: ModelCard, tokenizer: Tokenizer, planner: Planner, path: str):
         self.card, self.tokenizer, self.planner, self.path = card, tokenizer, planner, path
         self.checked: DecodeConfig | None = None  # the last search `check` passed
+        self.cache: TranslationCache | None = None  # sentence translations seen (a server's)
 
     def check(self, search: DecodeConfig) -> None:
         """Raise a one-line SearchError for a search that is no search on this model
@@ -103,17 +105,39 @@ class Engine(ABC):
         self.check(search)
         search = self.runnable(search)[0]
         results: list[list[Hypothesis]] = [[] for _ in lines]
-        batches = self.planner.plan(lines, search, prefixes, first_line_number)
+        todo, keys = list(range(len(lines))), None
+        if self.cache is not None and self.cache.caches(search):
+            keys = [
+                self.cache.key(line, prefixes[i] if prefixes else "", search, alignments, scores)
+                for i, line in enumerate(lines)
+            ]
+            todo = []
+            for i, key in enumerate(keys):
+                cached = self.cache.get(key) if lines[i].strip() else []
+                if cached is None:
+                    todo.append(i)
+                else:
+                    results[i] = cached
+            if done is not None and len(todo) < len(lines):
+                done(len(lines) - len(todo))
+        batches = self.planner.plan(
+            [lines[i] for i in todo],
+            search,
+            [prefixes[i] for i in todo] if prefixes else None,
+            [line_number(first_line_number, i) for i in todo],
+        )
         found = self.search_batches(batches, search, alignments, scores)
         pieces = self.tokenizer.pieces
         for batch, nbests in zip(batches, found, strict=True):
             for line, source, nbest in zip(batch.lines, batch.sources, nbests, strict=True):
-                results[line] = nbest
+                results[todo[line]] = nbest
                 for hyp in nbest if alignments else []:
                     hyp.alignment = word_alignment(
                         pieces(source[:-1]), pieces(hyp.tokens), hyp.attention
                     )
                     hyp.attention = None
+                if keys is not None:
+                    self.cache.put(keys[todo[line]], nbest)
             if done is not None:
                 done(len(batch.lines))
         return results

@@ -28,6 +28,7 @@ from nmt.decoding.settings import DecodeConfig, SearchError
 from nmt.documents.markup import translate_html
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
+from nmt.inference.cache import TranslationCache
 from nmt.inference.loading import load
 from nmt.inference.search_choice import choose_search
 from nmt.serving.batching import FirstArrivalLoop
@@ -63,6 +64,8 @@ class TranslationAPI(ls.LitAPI):
         if self.cfg.device == "auto":
             self.cfg.device = device
         self.engine = load(self.cfg)
+        if self.cfg.cache_sentences:
+            self.engine.cache = TranslationCache(self.cfg.cache_sentences)
         self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)
         self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
         log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)

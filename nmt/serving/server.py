@@ -52,6 +52,10 @@ def check_serve(cfg: ServeConfig) -> None:
             raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
     if cfg.workers < 0 or cfg.threads < 0:
         raise UsageError("workers and threads must not be negative (0: one per core)")
+    if cfg.cache_sentences < 0:
+        raise UsageError(
+            f"cache_sentences must not be negative (0: no cache), not {cfg.cache_sentences}"
+        )
     if not 0 < cfg.batch_wait_ms < cfg.timeout * 1000:  # 0 would spin an idle worker
         raise UsageError(f"batch_wait_ms={cfg.batch_wait_ms} must be in (0, timeout*1000)")
 
