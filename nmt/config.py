@@ -410,6 +410,14 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none
     cache_sentences: int = 10000
+    # Off unless set (nmt/serving/access.py): a file of API keys, one per line (then every
+    # translating route asks for one); request and character limits per key, or per client
+    # address without one, as "60/minute" or "100000/hour"; origins a browser page may call
+    # the API from (CORS), e.g. [https://example.org]
+    api_keys_file: str | None = None
+    limit_requests: str | None = None
+    limit_chars: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
     log_level: str = "warning"  # uvicorn's: info logs every request
 
 

@@ -39,15 +39,15 @@ MEDIA = {
 class Remote:
     """Texts to Translations through the server's own /translate (see the module docstring)."""
 
-    def __init__(self, cfg: ServeConfig, segment: str | None):
-        self.cfg, self.segment = cfg, segment
+    def __init__(self, cfg: ServeConfig, segment: str | None, internal: str):
+        self.cfg, self.segment, self.internal = cfg, segment, internal
         self.sent = 0  # segments, for max_file_segments
 
     def post(self, texts: list[str], alignments: bool) -> dict:
         body = {"text": texts, "alignments": alignments, "format": "text"}
         if self.segment:
             body["segment"] = self.segment
-        return post_translate(self.cfg, body)
+        return post_translate(self.cfg, body, self.internal)
 
     def translate(self, texts: list[str], alignments: bool = False) -> list[dict]:
         """One answer per text: {"translation", "alignments"}."""
@@ -107,7 +107,7 @@ def translate_text_file(remote: Remote, data: bytes) -> bytes:
     ).encode()
 
 
-def add_file_route(app: FastAPI, cfg: ServeConfig, target_lang: str) -> None:
+def add_file_route(app: FastAPI, cfg: ServeConfig, target_lang: str, internal: str) -> None:
     @app.post("/translate_file")
     def translate_file(
         file: Annotated[UploadFile, File(description="A .txt, .md, .html, .htm or .docx file")],
@@ -127,7 +127,7 @@ def add_file_route(app: FastAPI, cfg: ServeConfig, target_lang: str) -> None:
             raise HTTPException(
                 413, f"the file is over the limit of max_file_bytes={cfg.max_file_bytes}"
             )
-        kind, remote = KINDS[suffix], Remote(cfg, segment)
+        kind, remote = KINDS[suffix], Remote(cfg, segment, internal)
         if kind == "text":
             out = translate_text_file(remote, data)
         elif kind == "html":

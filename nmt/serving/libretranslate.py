@@ -3,10 +3,10 @@
 
 - POST /libretranslate/translate: `q` (a string, or in JSON a list), `source` (the model's
   source language, or "auto"), `target` (its target language), `format` ("text" or "html"),
-  `alternatives` (how many more translations, text only), `api_key` (accepted, unused), as
-  JSON or as a form, as LibreTranslate takes them. Answer: {"translatedText": the
-  translation (a list for a list), "alternatives": [...] when asked, "detectedLanguage":
-  {"language", "confidence"} with source "auto"}.
+  `alternatives` (how many more translations, text only), `api_key` (checked when the
+  server has keys: access.py), as JSON or as a form, as LibreTranslate takes them.
+  Answer: {"translatedText": the translation (a list for a list), "alternatives": [...]
+  when asked, "detectedLanguage": {"language", "confidence"} with source "auto"}.
 - GET /libretranslate/languages: the model's pair, as LibreTranslate lists languages.
 - POST /libretranslate/detect: `q` → [{"language", "confidence"}], best first, from py3langid
   restricted to the model's two languages (chosen by bench/bench_detect.py: as accurate as
@@ -69,7 +69,12 @@ async def fields(request: Request) -> dict:
 
 
 def add_libretranslate(
-    app: FastAPI, cfg: ServeConfig, src_lang: str, tgt_lang: str, search: DecodeConfig
+    app: FastAPI,
+    cfg: ServeConfig,
+    src_lang: str,
+    tgt_lang: str,
+    search: DecodeConfig,
+    internal: str,
 ) -> None:
     """The routes of the module docstring on `app`."""
     identify = LanguageID([src_lang, tgt_lang])
@@ -97,7 +102,7 @@ def add_libretranslate(
             beam = max(search.beam_size if search.strategy == "beam" else 1, alternatives + 1)
             body["search"] = {"strategy": "beam", "beam_size": beam, "nbest": alternatives + 1}
         try:
-            answer = post_translate(cfg, body)
+            answer = post_translate(cfg, body, internal)
         except HTTPException as error:
             raise Refused(error.status_code, str(error.detail)) from None
         found = answer["translation"]

@@ -13,14 +13,15 @@ from fastapi import HTTPException
 from nmt.config import ServeConfig
 
 
-def post_translate(cfg: ServeConfig, body: dict) -> dict:
+def post_translate(cfg: ServeConfig, body: dict, internal: str) -> dict:
     """The JSON answer of POST /translate to `body`; its refusal as an HTTPException with
-    the same status and one-line detail."""
+    the same status and one-line detail. `internal`: the server's secret that lets its own
+    calls past the keys and limits (access.py), which the calling request already passed."""
     host = "[::1]" if cfg.host == "::" else "127.0.0.1"
     request = urllib.request.Request(
         f"http://{host}:{cfg.port}/translate",
         json.dumps(body).encode(),
-        {"Content-Type": "application/json"},
+        {"Content-Type": "application/json", "X-NMT-Internal": internal},
     )
     try:
         with urllib.request.urlopen(request, timeout=cfg.timeout + 10) as reply:

@@ -14,6 +14,7 @@ page.html), and FastAPI's /docs and /openapi.json.
 from __future__ import annotations
 
 import html
+import secrets
 from dataclasses import asdict, replace
 from importlib import resources
 from importlib.metadata import version
@@ -21,6 +22,7 @@ from importlib.metadata import version
 import litserve as ls
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from nmt.cli import UsageError
@@ -28,6 +30,7 @@ from nmt.config import ServeConfig
 from nmt.decoding.settings import check_search, describe_search
 from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
+from nmt.serving.access import AccessGate, parse_limit, read_keys
 from nmt.serving.api import TranslationAPI
 from nmt.serving.files import add_file_route
 from nmt.serving.gate import Limits, RequestGate
@@ -104,6 +107,8 @@ def build_server(
         "version": version("nmt"),
     }
     gate = {"path": "/translate", "limits": limits, "default": search, "format": cfg.format}
+    internal = secrets.token_urlsafe(24)  # marks the routes' own calls to /translate
+    access = access_settings(cfg, internal)
     if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
@@ -111,9 +116,11 @@ def build_server(
             api, cfg.workers, cfg.batch_requests, cfg.batch_wait_ms / 1000, cfg.timeout, metadata
         )
         server.app.add_middleware(RequestGate, **gate)
+        for middleware, settings in access:
+            server.app.add_middleware(middleware, **settings)
         add_page(server.app, metadata)
-        add_file_route(server.app, cfg, card.tgt_lang)
-        add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search)
+        add_file_route(server.app, cfg, card.tgt_lang, internal)
+        add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search, internal)
         server.app.add_exception_handler(RequestValidationError, one_line_422)
         return server, f"{card.name}: {search_line}"
     workers = ModelWorkers(cfg.workers)
@@ -124,16 +131,32 @@ def build_server(
         workers_per_device=cfg.workers,
         timeout=cfg.timeout,
         model_metadata=metadata,
-        middlewares=[(RequestGate, gate)],
+        middlewares=[(RequestGate, gate), *access],
         restart_workers=True,  # a worker that dies is replaced, not the server shut down
         callbacks=[workers],
     )
     watch_workers(server, workers)  # its requests answered, /health telling
     add_page(server.app, metadata)
-    add_file_route(server.app, cfg, card.tgt_lang)
-    add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search)
+    add_file_route(server.app, cfg, card.tgt_lang, internal)
+    add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search, internal)
     server.app.add_exception_handler(RequestValidationError, one_line_422)
     return server, f"{card.name}: {search_line}"
+
+
+def access_settings(cfg: ServeConfig, internal: str) -> list[tuple]:
+    """The keys and limits gate and CORS, as (middleware, settings), when configured; the
+    gate outermost of ours (Starlette runs the last added first)."""
+    found = []
+    keys = read_keys(cfg.api_keys_file) if cfg.api_keys_file else None
+    requests = parse_limit("limit_requests", cfg.limit_requests)
+    chars = parse_limit("limit_chars", cfg.limit_chars)
+    if keys is not None or requests or chars:
+        settings = {"keys": keys, "requests": requests, "chars": chars, "internal": internal}
+        found.append((AccessGate, settings | {"max_body": cfg.max_file_bytes}))
+    if cfg.cors_origins:
+        cors = {"allow_origins": list(cfg.cors_origins), "allow_methods": ["GET", "POST"]}
+        found.append((CORSMiddleware, cors | {"allow_headers": ["Authorization", "Content-Type"]}))
+    return found
 
 
 def accelerator(device: str) -> str:

@@ -1,0 +1,106 @@
+"""Keys, limits and CORS (nmt/serving/access.py), on a server started with all three: a missing
+key gets 401, a wrong one 403 in the same time whatever it shares with a right one; a flood
+over the limit gets 429 with Retry-After while another key is served; the routes' own calls
+to /translate are neither refused nor counted; a browser's preflight from an allowed origin
+passes."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from test_serve import serving
+
+pytestmark = pytest.mark.xdist_group("serve")
+
+KEYS = ["k-alpha-0123456789abcdef0123456789abcdef", "k-beta-fedcba9876543210fedcba9876543210"]
+
+
+@pytest.fixture(scope="module")
+def server(model_pt: Path, tmp_path_factory) -> Iterator[str]:
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text("# the server's keys\n" + "\n".join(KEYS) + "\n")
+    args = [
+        f"api_keys_file={keys}",
+        "limit_requests=5/minute",
+        "limit_chars=100000/hour",
+        "cors_origins=[http://example.org]",
+    ]
+    with serving(model_pt, *args) as url:
+        yield url
+
+
+def post(url: str, key: str | None, body: dict, path: str = "/translate") -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.post(url + path, json=body, headers=headers, timeout=60)
+
+
+def test_keys_are_asked_for_checked_and_taken_from_either_place(server, overfit_pairs):
+    line = overfit_pairs[0][0]
+    missing = post(server, None, {"text": line})
+    assert missing.status_code == 401 and "API key is required" in missing.json()["detail"]
+    wrong = post(server, "k-gamma", {"text": line})
+    assert wrong.status_code == 403 and wrong.json() == {"detail": "invalid API key"}
+    assert post(server, KEYS[1], {"text": line}).status_code == 200
+    lt = server + "/libretranslate/translate"
+    body = {"q": line, "source": "en", "target": "de"}
+    assert httpx.post(lt, json=body | {"api_key": "nope"}, timeout=60).json() == {
+        "error": "invalid API key"
+    }
+    form = httpx.post(lt, data=body | {"api_key": KEYS[1]}, timeout=60)  # as libretranslatepy
+    assert form.status_code == 200 and form.json()["translatedText"]
+    assert httpx.get(server + "/health", timeout=10).status_code == 200  # not guarded
+
+
+def test_a_wrong_key_takes_as_long_whatever_it_shares_with_a_right_one(server):
+    near = KEYS[0][:-1] + "0"  # all but its last character right
+    far = "x" * len(KEYS[0])
+
+    def median_seconds(key: str) -> float:
+        times = []
+        for _ in range(30):
+            start = time.perf_counter()
+            assert post(server, key, {"text": "A."}).status_code == 403
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    median_seconds(far)  # warm the connection path
+    gap = abs(median_seconds(near) - median_seconds(far))
+    assert gap < 0.003, f"{gap * 1000:.2f} ms between a near and a far wrong key"
+
+
+def test_a_flood_over_the_limit_gets_429_while_another_key_is_served(server, overfit_pairs):
+    line = overfit_pairs[0][1]
+    answers = [post(server, KEYS[0], {"text": line}) for _ in range(7)]
+    assert [a.status_code for a in answers[:5]] == [200] * 5
+    over = answers[5]
+    assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
+    assert "over limit_requests=5 per 1 minute for this key" in over.json()["detail"]
+    assert post(server, KEYS[1], {"text": line}).status_code == 200
+
+
+def test_a_routes_own_calls_are_not_refused_nor_counted(server, overfit_pairs):
+    """A 20-line file goes to /translate in two calls of 16: one request, counted once."""
+    text = "".join(line + "\n" for line in overfit_pairs[0][:20])
+    files = {"file": ("notes.txt", text.encode())}
+    headers = {"Authorization": f"Bearer {KEYS[1]}"}
+    for _ in range(2):  # with the tests above, key 1 has used 3 of its 5 requests
+        reply = httpx.post(server + "/translate_file", files=files, headers=headers, timeout=120)
+        assert reply.status_code == 200, reply.text
+        assert len(reply.text.splitlines()) == 20
+
+
+def test_a_preflight_from_an_allowed_origin_passes(server):
+    asked = {
+        "Origin": "http://example.org",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    allowed = httpx.options(server + "/translate", headers=asked, timeout=10)
+    assert allowed.headers["access-control-allow-origin"] == "http://example.org"
+    other = httpx.options(server + "/translate", headers=asked | {"Origin": "http://evil.test"})
+    assert "access-control-allow-origin" not in other.headers
