@@ -418,6 +418,9 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     limit_requests: str | None = None
     limit_chars: str | None = None
     cors_origins: list[str] = field(default_factory=list)
+    # GET /metrics for Prometheus (nmt/serving/metrics.py), behind this bearer token if set
+    metrics: bool = False
+    metrics_token: str | None = None
     log_level: str = "warning"  # uvicorn's: info logs every request
 
 

@@ -1,8 +1,9 @@
-"""Keys, limits and CORS (nmt/serving/access.py), on a server started with all three: a missing
+"""Keys, limits, CORS and metrics (nmt/serving/access.py, metrics.py), on a server started with
+all of them: a missing
 key gets 401, a wrong one 403 in the same time whatever it shares with a right one; a flood
 over the limit gets 429 with Retry-After while another key is served; the routes' own calls
 to /translate are neither refused nor counted; a browser's preflight from an allowed origin
-passes."""
+passes; the metrics move as requests are made, behind their token."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from test_serve import serving
 
 pytestmark = pytest.mark.xdist_group("serve")
 
-KEYS = ["k-alpha-0123456789abcdef0123456789abcdef", "k-beta-fedcba9876543210fedcba9876543210"]
+KEYS = [
+    "k-alpha-0123456789abcdef0123456789abcdef",
+    "k-beta-fedcba9876543210fedcba9876543210",
+    "k-delta-for-the-metrics-test",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +34,8 @@ def server(model_pt: Path, tmp_path_factory) -> Iterator[str]:
         "limit_requests=5/minute",
         "limit_chars=100000/hour",
         "cors_origins=[http://example.org]",
+        "metrics=true",
+        "metrics_token=m-secret",
     ]
     with serving(model_pt, *args) as url:
         yield url
@@ -57,20 +64,19 @@ def test_keys_are_asked_for_checked_and_taken_from_either_place(server, overfit_
 
 
 def test_a_wrong_key_takes_as_long_whatever_it_shares_with_a_right_one(server):
-    near = KEYS[0][:-1] + "0"  # all but its last character right
-    far = "x" * len(KEYS[0])
-
-    def median_seconds(key: str) -> float:
-        times = []
-        for _ in range(30):
+    """Near (all but its last character right) and far wrong keys, interleaved so that any
+    load on the machine falls on both alike: their median answer times differ by less than
+    a millisecond, or 10% of the median (what a timing attack could not tell apart)."""
+    near, far = KEYS[0][:-1] + "0", "x" * len(KEYS[0])
+    times: dict[str, list[float]] = {near: [], far: []}
+    for _ in range(40):
+        for key in (near, far):
             start = time.perf_counter()
             assert post(server, key, {"text": "A."}).status_code == 403
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    median_seconds(far)  # warm the connection path
-    gap = abs(median_seconds(near) - median_seconds(far))
-    assert gap < 0.003, f"{gap * 1000:.2f} ms between a near and a far wrong key"
+            times[key].append(time.perf_counter() - start)
+    medians = {key: statistics.median(values[5:]) for key, values in times.items()}
+    gap = abs(medians[near] - medians[far])
+    assert gap < max(0.001, 0.1 * medians[far]), f"{gap * 1000:.2f} ms, medians {medians}"
 
 
 def test_a_flood_over_the_limit_gets_429_while_another_key_is_served(server, overfit_pairs):
@@ -104,3 +110,25 @@ def test_a_preflight_from_an_allowed_origin_passes(server):
     assert allowed.headers["access-control-allow-origin"] == "http://example.org"
     other = httpx.options(server + "/translate", headers=asked | {"Origin": "http://evil.test"})
     assert "access-control-allow-origin" not in other.headers
+
+
+def metric(url: str, name: str) -> float:
+    page = httpx.get(url + "/metrics", headers={"Authorization": "Bearer m-secret"}, timeout=10)
+    assert page.status_code == 200
+    found = [line for line in page.text.splitlines() if line.startswith(name + " ")]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+def test_the_metrics_move_as_requests_are_made(server, overfit_pairs):
+    assert httpx.get(server + "/metrics", timeout=10).status_code == 401
+    ok = 'nmt_requests_total{route="/translate",status="200"}'
+    refused = 'nmt_requests_total{route="/translate",status="403"}'
+    names = [ok, refused, "nmt_characters_total", 'nmt_request_seconds_count{route="/translate"}']
+    before = {name: metric(server, name) for name in names}
+    texts = overfit_pairs[0][2:4]
+    assert post(server, KEYS[2], {"text": texts}).status_code == 200
+    assert post(server, "wrong", {"text": texts}).status_code == 403
+    after = {name: metric(server, name) for name in names}
+    assert after[ok] == before[ok] + 1 and after[refused] == before[refused] + 1
+    assert after[names[3]] == before[names[3]] + 2
+    assert after["nmt_characters_total"] == before["nmt_characters_total"] + sum(map(len, texts))

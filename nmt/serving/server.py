@@ -5,7 +5,7 @@ fifth of its throughput, docs/benchmarks.md).
 
 Routes: POST /translate (checked by RequestGate, then batched into TranslationAPI.predict),
 POST /translate_file (files.py: a file's texts through /translate), LibreTranslate's API
-under /libretranslate (libretranslate.py), GET /health (200 "ok"
+under /libretranslate (libretranslate.py), GET /metrics (metrics.py), GET /health (200 "ok"
 while every model worker is up with the model loaded, else 503 saying how many are:
 workers.py), GET /info (our ModelCard as "model"), GET / (the page,
 page.html), and FastAPI's /docs and /openapi.json.
@@ -36,6 +36,7 @@ from nmt.serving.files import add_file_route
 from nmt.serving.gate import Limits, RequestGate
 from nmt.serving.inprocess import InProcessServer
 from nmt.serving.libretranslate import add_libretranslate
+from nmt.serving.metrics import Metrics, MetricsGate, add_metrics
 from nmt.serving.workers import ModelWorkers, watch_workers
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
@@ -108,7 +109,8 @@ def build_server(
     }
     gate = {"path": "/translate", "limits": limits, "default": search, "format": cfg.format}
     internal = secrets.token_urlsafe(24)  # marks the routes' own calls to /translate
-    access = access_settings(cfg, internal)
+    metrics = Metrics()
+    access = access_settings(cfg, internal, metrics)
     if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
@@ -121,6 +123,8 @@ def build_server(
         add_page(server.app, metadata)
         add_file_route(server.app, cfg, card.tgt_lang, internal)
         add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search, internal)
+        if cfg.metrics:
+            add_metrics(server.app, metrics, cfg.metrics_token)
         server.app.add_exception_handler(RequestValidationError, one_line_422)
         return server, f"{card.name}: {search_line}"
     workers = ModelWorkers(cfg.workers)
@@ -139,13 +143,15 @@ def build_server(
     add_page(server.app, metadata)
     add_file_route(server.app, cfg, card.tgt_lang, internal)
     add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search, internal)
+    if cfg.metrics:
+        add_metrics(server.app, metrics, cfg.metrics_token)
     server.app.add_exception_handler(RequestValidationError, one_line_422)
     return server, f"{card.name}: {search_line}"
 
 
-def access_settings(cfg: ServeConfig, internal: str) -> list[tuple]:
-    """The keys and limits gate and CORS, as (middleware, settings), when configured; the
-    gate outermost of ours (Starlette runs the last added first)."""
+def access_settings(cfg: ServeConfig, internal: str, metrics: Metrics) -> list[tuple]:
+    """The keys and limits gate, the metrics and CORS, as (middleware, settings), when
+    configured, innermost first (Starlette runs the last added first)."""
     found = []
     keys = read_keys(cfg.api_keys_file) if cfg.api_keys_file else None
     requests = parse_limit("limit_requests", cfg.limit_requests)
@@ -153,6 +159,8 @@ def access_settings(cfg: ServeConfig, internal: str) -> list[tuple]:
     if keys is not None or requests or chars:
         settings = {"keys": keys, "requests": requests, "chars": chars, "internal": internal}
         found.append((AccessGate, settings | {"max_body": cfg.max_file_bytes}))
+    if cfg.metrics:  # outermost: it counts what the gates refuse too
+        found.append((MetricsGate, {"metrics": metrics}))
     if cfg.cors_origins:
         cors = {"allow_origins": list(cfg.cors_origins), "allow_methods": ["GET", "POST"]}
         found.append((CORSMiddleware, cors | {"allow_headers": ["Authorization", "Content-Type"]}))

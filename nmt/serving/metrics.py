@@ -1,0 +1,114 @@
+"""Prometheus metrics at GET /metrics (`metrics=true`; behind `metrics_token` as a bearer
+token when one is set), through prometheus-client, kept by the HTTP process:
+
+- nmt_requests_total{route, status}: answered requests of the translating routes;
+- nmt_request_seconds{route}: their latency, a histogram;
+- nmt_requests_in_flight{route}: accepted and not yet answered (queued or decoding);
+- nmt_request_texts{route}: texts per request, a histogram;
+- nmt_characters_total: characters sent to /translate (a file's or a LibreTranslate request's
+  texts once, through the routes' own calls).
+A route's own calls to /translate (loopback.py) count in characters only. The model
+workers' batches are not exported (they live in other processes: left for later).
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from nmt.serving.access import GUARDED, INTERNAL, body_fields, characters
+
+TEXTS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class Metrics:
+    def __init__(self):
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "nmt_requests", "Answered requests", ["route", "status"], registry=self.registry
+        )
+        self.seconds = Histogram(
+            "nmt_request_seconds", "Request latency", ["route"], registry=self.registry
+        )
+        self.in_flight = Gauge(
+            "nmt_requests_in_flight", "Requests not yet answered", ["route"], registry=self.registry
+        )
+        self.texts = Histogram(
+            "nmt_request_texts",
+            "Texts per request",
+            ["route"],
+            buckets=TEXTS_BUCKETS,
+            registry=self.registry,
+        )
+        self.characters = Counter(
+            "nmt_characters", "Characters sent to /translate", registry=self.registry
+        )
+
+
+class MetricsGate:
+    """ASGI middleware: counts the translating routes' requests into `metrics`."""
+
+    def __init__(self, app, *, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send) -> None:
+        path = scope.get("path")
+        if scope["type"] != "http" or scope["method"] != "POST" or path not in GUARDED:
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+
+        async def reading():
+            message = await receive()
+            if message["type"] == "http.request" and len(chunks) < 64:
+                chunks.append(message.get("body", b""))
+            return message
+
+        status = 500
+        internal = dict(scope["headers"]).get(INTERNAL) is not None
+
+        async def sending(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        m = self.metrics
+        if not internal:
+            m.in_flight.labels(path).inc()
+        start = time.perf_counter()
+        try:
+            await self.app(scope, reading, sending)
+        finally:
+            body = b"".join(chunks)
+            kind = dict(scope["headers"]).get(b"content-type", b"").decode()
+            fields = body_fields(body, kind) if path != "/translate_file" else {}
+            if path == "/translate" and status == 200:
+                m.characters.inc(characters(path, fields, body))
+            if not internal:
+                m.in_flight.labels(path).dec()
+                m.requests.labels(path, str(status)).inc()
+                m.seconds.labels(path).observe(time.perf_counter() - start)
+                texts = fields.get("q" if path.startswith("/libre") else "text", [])
+                m.texts.labels(path).observe(len(texts) if isinstance(texts, list) else 1)
+
+
+def add_metrics(app: FastAPI, metrics: Metrics, token: str | None) -> None:
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics_page(request: Request) -> Response:
+        if token is not None:
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").encode()
+            if not hmac.compare_digest(given, token.encode()):
+                return JSONResponse({"detail": "the metrics need their token"}, status_code=401)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
