@@ -31,6 +31,7 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from nmt.cli import UsageError
+from nmt.serving.gate import replaying
 from nmt.serving.libretranslate import PREFIX
 
 GUARDED = ("/translate", "/translate_file", PREFIX + "/translate", PREFIX + "/detect")
@@ -116,16 +117,7 @@ class AccessGate:
         if refusal is not None:
             await self.refuse(send, path, *refusal)
             return
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": size > self.max_body}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive, size > self.max_body), send)
 
     @staticmethod
     def key(headers: dict, fields: dict) -> bytes | None:

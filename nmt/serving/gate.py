@@ -94,15 +94,7 @@ class RequestGate:
             log.exception("the request gate failed")
             await refuse(send, 500, f"internal error: {type(error).__name__}")
             return
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
+        replay = replaying(body, receive)
         # The body is JSON whatever the client called it (curl -d says form data).
         headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
         headers.append((b"content-type", b"application/json"))
@@ -125,6 +117,20 @@ class RequestGate:
                 raise too_big
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def replaying(body: bytes, receive, more_body: bool = False):
+    """An ASGI receive that gives `body`, already read, first, then what `receive` gives."""
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": more_body}
+        return await receive()
+
+    return replay
 
 
 class BodyTooBig(RequestError):
