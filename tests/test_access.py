@@ -22,6 +22,7 @@ KEYS = [
     "k-alpha-0123456789abcdef0123456789abcdef",
     "k-beta-fedcba9876543210fedcba9876543210",
     "k-delta-for-the-metrics-test",
+    "k-epsilon-for-the-page",
 ]
 
 
@@ -132,3 +133,33 @@ def test_the_metrics_move_as_requests_are_made(server, overfit_pairs):
     assert after[ok] == before[ok] + 1 and after[refused] == before[refused] + 1
     assert after[names[3]] == before[names[3]] + 2
     assert after["nmt_characters_total"] == before["nmt_characters_total"] + sum(map(len, texts))
+
+
+def test_the_page_asks_for_a_key_and_shows_the_limits(server, tmp_path):
+    from test_serve import CHROMIUM
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    status = "document.getElementById('status').textContent"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(server + "/", timeout=30000)
+            page.wait_for_selector("#key-label:not([hidden])")
+            assert page.text_content("#access") == (
+                "Limits: 5/minute requests, 100000/hour characters"
+            )
+            page.uncheck("#live")
+            page.fill("#source", "A man rides a bike.")
+            page.press("#source", "Control+Enter")
+            page.wait_for_function(f"{status}.startsWith('error 401')", timeout=30000)
+            page.fill("#key", KEYS[3])
+            page.press("#source", "Control+Enter")
+            page.wait_for_function(f"{status}.includes(' s ·')", timeout=30000)
+            assert page.text_content("#translation")
+            page.screenshot(path=tmp_path / "keyed.png")
+        finally:
+            browser.close()

@@ -105,6 +105,11 @@ def build_server(
         },
         "limits": asdict(limits),
         "files": {"max_file_bytes": cfg.max_file_bytes, "max_file_segments": cfg.max_file_segments},
+        "access": {  # what a client must know (never the keys)
+            "keys": cfg.api_keys_file is not None,
+            "limit_requests": cfg.limit_requests,
+            "limit_chars": cfg.limit_chars,
+        },
         "version": version("nmt"),
     }
     gate = {"path": "/translate", "limits": limits, "default": search, "format": cfg.format}
