@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -37,6 +37,7 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
+from nmt.documents import FILE_FORMATS
 from nmt.documents.docx_file import DocxError, translate_docx
 from nmt.documents.markup import translate_html
 from nmt.documents.output_lines import output_lines
@@ -72,11 +73,6 @@ def check_request(cfg: TranslateConfig) -> None:
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
             raise UsageError(f"{name}={path} not found")
-    if kind != "text" and cfg.input and Path(cfg.input).stat().st_size > cfg.max_file_bytes:
-        raise UsageError(
-            f"input={cfg.input} has {Path(cfg.input).stat().st_size} bytes: the limit is "
-            f"max_file_bytes={cfg.max_file_bytes}"
-        )
 
 
 def document_format(cfg: TranslateConfig) -> str:
@@ -84,7 +80,7 @@ def document_format(cfg: TranslateConfig) -> str:
     if cfg.format != "auto":
         return cfg.format
     suffix = Path(cfg.input).suffix.lower() if cfg.input else ""
-    return {".html": "html", ".htm": "html", ".docx": "docx"}.get(suffix, "text")
+    return FILE_FORMATS.get(suffix, "text")
 
 
 def prepare(cfg: TranslateConfig, overrides: list[str]):
@@ -187,7 +183,14 @@ def run(cfg: TranslateConfig, overrides: list[str]) -> int:
     check_request(cfg)
     kind = document_format(cfg)
     if kind != "text":  # one document: read whole, written whole (or not at all)
-        data = Path(cfg.input).read_bytes() if cfg.input else sys.stdin.buffer.read()
+        with open(cfg.input, "rb") if cfg.input else nullcontext(sys.stdin.buffer) as source:
+            data = source.read(cfg.max_file_bytes + 1)  # stdin is bounded as a file is
+        if len(data) > cfg.max_file_bytes:
+            where = f"input={cfg.input}" if cfg.input else "stdin"
+            raise UsageError(
+                f"{where} has more than {cfg.max_file_bytes} bytes: the limit is "
+                f"max_file_bytes={cfg.max_file_bytes}"
+            )
         translated = translate_document(cfg, overrides, data, kind)
         if cfg.output:
             write_bytes(cfg.output, translated)

@@ -120,3 +120,9 @@ def test_translate_picks_the_format_from_the_input_file(model_pt, overfit_pairs,
     small = [f"ckpt={model_pt}", f"input={tmp_path / 'in.docx'}", "output=x.docx"]
     refused = run_module("nmt.translate", [*small, "max_file_bytes=100"], tmp_path)
     assert "the limit is max_file_bytes=100" in refused.stderr.decode().strip().splitlines()[-1]
+    piped = [f"ckpt={model_pt}", "format=html", "max_file_bytes=100"]  # stdin, bounded alike
+    refused = run_module("nmt.translate", piped, tmp_path, stdin=b"<p>A man.</p>" * 20)
+    last = refused.stderr.decode().strip().splitlines()[-1]
+    assert refused.returncode != 0 and last.endswith(
+        "stdin has more than 100 bytes: the limit is max_file_bytes=100"
+    )

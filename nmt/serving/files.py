@@ -22,13 +22,13 @@ from fastapi import FastAPI, File, Form, HTTPException, UploadFile
 from fastapi.responses import Response
 
 from nmt.config import ServeConfig
+from nmt.documents import FILE_FORMATS
 from nmt.documents.docx_file import DocxError, translate_word_file
 from nmt.documents.markup import translate_pages
 from nmt.documents.translation import Translation
 from nmt.inference.alignment import parse_pharaoh
 from nmt.serving.loopback import post_translate
 
-KINDS = {".txt": "text", ".md": "text", ".html": "html", ".htm": "html", ".docx": "docx"}
 MEDIA = {
     "text": "text/plain; charset=utf-8",
     "html": "text/html; charset=utf-8",
@@ -116,9 +116,9 @@ def add_file_route(app: FastAPI, cfg: ServeConfig, target_lang: str, internal: s
         """The file, translated: the same type, its shape, tags or formatting kept."""
         name = file.filename or ""
         suffix = Path(name).suffix.lower()
-        if suffix not in KINDS:
+        if suffix not in FILE_FORMATS:
             raise HTTPException(
-                415, f"unsupported file type {suffix or '(none)'!r}: send {', '.join(KINDS)}"
+                415, f"unsupported file type {suffix or '(none)'!r}: send {', '.join(FILE_FORMATS)}"
             )
         if segment not in (None, "sentences", "lines"):
             raise HTTPException(422, f"segment: sentences or lines, not {segment!r}")
@@ -127,7 +127,7 @@ def add_file_route(app: FastAPI, cfg: ServeConfig, target_lang: str, internal: s
             raise HTTPException(
                 413, f"the file is over the limit of max_file_bytes={cfg.max_file_bytes}"
             )
-        kind, remote = KINDS[suffix], Remote(cfg, segment, internal)
+        kind, remote = FILE_FORMATS[suffix], Remote(cfg, segment, internal)
         if kind == "text":
             out = translate_text_file(remote, data)
         elif kind == "html":
