@@ -23,7 +23,16 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
-install: $(VENV)/.installed ## Create .venv: torch from TORCH_SPEC first, then nmt with [dev]
+# transformers 4, beside the venv's 5 (which dropped pipeline("translation")): the HF export's
+# test loads the exported directory with it too. Its hub client conflicts with `datasets`, so
+# it lives in its own folder, put first on PYTHONPATH by that test alone.
+TRANSFORMERS4 := $(VENV)/transformers4
+$(TRANSFORMERS4)/.installed: $(VENV)/.installed
+	$(PY) -m pip install --quiet --no-deps --target $(TRANSFORMERS4) "transformers>=4.57,<5" \
+		"huggingface_hub>=0.34,<1" "tokenizers>=0.22,<0.23" requests urllib3 charset-normalizer
+	touch $@
+
+install: $(VENV)/.installed $(TRANSFORMERS4)/.installed ## Create .venv: torch from TORCH_SPEC first, then nmt with [dev]
 
 test: install ## The fast test suite (TEST_WORKERS processes)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(ARGS)

@@ -426,11 +426,16 @@ class ServeConfig(SegmentConfig, InferenceConfig):
 
 @dataclass
 class ExportConfig:
-    """`python -m nmt.export`: a checkpoint as a CTranslate2 model directory."""
+    """`python -m nmt.export`: a checkpoint as a CTranslate2 or Hugging Face model directory."""
 
     ckpt: str = MISSING
-    format: str = "ctranslate2"
-    quantization: str = "int8"  # int8 | int8_float32 | int16 | float32 | float16 | bfloat16 ...
+    format: str = "ctranslate2"  # ctranslate2 | hf (a MarianMTModel directory)
+    # ctranslate2: int8 (unset) | int8_float32 | int16 | float32 | float16 | bfloat16 ...;
+    # hf: the saved weights' dtype, float32 (unset) | float16 | bfloat16
+    quantization: str | None = None
+    # hf: the evaluation.json whose scores the model card reports (None: the one
+    # nmt.train writes beside the checkpoint, <ckpt folder>/evaluation/, if it is there)
+    evaluation: str | None = None
     out: str = MISSING  # a new directory (overwrite=true replaces an existing one)
     overwrite: bool = False
     progress: str = "auto"  # auto (a bar on stderr when it is a terminal) | true | false

@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -68,6 +70,28 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextmanager
+def staged_directory(out: str | Path, overwrite: bool) -> Iterator[Path]:
+    """Yield a new empty folder beside `out`; once the block has filled it, it becomes `out`
+    (replacing an existing `out` only with `overwrite`). If the block fails, `out` is as it was
+    and the staging folder is removed: an export appears whole or not at all."""
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"out={out} exists: choose a new directory or add overwrite=true")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    try:
+        built = staging / "built"
+        built.mkdir()
+        yield built
+        if out.exists():
+            shutil.rmtree(out)
+        built.rename(out)
+        fsync_dir(out.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

@@ -11,15 +11,13 @@ Layout: CTranslate2's `model.bin`, `config.json` and `shared_vocabulary.json`, p
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from nmt.checkpoint import Checkpoint
 from nmt.decoding.settings import DecodeConfig
-from nmt.files import write_bytes, write_text
+from nmt.files import staged_directory, write_bytes, write_text
 from nmt.model import ModelConfig
 from nmt.tokenizer import Tokenizer
 
@@ -55,9 +53,8 @@ class ModelDir:
 def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite: bool) -> Path:
     """Write `checkpoint`'s model (float32 weights) as a CTranslate2 directory `out`.
 
-    Everything is built in a temporary directory beside `out` and moved into place at the end,
-    so a failure leaves no half-written `out`. An existing `out` is replaced only with
-    `overwrite`.
+    Built beside `out` and moved into place at the end (`staged_directory`): a failure leaves
+    no half-written `out`; an existing `out` is replaced only with `overwrite`.
     """
     from ctranslate2.converters import Converter
 
@@ -65,9 +62,6 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"out={out} exists: choose a new directory or add overwrite=true")
     model = checkpoint.model
     pieces = [checkpoint.tokenizer.sp.id_to_piece(i) for i in range(model.cfg.vocab_size)]
 
@@ -75,11 +69,8 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
         def _load(self):
             return transformer_spec(model, pieces)  # spec.array makes every weight float32
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
-    try:
-        built = staging / "model"
-        _Converter().convert(str(built), quantization=quantization)
+    with staged_directory(out, overwrite) as built:
+        _Converter().convert(str(built), quantization=quantization, force=True)
         write_bytes(built / TOKENIZER, checkpoint.tokenizer.model_bytes)
         settings = {
             "format": FORMAT,
@@ -91,12 +82,7 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
             "info": checkpoint.info,
         }
         write_text(built / SETTINGS, json.dumps(settings, indent=2, default=str) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        built.rename(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return out
+    return Path(out)
 
 
 def read_model_dir(path: str | Path) -> ModelDir:

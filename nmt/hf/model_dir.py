@@ -1,0 +1,73 @@
+"""An exported Hugging Face directory: `MarianMTModel` and `MarianTokenizer` load it with
+no code of ours, written whole or not at all.
+
+Layout: `config.json`, `model.safetensors` and `generation_config.json` (the checkpoint's
+search, `nmt.hf.marian.generation_settings`), written by transformers' own `save_pretrained`;
+MarianTokenizer's `source.spm` and `target.spm` (both our joint sentencepiece model) and
+`vocab.json` (every piece at its id, so the ids are ours); `README.md`, the model card
+(`nmt.hf.model_card`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from nmt.checkpoint import Checkpoint
+from nmt.files import staged_directory, write_bytes, write_text
+from nmt.hf.marian import generation_settings, marian_model
+from nmt.hf.model_card import model_card
+
+DTYPES = ("float32", "float16", "bfloat16")  # the weights as saved; transformers casts on load
+
+
+def export_hf(
+    checkpoint: Checkpoint,
+    out: str | Path,
+    dtype: str,
+    overwrite: bool,
+    evaluation: dict | None = None,
+) -> Path:
+    """Write `checkpoint` as a transformers directory `out`, weights in `dtype`; `evaluation`
+    (an evaluation.json of this checkpoint, or None) gives the model card its scores."""
+    import torch
+    from transformers import GenerationConfig
+
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: the Hugging Face export writes {', '.join(DTYPES)}")
+    model = checkpoint.model
+    settings, notes = generation_settings(checkpoint.search, model.cfg)
+    with staged_directory(out, overwrite) as built:
+        hf = marian_model(model).to(getattr(torch, dtype))
+        hf.generation_config = GenerationConfig(**settings)
+        hf.save_pretrained(built)
+        write_tokenizer(checkpoint, built)
+        card = model_card(checkpoint, evaluation, settings, notes, dtype)
+        write_text(built / "README.md", card)
+    return Path(out)
+
+
+def write_tokenizer(checkpoint: Checkpoint, folder: Path) -> None:
+    """MarianTokenizer's files, saved by MarianTokenizer itself: the joint model as source
+    and target, `<s>` declared BOS (so decoding drops it), no space clean-up (our decode has
+    none)."""
+    from transformers import MarianTokenizer
+
+    sp = checkpoint.tokenizer.sp
+    for name in ("source.spm", "target.spm"):
+        write_bytes(folder / name, checkpoint.tokenizer.model_bytes)
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    write_text(folder / "vocab.json", json.dumps(vocab, ensure_ascii=False, indent=1) + "\n")
+    tokenizer = MarianTokenizer(
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
+        source_lang=checkpoint.src_lang,
+        target_lang=checkpoint.tgt_lang,
+        bos_token=sp.id_to_piece(sp.bos_id()),
+        eos_token=sp.id_to_piece(sp.eos_id()),
+        unk_token=sp.id_to_piece(sp.unk_id()),
+        pad_token=sp.id_to_piece(sp.pad_id()),
+        clean_up_tokenization_spaces=False,
+    )
+    tokenizer.save_pretrained(folder)
