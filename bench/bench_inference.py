@@ -35,11 +35,11 @@ import sacrebleu
 import torch
 from common import default_precisions, multi30k_tokenizer, read_lines, save_records
 from harness import ROUNDS, Run, Side, alternate, sweep
-from marian import marian_with_our_weights
 
 from nmt.checkpoint import Checkpoint, load_checkpoint
 from nmt.ct2.model_dir import export
 from nmt.decoding.settings import DecodeConfig
+from nmt.hf.marian import marian_model as marian_with_our_weights
 from nmt.inference.ct2_engine import CTranslate2Engine
 from nmt.inference.torch_engine import TorchEngine
 from nmt.model import ModelConfig, Transformer

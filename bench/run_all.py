@@ -5,7 +5,8 @@ CTranslate2 int8 export made here, in a temporary folder), what scores and align
 (bench_scores_cost.py), how its alignments compare with eflomal's (bench_alignment.py), what
 cutting paragraphs into sentences costs and buys (bench_documents.py), what format=html
 costs and where its tags land (bench_html.py), how idle an idle server is (bench_idle.py),
-what the sentence cache buys (bench_cache.py) and, on a copy calibrated on val, how far its
+what the sentence cache buys (bench_cache.py), what its Hugging Face export gives
+(bench_hf.py) and, on a copy calibrated on val, how far its
 confidence can be trusted (bench_confidence.py)."""
 
 import json
@@ -45,6 +46,7 @@ if ckpt:  # serving needs a trained model: real output lengths
         run(str(HERE / "bench_html.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_idle.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_cache.py"), "--ckpt", ckpt, "--export", str(export))
+        run(str(HERE / "bench_hf.py"), "--ckpt", ckpt)
         calibrated = Path(folder) / "calibrated.pt"
         shutil.copy(ckpt, calibrated)
         data = Path(os.environ.get("NMT_DATA_DIR", HERE.parent.parent / "shared/data/multi30k"))
