@@ -399,6 +399,9 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     # each than on all cores together (docs/benchmarks.md).
     workers: int = 0
     timeout: float = 30.0  # seconds a request may wait for the worker before a 504
+    # On SIGTERM or SIGINT, the requests in flight get this long to finish before every
+    # process stops (nmt/serve.py)
+    drain_seconds: float = 30.0
     # Limits, each answered with a 413 naming it.
     max_body_bytes: int = 1_000_000
     max_lines: int = 256  # lines in one request

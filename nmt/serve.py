@@ -1,6 +1,7 @@
 """`python -m nmt.serve ckpt=PATH [backend=ctranslate2] [host=127.0.0.1] [port=8000]`.
 
-Serves the model over HTTP until stopped (Ctrl+C, or SIGTERM: either ends every worker): POST
+Serves the model over HTTP until stopped (Ctrl+C or SIGTERM: requests in flight finish, for
+at most drain_seconds, then every process ends): POST
 /translate, GET /health, GET /info, a page at /, the API's docs at /docs (nmt.serving). The
 default search is the model's own, or the command line's (`decode=beam`,
 `decode.beam_size=8`); each request may change its fields.
@@ -25,9 +26,12 @@ EXAMPLE = "python -m nmt.serve ckpt=outputs/<run>/model.pt port=8000"
 
 def stop_like_ctrl_c() -> None:
     """SIGTERM (kill, systemd, docker stop) stops the server as Ctrl+C does: LitServe's
-    shutdown then ends its HTTP and model worker processes, which a bare SIGTERM left running
-    and holding the port. SIGINT gets Python's handler back too, for a server started from a
-    shell that ignores it in background jobs."""
+    shutdown then ends its HTTP process first (uvicorn stops accepting connections and
+    finishes the requests in flight, for at most drain_seconds, while the model workers still
+    decode them), then the model workers; a bare SIGTERM left them running and holding the
+    port. SIGINT gets Python's handler back too, for a server started from a shell that
+    ignores it in background jobs. The CTranslate2 server is uvicorn in this process:
+    uvicorn's own handlers drain it."""
 
     server = os.getpid()
 
@@ -51,7 +55,7 @@ def run(cfg: ServeConfig, overrides: list[str]) -> None:
     log.info("Serving %s", line)
     log.info("Loading the model; http://%s:%d/health answers ok once ready", cfg.host, cfg.port)
     if isinstance(server, InProcessServer):
-        server.run(cfg.host, cfg.port, cfg.log_level)
+        server.run(cfg.host, cfg.port, cfg.log_level, cfg.drain_seconds)
         return
     server.run(
         host=cfg.host,

@@ -191,21 +191,108 @@ def test_an_idle_server_idles_and_sigterm_alone_stops_every_worker_and_frees_the
         used = sum(sum(p.cpu_times()[:2]) for p in tree) - sum(before)
         assert used / (time.monotonic() - start) < 0.02, f"{used:.2f} s of CPU in 10 s idle"
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) is not None
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # every process of its group gone
-            try:
-                os.killpg(process.pid, 0)
-            except ProcessLookupError:
-                break
+        assert_stopped_whole(process, port, tmp_path / "serve.log")
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def assert_stopped_whole(process, port: int, log: Path) -> None:
+    """A clean exit of the main process, no process of its group left, the port free."""
+    assert process.wait(timeout=90) == 0, log.read_text()[-2000:]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # every process of its group gone
+        try:
+            os.killpg(process.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("workers outlived the server")
+    with socket.socket() as s:  # and a new server can listen on the port, as uvicorn does
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (past TIME_WAIT only)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    assert "Traceback" not in log.read_text()
+
+
+DRAINS = [  # backend, signal, drain_seconds
+    ("torch", signal.SIGTERM, 60),
+    ("torch", signal.SIGINT, 60),
+    ("ctranslate2", signal.SIGTERM, 60),
+    ("ctranslate2", signal.SIGINT, 60),
+    ("torch", signal.SIGTERM, 1),
+]
+
+
+@pytest.mark.parametrize(
+    "backend,sig,drain", DRAINS, ids=[f"{b}-{s.name}-{d}s" for b, s, d in DRAINS]
+)
+def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
+    backend, sig, drain, model_pt, overfit_engine, multi30k_dir, tmp_path
+):
+    """SIGTERM or SIGINT to the main process while a long request decodes (~5 s): with
+    drain_seconds=60 that request still gets its whole answer (it ends after the signal); with
+    drain_seconds=1 it is cut at once. Then every process ends, the port is free and the exit
+    is clean."""
+    import subprocess
+
+    from conftest import ROOT
+
+    from nmt.serving.launch import free_port, healthy
+
+    ckpt = model_pt
+    if backend == "ctranslate2":
+        from nmt.ct2.model_dir import export
+
+        ckpt = export(overfit_engine, tmp_path / "int8", "int8", False)
+    lines = (multi30k_dir / "val.en").read_text(encoding="utf-8").splitlines()[:256]
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1", f"port={port}"]
+    args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120"]
+    log = tmp_path / "serve.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nmt.serve", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),  # noqa: SIM115 - closed with the process
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not healthy(url):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
+        answered = {}
+
+        def ask():
+            search = {"strategy": "beam", "beam_size": 8, "min_len": 50, "max_len_b": 70}
+            body = {"text": lines, "search": search}  # 256 x 8 hypotheses of 50+ tokens
+            try:
+                answered["response"] = httpx.post(url + "/translate", json=body, timeout=120)
+            except httpx.HTTPError as error:
+                answered["response"] = error
+            answered["at"] = time.monotonic()
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        time.sleep(1.0)  # the request is decoding
+        signalled = time.monotonic()
+        process.send_signal(sig)
+        asking.join(timeout=120)
+        response = answered["response"]
+        if drain == 1:
+            assert isinstance(response, httpx.RemoteProtocolError), response
+            assert answered["at"] - signalled < 5
         else:
-            pytest.fail("workers outlived the server")
-        with socket.socket() as s:  # and a new server can listen on the port, as uvicorn does
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (past TIME_WAIT only)
-            s.bind(("127.0.0.1", port))
-            s.listen()
-        assert "Traceback" not in (tmp_path / "serve.log").read_text()
+            assert response.status_code == 200, response.text
+            assert len(response.json()["translation"]) == len(lines)
+            assert answered["at"] > signalled + 0.5, "the request ended before the signal came"
+        assert_stopped_whole(process, port, log)
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)

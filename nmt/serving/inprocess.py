@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -165,7 +165,15 @@ class InProcessServer:
         async def info() -> dict:
             return {"model": metadata, "server": {"in_process": True, "workers": workers}}
 
-    def run(self, host: str, port: int, log_level: str) -> None:
-        """Load the model (the port opens once it is loaded), then serve until stopped."""
+    def run(self, host: str, port: int, log_level: str, drain_seconds: float) -> None:
+        """Load the model (the port opens once it is loaded), then serve until stopped; on
+        SIGTERM or SIGINT, uvicorn lets the requests in flight finish for `drain_seconds`."""
         self.api.setup("auto")
-        uvicorn.run(self.app, host=host, port=port, log_level=log_level)
+        with suppress(KeyboardInterrupt):  # uvicorn raises the signal again once drained
+            uvicorn.run(
+                self.app,
+                host=host,
+                port=port,
+                log_level=log_level,
+                timeout_graceful_shutdown=drain_seconds,
+            )

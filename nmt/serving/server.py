@@ -144,6 +144,7 @@ def build_server(
         restart_workers=True,  # a worker that dies is replaced, not the server shut down
         callbacks=[workers],
     )
+    server.uvicorn_graceful_timeout = cfg.drain_seconds  # how long its HTTP process drains
     watch_workers(server, workers)  # its requests answered, /health telling
     add_page(server.app, metadata)
     add_file_route(server.app, cfg, card.tgt_lang, internal)
