@@ -125,6 +125,7 @@ def test_the_metrics_move_as_requests_are_made(server, overfit_pairs):
     ok = 'nmt_requests_total{route="/translate",status="200"}'
     refused = 'nmt_requests_total{route="/translate",status="403"}'
     names = [ok, refused, "nmt_characters_total", 'nmt_request_seconds_count{route="/translate"}']
+    names += ["nmt_batch_requests_count", "nmt_batch_lines_sum"]  # from the model workers
     before = {name: metric(server, name) for name in names}
     texts = overfit_pairs[0][2:4]
     assert post(server, KEYS[2], {"text": texts}).status_code == 200
@@ -133,6 +134,8 @@ def test_the_metrics_move_as_requests_are_made(server, overfit_pairs):
     assert after[ok] == before[ok] + 1 and after[refused] == before[refused] + 1
     assert after[names[3]] == before[names[3]] + 2
     assert after["nmt_characters_total"] == before["nmt_characters_total"] + sum(map(len, texts))
+    assert after["nmt_batch_requests_count"] == before["nmt_batch_requests_count"] + 1
+    assert after["nmt_batch_lines_sum"] == before["nmt_batch_lines_sum"] + len(texts)
 
 
 def test_the_page_asks_for_a_key_and_shows_the_limits(server, tmp_path):

@@ -32,6 +32,7 @@ from nmt.inference.cache import TranslationCache
 from nmt.inference.loading import load
 from nmt.inference.search_choice import choose_search
 from nmt.serving.batching import FirstArrivalLoop
+from nmt.serving.metrics import batch_metrics
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
 
 log = logging.getLogger("nmt.serve")
@@ -68,6 +69,7 @@ class TranslationAPI(ls.LitAPI):
             self.engine.cache = TranslationCache(self.cfg.cache_sentences)
         self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)
         self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
+        self.batches = batch_metrics() if self.cfg.metrics else None
         log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)
 
     def decode_request(self, request: TranslateRequest) -> tuple[TranslateRequest, DecodeConfig]:
@@ -76,6 +78,9 @@ class TranslationAPI(ls.LitAPI):
 
     def predict(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list:
         """One answer (a dict) or Failure per request, in order."""
+        if self.batches is not None:
+            lines = sum(1 if isinstance(r.text, str) else len(r.text) for r, _ in jobs)
+            self.batches.observe(len(jobs), lines)
         answers: list = [None] * len(jobs)
         groups: dict[tuple, list[int]] = {}
         for i, (request, search) in enumerate(jobs):

@@ -7,14 +7,24 @@ token when one is set), through prometheus-client, kept by the HTTP process:
 - nmt_request_texts{route}: texts per request, a histogram;
 - nmt_characters_total: characters sent to /translate (a file's or a LibreTranslate request's
   texts once, through the routes' own calls).
-A route's own calls to /translate (loopback.py) count in characters only. The model
-workers' batches are not exported (they live in other processes: left for later).
+A route's own calls to /translate (loopback.py) count in characters only. And from the model
+workers, where the batches are made:
+- nmt_batch_requests, nmt_batch_lines: requests and lines per decoded batch, histograms.
+LitServe's model workers are processes of their own: they write these to files in a folder
+(`PROMETHEUS_MULTIPROC_DIR`, prometheus-client's multiprocess mode, set for them by
+`share_worker_metrics`) that the HTTP process reads at each scrape. The CTranslate2 server
+decodes in the HTTP process, into `WORKER_REGISTRY` directly.
 """
 
 from __future__ import annotations
 
+import atexit
 import hmac
+import os
+import shutil
+import tempfile
 import time
+from functools import cache
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -26,10 +36,14 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from nmt.serving.access import GUARDED, INTERNAL, body_fields, characters
 
 TEXTS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+LINES_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+WORKER_REGISTRY = CollectorRegistry()  # the batch histograms where decoding is in-process
+MULTIPROCESS = "PROMETHEUS_MULTIPROC_DIR"
 
 
 class Metrics:
@@ -54,6 +68,55 @@ class Metrics:
         self.characters = Counter(
             "nmt_characters", "Characters sent to /translate", registry=self.registry
         )
+
+
+class BatchMetrics:
+    """What a model worker records of each batch it decodes."""
+
+    def __init__(self):
+        # in a worker process started with MULTIPROCESS set, values go to its files instead
+        self.requests = Histogram(
+            "nmt_batch_requests",
+            "Requests per decoded batch",
+            buckets=TEXTS_BUCKETS,
+            registry=WORKER_REGISTRY,
+        )
+        self.lines = Histogram(
+            "nmt_batch_lines",
+            "Lines per decoded batch",
+            buckets=LINES_BUCKETS,
+            registry=WORKER_REGISTRY,
+        )
+
+    def observe(self, requests: int, lines: int) -> None:
+        self.requests.observe(requests)
+        self.lines.observe(lines)
+
+
+@cache
+def batch_metrics() -> BatchMetrics:
+    """This process's one BatchMetrics (a registry holds each name once)."""
+    return BatchMetrics()
+
+
+def share_worker_metrics() -> None:
+    """Make the model worker processes started from now on (spawned: a fresh interpreter)
+    write their batch metrics to a new folder the /metrics page reads; removed at exit. This
+    process keeps its values in memory (prometheus-client reads the variable on import)."""
+    folder = tempfile.mkdtemp(prefix="nmt-metrics-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    os.environ[MULTIPROCESS] = folder
+
+
+def worker_metrics() -> bytes:
+    """The model workers' metrics in Prometheus' text format, from their files or, where the
+    decoding is in-process, from WORKER_REGISTRY."""
+    folder = os.environ.get(MULTIPROCESS)
+    if folder is None:
+        return generate_latest(WORKER_REGISTRY)
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=folder)
+    return generate_latest(registry)
 
 
 class MetricsGate:
@@ -111,4 +174,5 @@ def add_metrics(app: FastAPI, metrics: Metrics, token: str | None) -> None:
             given = request.headers.get("authorization", "").removeprefix("Bearer ").encode()
             if not hmac.compare_digest(given, token.encode()):
                 return JSONResponse({"detail": "the metrics need their token"}, status_code=401)
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        page = generate_latest(metrics.registry) + worker_metrics()
+        return Response(page, media_type=CONTENT_TYPE_LATEST)

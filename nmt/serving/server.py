@@ -36,7 +36,7 @@ from nmt.serving.files import add_file_route
 from nmt.serving.gate import Limits, RequestGate
 from nmt.serving.inprocess import InProcessServer
 from nmt.serving.libretranslate import add_libretranslate
-from nmt.serving.metrics import Metrics, MetricsGate, add_metrics
+from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
 from nmt.serving.workers import ModelWorkers, watch_workers
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
@@ -132,6 +132,8 @@ def build_server(
             add_metrics(server.app, metrics, cfg.metrics_token)
         server.app.add_exception_handler(RequestValidationError, one_line_422)
         return server, f"{card.name}: {search_line}"
+    if cfg.metrics:
+        share_worker_metrics()  # the model workers' batch sizes reach /metrics
     workers = ModelWorkers(cfg.workers)
     server = ls.LitServer(
         TranslationAPI(cfg, overrides, card.name),
