@@ -184,18 +184,12 @@ def test_pipeline_translation_with_transformers_4(hf_dir, overfit_engine, overfi
 def test_refusals_are_one_line_and_write_nothing(tmp_path, tiny_tokenizer):
     """A pre-norm model names the field; a quantization HF cannot hold and an evaluation of
     another model are refused; `out` never appears."""
-    model = Transformer(
-        ModelConfig(
-            vocab_size=tiny_tokenizer.vocab_size,
-            d_model=16,
-            n_heads=2,
-            d_ff=16,
-            encoder_layers=1,
-            decoder_layers=1,
-            norm="pre",
-        )
-    )
-    save_checkpoint(tmp_path / "pre.pt", Checkpoint(model, tiny_tokenizer, "en", "de", {}))
+
+    def small(norm: str) -> Transformer:
+        shape = dict(d_model=16, n_heads=2, d_ff=16, encoder_layers=1, decoder_layers=1)
+        return Transformer(ModelConfig(vocab_size=tiny_tokenizer.vocab_size, norm=norm, **shape))
+
+    save_checkpoint(tmp_path / "pre.pt", Checkpoint(small("pre"), tiny_tokenizer, "en", "de", {}))
     other = tmp_path / "evaluation.json"
     other.write_text(json.dumps({"checkpoint": {"info": {"experiment": "another"}}}))
     cases = [
@@ -208,17 +202,7 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, tiny_tokenizer):
         err = done.stderr.decode().strip()
         assert done.returncode != 0 and message in err and len(err.splitlines()) == 1, err
         assert not (tmp_path / "out").exists()
-    post = Transformer(
-        ModelConfig(
-            vocab_size=tiny_tokenizer.vocab_size,
-            d_model=16,
-            n_heads=2,
-            d_ff=16,
-            encoder_layers=1,
-            decoder_layers=1,
-        )
-    )
-    save_checkpoint(tmp_path / "post.pt", Checkpoint(post, tiny_tokenizer, "en", "de", {}))
+    save_checkpoint(tmp_path / "post.pt", Checkpoint(small("post"), tiny_tokenizer, "en", "de", {}))
     args = [f"ckpt={tmp_path / 'post.pt'}", f"evaluation={other}", "format=hf"]
     done = run_module("nmt.export", [*args, f"out={tmp_path / 'out'}"], tmp_path)
     assert "scores another model than" in done.stderr.decode()
