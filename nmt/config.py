@@ -19,6 +19,7 @@ from omegaconf import MISSING
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.model import ModelConfig
+from nmt.training.budget_bands import BudgetBand, check_bands
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package
 
@@ -243,6 +244,8 @@ class TrainConfig:
     # Compiled oneDNN kernels kept (CPU, bf16): enough for every batch shape of an epoch;
     # null leaves oneDNN's default (1024). See nmt.cpu.
     onednn_kernel_cache: int | None = 16384
+    # Settings by the updates the budget will hold (nmt/training/budget_bands.py); [] = none
+    budget_bands: list[BudgetBand] = field(default_factory=list)
     # A NaN or infinite training loss: "stop" ends the run with an error naming the step;
     # "skip" drops that batch with a warning (single process only: DDP ranks would diverge).
     on_nonfinite_loss: str = "stop"
@@ -252,6 +255,7 @@ class TrainConfig:
             raise ValueError(
                 f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
             )
+        check_bands(self.budget_bands, max(self.checkpoint.average_last_epochs, default=0))
         fitted = self.optim.ends_at_budget
         budgets = (self.trainer.max_steps > 0, self.trainer.max_epochs, self.trainer.max_time)
         if fitted and not any(budgets):

@@ -380,6 +380,14 @@ class Transformer(nn.Module):
         self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
         self.reset_parameters()
 
+    def set_dropout(self, p: float) -> None:
+        """Change `cfg.dropout` (residual and embedding dropout) in place, e.g. mid-training."""
+        self.cfg = replace(self.cfg, dropout=p)
+        self.embed_dropout.p = p
+        for module in self.modules():
+            if isinstance(module, Residual):
+                module.dropout.p = p
+
     def reset_parameters(self) -> None:
         """Xavier-uniform for every weight matrix, zero biases; embeddings N(0, d_model^-0.5).
 

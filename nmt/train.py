@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from nmt.cli import one_line_errors
 from nmt.config import TrainConfig, register_configs
+from nmt.training.budget_bands import without_overridden
 from nmt.training.experiment_choice import with_experiment
 
 log = logging.getLogger("nmt.train")
@@ -33,6 +34,10 @@ def main() -> None:
         log.info(experiment)
         with one_line_errors("nmt.train", EXAMPLE):
             cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
+            # the command line's settings win over the budget bands'
+            cfg.budget_bands = without_overridden(
+                cfg.budget_bands, HydraConfig.get().overrides.task
+            )
             from nmt.training.fit import train  # Lightning loads once the config is valid
 
             metrics = train(cfg, Path(HydraConfig.get().runtime.output_dir))

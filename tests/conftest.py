@@ -151,6 +151,7 @@ TINY_TRAINING = [
     "optim.alignment_weight=0.0",
     "model.alignment_heads=0",
     "model.alignment_layer=-1",  # their last layer, which these tests were written against
+    "budget_bands=[]",  # the settings above, whatever the tiny budget (test_budget_bands)
     "tokenizer.vocab_size=500",
     "tokenizer.name=overfit",
     "data.max_tokens=8192",  # all pairs in one batch: one step per epoch

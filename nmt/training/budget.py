@@ -1,14 +1,21 @@
-"""Fitting the learning-rate schedule to the run's budget (a cosine's end, a fitted warmup):
-the update count that `trainer.max_steps` or `max_epochs` fix, or that `trainer.max_time`
-will reach, estimated while the run goes."""
+"""Fitting the run to its budget: the learning-rate schedule (a cosine's end, a fitted
+warmup) to the update count that `trainer.max_steps` or `max_epochs` fix, or that
+`trainer.max_time` will reach, estimated while the run goes; and the settings of the budget
+band that count falls in (nmt.training.budget_bands)."""
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
 import lightning as L
 from lightning.pytorch.callbacks import Timer
+
+from nmt.training.budget_bands import SETTERS, BudgetBand, band_for, describe
+
+log = logging.getLogger(__name__)
+PACE_SECONDS = 60.0  # how long a run with a time budget trains before it chooses its band
 
 
 def steps_that_fit(step: int, steps_per_second: float, remaining: float) -> int:
@@ -68,3 +75,64 @@ class FitScheduleToBudget(L.Callback):
         self.total_steps = trainer.strategy.broadcast(total, src=0)
         pl_module.lr_schedule.total_steps = self.total_steps
         pl_module.log("train/scheduled_steps", float(self.total_steps))
+
+
+class ChooseBudgetBand(L.Callback):
+    """Applies the settings of the band the run's budget falls in (nmt.training.budget_bands),
+    once the budget is known: at the first update with a step budget; with trainer.max_time,
+    at the first re-estimate of FitScheduleToBudget (which runs before it and whose estimate
+    it reads) after PACE_SECONDS. Rank 0 decides when; every rank then reads the same
+    broadcast estimate, so DDP ranks take the same band at the same update."""
+
+    def __init__(self, bands: list[BudgetBand], cfg):
+        self.bands, self.cfg = bands, cfg
+        self.chosen: int | None = None  # the band's index; saved in checkpoints
+        self._start = 0.0
+        self._timed = False
+
+    def state_dict(self) -> dict:
+        return {"chosen": self.chosen}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.chosen = state_dict["chosen"]
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.monotonic()
+        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+        self._timed = bool(timers) and timers[0].time_remaining() is not None
+        if self.chosen is not None:  # resumed: the same settings again
+            self.apply(pl_module, self.bands[self.chosen], "as before the resume")
+            return
+        bands = "; ".join(
+            f"{'up to ' + format(b.max_updates, ',') if b.max_updates else 'more'}: {describe(b)}"
+            for b in self.bands
+        )
+        when = f"the pace of its first {PACE_SECONDS:.0f} s" if self._timed else "its step budget"
+        log.info("Budget bands, by the updates the budget holds (from %s): %s", when, bands)
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
+        if self.chosen is not None:
+            return
+        elapsed = time.monotonic() - self._start
+        if self._timed:
+            if trainer.global_step % trainer.log_every_n_steps:
+                return  # FitScheduleToBudget re-estimates at these updates only
+            ready = elapsed >= PACE_SECONDS and pl_module.lr_schedule.total_steps is not None
+            if not trainer.strategy.broadcast(ready, src=0):
+                return
+        total = pl_module.lr_schedule.total_steps
+        if total is None:
+            return
+        band = band_for(self.bands, total)
+        self.chosen = self.bands.index(band)
+        pace = trainer.global_step / max(elapsed, 1e-9)
+        why = f"the budget holds ~{total:,} updates" + (
+            f" at this run's {pace:.2f} updates/s" if self._timed else ""
+        )
+        self.apply(pl_module, band, why)
+
+    def apply(self, module, band: BudgetBand, why: str) -> None:
+        for name, value in band.settings.items():
+            SETTERS[name](module, self.cfg, value)
+        bound = f"up to {band.max_updates:,} updates" if band.max_updates else "the largest"
+        log.info("Budget band %s, since %s: %s", bound, why, describe(band))

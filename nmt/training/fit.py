@@ -31,7 +31,7 @@ from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
 from nmt.data.datamodule import TranslationDataModule
 from nmt.evaluation.evaluation_run import evaluate, summary
 from nmt.files import atomic_path, write_text
-from nmt.training.budget import FitScheduleToBudget
+from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget
 from nmt.training.lightning_module import TranslationModule
 from nmt.training.selection import best_or_average
 
@@ -94,8 +94,10 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
                 save_top_k=max(ckpt.average_last_epochs),
             )
         )
-    if cfg.optim.follows_budget:
+    if cfg.optim.follows_budget or cfg.budget_bands:
         callbacks.append(FitScheduleToBudget())
+    if cfg.budget_bands:
+        callbacks.append(ChooseBudgetBand(cfg.budget_bands, cfg))  # reads the estimate above
     if ckpt.early_stopping_patience is not None:
         callbacks.append(
             EarlyStopping(

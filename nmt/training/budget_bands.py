@@ -1,0 +1,101 @@
+"""Settings chosen for the updates this run's budget will reach: the CPU recipe's bands.
+
+An hour on a slow CPU holds a fifth of the updates it holds on a fast one, and what trains
+best in 10,000 updates (dropout 0.3, the paper's decay) is not what trains best in 2,000
+(docs/experiments.md). A config lists `budget_bands`: each an upper bound on the updates and
+the settings to use at or below it, the last one (no bound) for every larger budget. The run
+starts with its own settings; once it knows its budget in updates (at once with
+trainer.max_steps; with trainer.max_time, from the pace of its first minute, as
+nmt.training.budget estimates it for the schedule) it takes the first band that holds that
+budget and applies its settings, except those the command line set, and logs which and why.
+
+A band may change only what can change while training runs (`SETTERS`): dropout, the
+schedule's form and warmup share, label smoothing, the averaging windows (within the epochs
+kept). The choice is saved in checkpoints: a resumed run keeps it. The callback that chooses
+is nmt.training.budget.ChooseBudgetBand; this module holds the bands, free of Lightning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class BudgetBand:
+    """The settings (dotted config fields -> values) of a run whose budget holds at most
+    `max_updates` updates; None: any larger budget."""
+
+    max_updates: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def _set_dropout(module, cfg, value) -> None:
+    module.model.set_dropout(value)
+    cfg.model.dropout = value
+
+
+def _set_optim(name: str) -> Callable:
+    def set_field(module, cfg, value) -> None:
+        setattr(module.optim_cfg, name, value)  # the schedule and the loss read it each step
+        setattr(cfg.optim, name, value)
+
+    return set_field
+
+
+def _set_windows(module, cfg, value) -> None:
+    cfg.checkpoint.average_last_epochs = list(value)  # read when model.pt is chosen
+
+
+SETTERS: dict[str, Callable] = {
+    "model.dropout": _set_dropout,
+    "optim.schedule": _set_optim("schedule"),
+    "optim.warmup_fraction": _set_optim("warmup_fraction"),
+    "optim.label_smoothing": _set_optim("label_smoothing"),
+    "checkpoint.average_last_epochs": _set_windows,
+}
+
+
+def check_bands(bands: list[BudgetBand], kept_epochs: int) -> None:
+    """Refuse bands that cannot work: unordered bounds, a setting no band may change while
+    training, averaging over more epochs than the run keeps (`kept_epochs`)."""
+    bounds = [b.max_updates for b in bands]
+    if bands and (
+        bounds[-1] is not None or None in bounds[:-1] or bounds[:-1] != sorted(bounds[:-1])
+    ):
+        raise ValueError(
+            f"budget_bands: max_updates must rise, the last one null (any budget), got {bounds}"
+        )
+    for band in bands:
+        for name, value in band.settings.items():
+            if name not in SETTERS:
+                raise ValueError(
+                    f"budget_bands: {name} cannot change while training; a band may set "
+                    f"{', '.join(SETTERS)}"
+                )
+            if name == "checkpoint.average_last_epochs" and max(value) > kept_epochs:
+                raise ValueError(
+                    f"budget_bands: average_last_epochs {list(value)} needs more than the "
+                    f"{kept_epochs} epoch ends the run keeps (checkpoint.average_last_epochs)"
+                )
+
+
+def without_overridden(bands: list[BudgetBand], overrides: list[str]) -> list[BudgetBand]:
+    """The bands less every setting the command line (`overrides`, Hydra's) sets itself."""
+    given = {o.lstrip("+~").partition("=")[0] for o in overrides}
+    return [
+        BudgetBand(b.max_updates, {k: v for k, v in b.settings.items() if k not in given})
+        for b in bands
+    ]
+
+
+def band_for(bands: list[BudgetBand], updates: int) -> BudgetBand:
+    """The first band that holds `updates`."""
+    return next(b for b in bands if b.max_updates is None or updates <= b.max_updates)
+
+
+def describe(band: BudgetBand) -> str:
+    if not band.settings:
+        return "the config's own settings"
+    return ", ".join(f"{k}={v}" for k, v in band.settings.items())
