@@ -206,6 +206,7 @@ def test_the_cosine_config_ends_at_the_runs_budget_or_at_total_steps():
     fixed = compose_train_config(
         ["experiment=multi30k_cpu", "optim=cosine", "optim.total_steps=5000"]
         + ["optim.warmup_fraction=null"]  # the recipe's warmup follows the budget too
+        + ["budget_bands=[]"]  # and so do its budget bands
     )
     assert fixed.optim.total_steps == 5000
     assert not any(isinstance(c, FitScheduleToBudget) for c in build_callbacks(fixed, Path("x")))
