@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -18,6 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -163,26 +165,7 @@ def test_an_idle_server_idles_and_sigterm_alone_stops_every_worker_and_frees_the
     core (LitServe's own batching loop polled every millisecond; ours blocks). SIGTERM is what
     `kill`, systemd and `docker stop` send: to the main process only, not its group.
     LitServe's HTTP and model workers used to outlive it, still holding the port."""
-    import subprocess
-
-    from conftest import ROOT
-
-    from nmt.serving.launch import free_port, healthy
-
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nmt.serve", f"ckpt={model_pt}", "threads=1", f"port={port}"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(tmp_path / "serve.log", "wb"),  # noqa: SIM115 - closed with the process
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not healthy(f"http://127.0.0.1:{port}"):
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
+    with own_server([f"ckpt={model_pt}", "threads=1"], tmp_path / "serve.log") as (process, port):
         httpx.post(f"http://127.0.0.1:{port}/translate", json={"text": "A man."}, timeout=60)
         time.sleep(2)
         tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(True)]
@@ -192,6 +175,33 @@ def test_an_idle_server_idles_and_sigterm_alone_stops_every_worker_and_frees_the
         assert used / (time.monotonic() - start) < 0.02, f"{used:.2f} s of CPU in 10 s idle"
         process.send_signal(signal.SIGTERM)
         assert_stopped_whole(process, port, tmp_path / "serve.log")
+
+
+@contextmanager
+def own_server(args: list[str], log: Path) -> Iterator[tuple[subprocess.Popen, int]]:
+    """`python -m nmt.serve args` on a free port, in a process group of its own, its stderr in
+    `log`; yields the main process (signals go to it alone) and the port once /health says
+    ok; the group is killed at the end, whatever the test did."""
+    from conftest import ROOT
+
+    from nmt.serving.launch import free_port, healthy
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    with open(log, "wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "nmt.serve", *args, f"port={port}"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not healthy(f"http://127.0.0.1:{port}"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield process, port
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)
@@ -237,36 +247,17 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
     drain_seconds=60 that request still gets its whole answer (it ends after the signal); with
     drain_seconds=1 it is cut at once. Then every process ends, the port is free and the exit
     is clean."""
-    import subprocess
-
-    from conftest import ROOT
-
-    from nmt.serving.launch import free_port, healthy
-
     ckpt = model_pt
     if backend == "ctranslate2":
         from nmt.ct2.model_dir import export
 
         ckpt = export(overfit_engine, tmp_path / "int8", "int8", False)
     lines = (multi30k_dir / "val.en").read_text(encoding="utf-8").splitlines()[:256]
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1", f"port={port}"]
+    args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1"]
     args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120"]
     log = tmp_path / "serve.log"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nmt.serve", *args],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "wb"),  # noqa: SIM115 - closed with the process
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while not healthy(url):
-            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+    with own_server(args, log) as (process, port):
+        url = f"http://127.0.0.1:{port}"
         answered = {}
 
         def ask():
@@ -293,8 +284,3 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
             assert len(response.json()["translation"]) == len(lines)
             assert answered["at"] > signalled + 0.5, "the request ended before the signal came"
         assert_stopped_whole(process, port, log)
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

@@ -18,6 +18,13 @@ log = logging.getLogger(__name__)
 PACE_SECONDS = 60.0  # how long a run with a time budget trains before it chooses its band
 
 
+def time_budget(trainer: L.Trainer) -> Timer | None:
+    """Lightning's own Timer, which `trainer.max_time` adds (its elapsed time survives a
+    resume), or None without a time budget."""
+    timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    return timers[0] if timers and timers[0].time_remaining() is not None else None
+
+
 def steps_that_fit(step: int, steps_per_second: float, remaining: float) -> int:
     """The update count a run at `step` reaches in `remaining` more seconds at this pace."""
     return step + int(max(remaining, 0.0) * steps_per_second)
@@ -52,9 +59,7 @@ class FitScheduleToBudget(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._session_start = (trainer.global_step, time.monotonic())
-        # Lightning's own Timer, which `max_time` adds (its elapsed time survives a resume).
-        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-        self._timer = timers[0] if timers and timers[0].time_remaining() is not None else None
+        self._timer = time_budget(trainer)
         self._step_budget = trainer.estimated_stepping_batches
         if math.isfinite(self._step_budget) and (self._timer is None or self.total_steps is None):
             self.total_steps = int(self._step_budget)
@@ -98,8 +103,7 @@ class ChooseBudgetBand(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start = time.monotonic()
-        timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-        self._timed = bool(timers) and timers[0].time_remaining() is not None
+        self._timed = time_budget(trainer) is not None
         if self.chosen is not None:  # resumed: the same settings again
             self.apply(pl_module, self.bands[self.chosen], "as before the resume")
             return

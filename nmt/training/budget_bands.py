@@ -38,8 +38,8 @@ def _set_dropout(module, cfg, value) -> None:
 
 def _set_optim(name: str) -> Callable:
     def set_field(module, cfg, value) -> None:
-        setattr(module.optim_cfg, name, value)  # the schedule and the loss read it each step
-        setattr(cfg.optim, name, value)
+        # the run's cfg.optim itself: the schedule and the loss read it at each step
+        setattr(module.optim_cfg, name, value)
 
     return set_field
 
