@@ -133,6 +133,27 @@ def test_a_mixed_folder_shows_what_differs_within_each_kind_of_run(tmp_path):
     assert [r["run"] for r in rows] == ["eval/1", "eval/0", "train/0", "train/1"]  # test first
 
 
+def test_a_training_run_with_a_final_evaluation_is_one_row_with_its_scores(tmp_path, capsys):
+    """nmt.train's final evaluation (RUN/evaluation/) scores the run's model.pt: the row
+    pairs the run's overrides with those scores, and its hypotheses enter the paired test."""
+    for job, (dropout, every) in enumerate([(0.1, 30), (0.3, 1)]):
+        run = tmp_path / "sweep" / str(job)
+        write_train_run(run, ["experiment=multi30k_cpu", f"model.dropout={dropout}"], 10.0, 60.0)
+        write_eval_run(run / "evaluation", [], damage(REFERENCES, every))
+    write_eval_run(tmp_path / "decoded", ["decode.beam_size=4"], REFERENCES)
+
+    report_main([str(tmp_path)])
+
+    rows = read_csv(tmp_path / "report.csv")
+    assert [r["run"] for r in rows] == ["decoded", "sweep/0", "sweep/1"]
+    assert [r["model.dropout"] for r in rows] == ["", "0.1", "0.3"]
+    expected = sacrebleu.corpus_bleu(damage(REFERENCES, 30), [REFERENCES]).score
+    assert float(rows[1]["test BLEU"]) == pytest.approx(expected)  # not the training's 10.0
+    assert rows[1]["train seconds"] == "60.0" and rows[1]["parameters"] == "2000000"
+    assert [r["significant"] for r in rows] == ["best", "no", "yes"]
+    assert "3 runs (1 evaluate, 2 training)" in capsys.readouterr().out
+
+
 def test_report_explains_what_it_cannot_use(tmp_path, capsys):
     def refusal(folder: Path) -> str:
         with pytest.raises(SystemExit) as stop:

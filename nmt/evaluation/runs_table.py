@@ -1,10 +1,11 @@
 """Gather the runs under a folder into one table: what differs between them and how they score.
 
 A run is an evaluation folder of nmt.evaluate (evaluation.json, hyp.<role>.txt,
-ref.<role>.txt) or a training
-run folder (metrics.json and .hydra/overrides.yaml). Runs are ranked by BLEU on one split role;
-every evaluate run with that split's hypotheses is compared with the best such run by sacreBLEU's
-paired bootstrap resampling, on the same references only.
+ref.<role>.txt) or a training run folder (metrics.json and .hydra/overrides.yaml). A training
+run with a final evaluation (its evaluation/ folder: model.pt with its search) is one row, its
+overrides beside that evaluation's scores; without one, its best validation BLEU of training.
+Runs are ranked by BLEU on one split role; every run with that split's hypotheses is compared
+with the best such run by sacreBLEU's paired bootstrap resampling, on the same references only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 SIGNIFICANCE_LEVEL = 0.05
 PLOT_NAME = "bleu_by_parameter.png"
+FINAL_EVALUATION = "evaluation"  # where a training run keeps its final evaluation (training.fit)
 
 
 @dataclass
@@ -74,10 +76,20 @@ def read_eval_run(folder: Path) -> Run:
 
 
 def read_train_run(folder: Path) -> Run:
-    """An `nmt.train` run folder: the best val/bleu of training (the last validation's, if
-    training monitored something else) and the last validation's chrF."""
+    """An `nmt.train` run folder: its final evaluation's scores and hypotheses if it ran one,
+    else the best val/bleu of training (the last validation's, if training monitored something
+    else) and the last validation's chrF."""
     metrics = json.loads((folder / "metrics.json").read_text())
     overrides = OmegaConf.to_container(OmegaConf.load(folder / ".hydra" / "overrides.yaml"))
+    if (folder / FINAL_EVALUATION / "evaluation.json").is_file():
+        return replace(
+            read_eval_run(folder / FINAL_EVALUATION),
+            folder=folder,
+            kind="train",
+            overrides=parse_overrides(overrides),
+            parameters=metrics["parameters"],
+            train_seconds=metrics["train_seconds"],
+        )
     final: dict[str, float] = metrics["final_metrics"]
     bleu = {}
     if metrics["monitor"] == "val/bleu" and metrics["best_score"] is not None:
@@ -105,12 +117,18 @@ def find_runs(root: Path) -> list[Run]:
         raise FileNotFoundError(f"no such folder: {root}")
     if (root / "evaluation.json").is_file():
         raise ValueError(f"{root} is one evaluation folder: give the folder that holds the runs")
-    runs = []
-    for path in sorted(root.rglob("evaluation.json")):
-        runs.append(read_eval_run(path.parent))
-    for path in sorted(root.rglob("metrics.json")):
-        if (path.parent / ".hydra" / "overrides.yaml").is_file():
-            runs.append(read_train_run(path.parent))
+    trained = [
+        path.parent
+        for path in sorted(root.rglob("metrics.json"))
+        if (path.parent / ".hydra" / "overrides.yaml").is_file()
+    ]
+    final_evaluations = {folder / FINAL_EVALUATION for folder in trained}
+    runs = [
+        read_eval_run(path.parent)
+        for path in sorted(root.rglob("evaluation.json"))
+        if path.parent not in final_evaluations
+    ]
+    runs += [read_train_run(folder) for folder in trained]
     if not runs:
         raise ValueError(
             f"no runs under {root}: neither evaluation.json nor metrics.json with .hydra/"
@@ -324,12 +342,12 @@ def markdown(
     ]
     if not tests:
         lines.append(
-            f"No significance test: fewer than two evaluate runs with {split} hypotheses on the "
-            "same references (training runs keep no hypotheses)."
+            f"No significance test: fewer than two runs with {split} hypotheses on the same "
+            "references (a training run has them from its final evaluation only)."
         )
     else:
         lines.append(
-            f"significant: paired bootstrap resampling of each evaluate run's {split} output "
+            f"significant: paired bootstrap resampling of each run's {split} output "
             f"against the best run's; yes = p < {SIGNIFICANCE_LEVEL}. A run with the best run's "
             "BLEU has p = 1 (not resampled)." + (f" sacreBLEU: `{signature}`." if signature else "")
         )
