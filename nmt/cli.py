@@ -24,6 +24,11 @@ class UsageError(ValueError):
     """A command line that cannot work as given (exit code 2); the message is one line."""
 
 
+def override_key(override: str) -> str:
+    """The config key a Hydra command-line override names: `a.b=1`, `+a.b=1`, `~a.b` -> a.b."""
+    return override.lstrip("+~").partition("=")[0]
+
+
 def setup_logging() -> None:
     """INFO and above on stderr: stdout is for results (translations, scores)."""
     logging.basicConfig(

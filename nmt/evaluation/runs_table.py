@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from sacrebleu.metrics.bleu import BLEU
 from sacrebleu.significance import PairedTest, Result
 
+from nmt.cli import override_key
 from nmt.evaluation import plots
 from nmt.evaluation.markdown import fmt, table
 from nmt.files import atomic_path, read_lines, write_text
@@ -51,8 +52,7 @@ class Run:
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
     """Hydra overrides ("key=value", "+key=value", "++key=value") -> {key: value}."""
-    pairs = (item.partition("=") for item in items)
-    return {key.lstrip("+"): value for key, _, value in pairs}
+    return {override_key(item): item.partition("=")[2] for item in items}
 
 
 def read_eval_run(folder: Path) -> Run:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from nmt.cli import override_key
 from nmt.decoding.settings import DecodeConfig, describe_search
 from nmt.inference.engine import ModelCard
 from nmt.inference.loading import engine_class
@@ -20,7 +21,7 @@ def chosen_search(
     fields of the model's search; with neither, the model's search runs. A model without one
     falls back to the command's default.
     """
-    keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
+    keys = [override_key(o) for o in overrides]
     if "decode" in keys:
         return command, "decode= from the command line"
     if stored is None:

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nmt.cli import override_key
+
 
 @dataclass
 class BudgetBand:
@@ -83,7 +85,7 @@ def check_bands(bands: list[BudgetBand], kept_epochs: int) -> None:
 
 def without_overridden(bands: list[BudgetBand], overrides: list[str]) -> list[BudgetBand]:
     """The bands less every setting the command line (`overrides`, Hydra's) sets itself."""
-    given = {o.lstrip("+~").partition("=")[0] for o in overrides}
+    given = {override_key(o) for o in overrides}
     return [
         BudgetBand(b.max_updates, {k: v for k, v in b.settings.items() if k not in given})
         for b in bands

@@ -3,6 +3,8 @@ machine."""
 
 from __future__ import annotations
 
+from nmt.cli import override_key
+
 
 def machine_experiment() -> tuple[str, str]:
     """The experiment `nmt.train` runs when none is named, and why: the paper's base model
@@ -17,7 +19,7 @@ def machine_experiment() -> tuple[str, str]:
 def with_experiment(overrides: list[str]) -> tuple[list[str], str]:
     """`overrides` with `experiment=...` first if they name none, and a line saying which
     experiment runs and why."""
-    named = [o for o in overrides if o.lstrip("+~").partition("=")[0] == "experiment"]
+    named = [o for o in overrides if override_key(o) == "experiment"]
     if named:
         return overrides, f"Experiment: {named[-1].partition('=')[2]} (from the command line)"
     name, why = machine_experiment()
