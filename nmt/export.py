@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ExportConfig, register_configs
+from nmt.evaluation.runs_table import FINAL_EVALUATION
 
 log = logging.getLogger("nmt.export")
 EXAMPLE = "python -m nmt.export ckpt=outputs/<run>/model.pt out=exported/int8 quantization=int8"
@@ -105,7 +106,8 @@ def model_evaluation(cfg: ExportConfig, info: dict) -> dict | None:
     nmt.train wrote beside it. One of another model (its checkpoint info differs) is refused
     when named, skipped when found."""
     named = cfg.evaluation is not None
-    path = Path(cfg.evaluation) if named else Path(cfg.ckpt).parent / "evaluation/evaluation.json"
+    beside = Path(cfg.ckpt).parent / FINAL_EVALUATION / "evaluation.json"
+    path = Path(cfg.evaluation) if named else beside
     if not path.is_file():
         log.info("No evaluation.json beside %s: the model card reports no scores", cfg.ckpt)
         return None

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 SIGNIFICANCE_LEVEL = 0.05
 PLOT_NAME = "bleu_by_parameter.png"
-FINAL_EVALUATION = "evaluation"  # where a training run keeps its final evaluation (training.fit)
+FINAL_EVALUATION = "evaluation"  # a training run's final evaluation folder (fit writes it)
 
 
 @dataclass

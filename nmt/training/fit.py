@@ -30,6 +30,7 @@ from nmt.config import EvaluateConfig, TrainConfig
 from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
 from nmt.data.datamodule import TranslationDataModule
 from nmt.evaluation.evaluation_run import evaluate, summary
+from nmt.evaluation.runs_table import FINAL_EVALUATION
 from nmt.files import atomic_path, write_text
 from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget
 from nmt.training.lightning_module import TranslationModule
@@ -293,7 +294,7 @@ def final_evaluation(cfg: TrainConfig, run_dir: Path, metrics: dict) -> dict:
         splits=cfg.final_evaluation.splits,
         max_tokens=cfg.final_evaluation.max_tokens,
     )
-    folder = run_dir / "evaluation"
+    folder = run_dir / FINAL_EVALUATION
     record = evaluate(eval_cfg, folder, overrides=[], training=metrics)
     log.info("Final evaluation:\n%s", summary(record, folder))
     keys = ("bleu", "bleu_lowercase", "chrf")
