@@ -139,13 +139,7 @@ def compare(folder: Path, rounds: int) -> list[dict]:
         Side("plain", "one process", lambda: run("peer", folder)),
     ]
     timings = alternate(sides, "pairs/s", rounds, same_work=False, warm=False)
-    ratios = [
-        timings.ratio("ours", "plain", "data/pairs_per_s"),
-        timings.memory_ratio("ours", "plain", "data/peak_memory"),
-    ]
-    for ratio in ratios:
-        print("  " + ratio.line(), flush=True)
-    return [ratio.record() for ratio in ratios]
+    return timings.report_speed_and_memory("ours", "plain", "data/pairs_per_s", "data/peak_memory")
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ from dataclasses import replace
 import torch
 from common import default_precisions, multi30k_tokenizer, save_records
 from harness import ROUNDS, Run, Side, alternate, run_measured, sweep
-from marian import build_hf
+from marian import build_hf, shape_config
 
 from nmt.config import TrainConfig
 from nmt.cpu import set_onednn_kernel_cache
@@ -67,17 +67,9 @@ def real_batches(tokenizer, count: int, max_tokens: int = 4096):
 
 
 def build_ours(shape: dict, vocab: int):
-    from nmt.model import ModelConfig, Transformer
+    from nmt.model import Transformer
 
-    cfg = ModelConfig(
-        vocab_size=vocab,
-        d_model=shape["d_model"],
-        n_heads=shape["n_heads"],
-        d_ff=shape["d_ff"],
-        encoder_layers=shape["layers"],
-        decoder_layers=shape["layers"],
-    )
-    model = Transformer(cfg)
+    model = Transformer(shape_config(shape, vocab))
 
     def loss_sum(batch):  # our training step's loss: projection fused with the loss
         states = model.teacher_forced_states(batch.src, batch.tgt_in)
@@ -148,13 +140,10 @@ def compare(shape: str, precision: str, steps: int, rounds: int, device: str) ->
         Side("hf", attention, lambda: run(f"hf-{attention}", shape, precision, steps, device)),
     ]
     timings = alternate(sides, "tgt tok/s", rounds, same_work=False, warm=False)
-    ratios = [
-        timings.ratio("ours", "hf", f"{prefix}/{shape}/{precision}/tokens_per_s"),
-        timings.memory_ratio("ours", "hf", f"{prefix}/{shape}/{precision}/peak_memory"),
-    ]
-    for ratio in ratios:
-        print("  " + ratio.line(), flush=True)
-    return [ratio.record() for ratio in ratios]
+    name = f"{prefix}/{shape}/{precision}"
+    return timings.report_speed_and_memory(
+        "ours", "hf", f"{name}/tokens_per_s", f"{name}/peak_memory"
+    )
 
 
 def main() -> None:

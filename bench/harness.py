@@ -68,6 +68,14 @@ class Timings:
         per_round = [y / x for x, y in zip(a, b, strict=True)]
         return Ratio(name, ours, peer, "MiB", a, b, per_round, self.settings)
 
+    def report_speed_and_memory(self, ours: str, peer: str, rate: str, memory: str) -> list:
+        """Prints the rate ratio (named `rate`) and the peak-memory ratio (named `memory`)
+        of ours against the peer, a line each, and returns their records."""
+        ratios = [self.ratio(ours, peer, rate), self.memory_ratio(ours, peer, memory)]
+        for ratio in ratios:
+            print("  " + ratio.line(), flush=True)
+        return [ratio.record() for ratio in ratios]
+
 
 @dataclass
 class Ratio:

@@ -10,20 +10,25 @@ from nmt.hf.marian import marian_config
 from nmt.model import ModelConfig
 
 
-def build_hf(shape: dict, vocab: int, activation: str = "relu", attention: str = "sdpa"):
-    """A MarianMTModel of `shape` (dropout 0.1, as ours), its attention `attention` (eager or
-    sdpa), and its loss."""
-    from transformers import MarianMTModel
-
-    cfg = ModelConfig(
+def shape_config(shape: dict, vocab: int, **settings) -> ModelConfig:
+    """Our ModelConfig of a benchmark shape (d_model, n_heads, d_ff, layers each side)."""
+    return ModelConfig(
         vocab_size=vocab,
         d_model=shape["d_model"],
         n_heads=shape["n_heads"],
         d_ff=shape["d_ff"],
         encoder_layers=shape["layers"],
         decoder_layers=shape["layers"],
-        activation=activation,
+        **settings,
     )
+
+
+def build_hf(shape: dict, vocab: int, activation: str = "relu", attention: str = "sdpa"):
+    """A MarianMTModel of `shape` (dropout 0.1, as ours), its attention `attention` (eager or
+    sdpa), and its loss."""
+    from transformers import MarianMTModel
+
+    cfg = shape_config(shape, vocab, activation=activation)
     model = MarianMTModel(marian_config(cfg))
     model.set_attn_implementation(attention)
 

@@ -58,6 +58,20 @@ def test_memory_ratio_is_peer_over_ours():
     assert timings.memory_ratio("ours", "peer", "m").ratios == [3.0, 3.0]
 
 
+def test_speed_and_memory_are_reported_as_two_named_ratios(capsys):
+    sides = [
+        Side("ours", "", lambda: Run(4.0, seconds=1.0, memory_mib=100.0)),
+        Side("peer", "", lambda: Run(4.0, seconds=2.0, memory_mib=200.0)),
+    ]
+    timings = alternate(sides, "u/s", rounds=2, warm=False)
+    records = timings.report_speed_and_memory("ours", "peer", "x/rate", "x/memory")
+    assert [(r["name"], r["ratio"]["median"]) for r in records] == [
+        ("x/rate", 2.0),
+        ("x/memory", 2.0),
+    ]
+    assert capsys.readouterr().out.count("2.00x [2.00-2.00] n=2") == 2
+
+
 def test_unequal_work_stops_the_comparison():
     calls: list[str] = []
     sides = [scripted("a", calls, [1.0] * 3, (5, 5)), scripted("b", calls, [1.0] * 3, (5, 6))]

@@ -125,12 +125,7 @@ def build_server(
         server.app.add_middleware(RequestGate, **gate)
         for middleware, settings in access:
             server.app.add_middleware(middleware, **settings)
-        add_page(server.app, metadata)
-        add_file_route(server.app, cfg, card.tgt_lang, internal)
-        add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search, internal)
-        if cfg.metrics:
-            add_metrics(server.app, metrics, cfg.metrics_token)
-        server.app.add_exception_handler(RequestValidationError, one_line_422)
+        add_routes(server.app, cfg, card, search, internal, metrics, metadata)
         return server, f"{card.name}: {search_line}"
     if cfg.metrics:
         share_worker_metrics()  # the model workers' batch sizes reach /metrics
@@ -148,13 +143,19 @@ def build_server(
     )
     server.uvicorn_graceful_timeout = cfg.drain_seconds  # how long its HTTP process drains
     watch_workers(server, workers)  # its requests answered, /health telling
-    add_page(server.app, metadata)
-    add_file_route(server.app, cfg, card.tgt_lang, internal)
-    add_libretranslate(server.app, cfg, card.src_lang, card.tgt_lang, search, internal)
-    if cfg.metrics:
-        add_metrics(server.app, metrics, cfg.metrics_token)
-    server.app.add_exception_handler(RequestValidationError, one_line_422)
+    add_routes(server.app, cfg, card, search, internal, metrics, metadata)
     return server, f"{card.name}: {search_line}"
+
+
+def add_routes(app, cfg: ServeConfig, card, search, internal: str, metrics, metadata) -> None:
+    """The routes beside /translate, the same for both servers: the page, files,
+    LibreTranslate's API, /metrics when asked, and one-line 422s."""
+    add_page(app, metadata)
+    add_file_route(app, cfg, card.tgt_lang, internal)
+    add_libretranslate(app, cfg, card.src_lang, card.tgt_lang, search, internal)
+    if cfg.metrics:
+        add_metrics(app, metrics, cfg.metrics_token)
+    app.add_exception_handler(RequestValidationError, one_line_422)
 
 
 def access_settings(cfg: ServeConfig, internal: str, metrics: Metrics) -> list[tuple]:
