@@ -9,13 +9,20 @@ import math
 from types import SimpleNamespace
 
 import pytest
+import torch
 from conftest import compose_train_config, overfit_training
 from lightning.pytorch.callbacks import Timer
 
 from nmt.model import ModelConfig, Residual, Transformer
 from nmt.training import budget
 from nmt.training.budget import PACE_SECONDS, ChooseBudgetBand, FitScheduleToBudget
-from nmt.training.budget_bands import BudgetBand, band_for, check_bands, without_overridden
+from nmt.training.budget_bands import (
+    BudgetBand,
+    band_for,
+    check_bands,
+    shape_changes,
+    without_overridden,
+)
 from nmt.training.schedules import LearningRateSchedule
 
 HOUR = 3600.0
@@ -58,7 +65,7 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
     """Updates at a steady mocked pace under a one-hour budget: FitScheduleToBudget estimates
     the hour's updates, ChooseBudgetBand takes the band holding them once a minute has passed,
     sets its dropout on every dropout of the model and its schedule fields on the optimizer's
-    config, and says so."""
+    config, and says so; or, for a band of another shape, stops the run to start over."""
     clock = Clock()
     monkeypatch.setattr(budget.time, "monotonic", clock.monotonic)
     cfg = compose_train_config(["experiment=multi30k_cpu"])
@@ -81,8 +88,9 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
     with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
         for callback in (fit, choose):
             callback.on_train_start(trainer, module)
+        trainer.should_stop = False
         pace = updates_per_hour / HOUR
-        while choose.chosen is None:
+        while choose.chosen is None and choose.start_over is None:
             trainer.global_step += 1
             clock.now = trainer.global_step / pace
             for callback in (fit, choose):
@@ -90,8 +98,14 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
             assert trainer.global_step < updates_per_hour
     assert clock.now >= PACE_SECONDS
     expected = band_for(recipe.budget_bands, updates_per_hour)
-    assert choose.chosen == recipe.budget_bands.index(expected)
     assert abs(module.lr_schedule.total_steps - updates_per_hour) < 0.02 * updates_per_hour
+    # the slow machine's band trains 3+3 layers: the run stops, to start over with that model
+    assert bool(shape_changes(expected, recipe)) == (updates_per_hour == 2200)
+    if shape_changes(expected, recipe):
+        assert choose.start_over == expected and choose.chosen is None and trainer.should_stop
+        expected = BudgetBand(expected.max_updates, {})  # nothing applied to this model
+    else:
+        assert choose.chosen == recipe.budget_bands.index(expected) and not trainer.should_stop
     dropout = expected.settings.get("model.dropout", recipe.model.dropout)
     residual = [m.dropout.p for m in model.modules() if isinstance(m, Residual)]
     assert residual and set(residual) == {dropout} and model.embed_dropout.p == dropout
@@ -134,3 +148,95 @@ def test_a_training_run_takes_its_band_from_its_step_budget(overfit_data, tmp_pa
         train(cfg, tmp_path / "run")
     assert load_checkpoint(tmp_path / "run" / "model.pt").model.cfg.dropout == 0.05
     assert any("up to 100 updates, since the budget holds ~40" in r.message for r in caplog.records)
+
+
+SHALLOW = {"model.decoder_layers": 1, "model.d_ff": 64, "model.dropout": 0.1}
+
+
+def shallow_bands() -> list[BudgetBand]:
+    return [BudgetBand(100, dict(SHALLOW)), BudgetBand(None, {})]
+
+
+def test_a_band_of_another_shape_starts_over_as_if_the_command_line_gave_it(
+    overfit_data, tmp_path, caplog
+):
+    """The tiny recipe (2 decoder layers, FFN 128) with a band up to 100 updates that trains 1
+    decoder layer, FFN 64, dropout 0.1, and a budget of 30: the run stops after its first
+    update, discards that model's checkpoints and starts over; model.pt then has exactly the
+    weights of a run given those settings on the command line."""
+    from nmt.checkpoint import load_checkpoint, read_checkpoint
+    from nmt.training.fit import train
+
+    def tiny(work, *extra):
+        return overfit_training(
+            overfit_data, work, "trainer.max_steps=30", "checkpoint.average_last_epochs=[3]", *extra
+        )
+
+    banded = compose_train_config(tiny(tmp_path / "banded"))
+    banded.budget_bands = shallow_bands()
+    with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
+        metrics = train(banded, tmp_path / "banded")
+    given = [f"{name}={value}" for name, value in SHALLOW.items()]
+    train(compose_train_config(tiny(tmp_path / "given", *given)), tmp_path / "given")
+
+    assert any("another shape: starting over" in r.message for r in caplog.records)
+    assert metrics["global_step"] == 30 and metrics["selection"]["chosen"]
+    started_over = load_checkpoint(tmp_path / "banded" / "model.pt").model
+    assert (started_over.cfg.decoder_layers, started_over.cfg.d_ff) == (1, 64)
+    reference = load_checkpoint(tmp_path / "given" / "model.pt").model.state_dict()
+    weights = started_over.state_dict()
+    assert weights.keys() == reference.keys()
+    assert all(torch.equal(weights[k], reference[k]) for k in reference)
+    for ckpt in (tmp_path / "banded" / "checkpoints").rglob("*.ckpt"):  # none of the first model
+        saved = read_checkpoint(ckpt)
+        assert not any(".layers.1." in k and "decoder" in k for k in saved["state_dict"]), ckpt
+        assert saved["callbacks"]["ChooseBudgetBand"] == {"chosen": 0, "spent": 0.0}
+
+
+def test_a_run_that_started_over_resumes_with_its_bands_model(overfit_data, tmp_path, caplog):
+    """Resumed from its last checkpoint with a larger step budget, a run that started over
+    builds the band's shape before loading the weights, and does not choose again."""
+    from nmt.checkpoint import load_checkpoint
+    from nmt.training.fit import train
+
+    def banded(steps: int, *extra: str):
+        cfg = compose_train_config(
+            overfit_training(overfit_data, tmp_path, f"trainer.max_steps={steps}", *extra)
+        )
+        cfg.budget_bands = shallow_bands()
+        return cfg
+
+    train(banded(10), tmp_path / "run")
+    with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
+        metrics = train(banded(20, "ckpt_path=last"), tmp_path / "run")
+    assert metrics["global_step"] == 20
+    assert load_checkpoint(tmp_path / "run" / "model.pt").model.cfg.decoder_layers == 1
+    messages = [r.message for r in caplog.records if r.message.startswith("Budget band ")]
+    assert len(messages) == 1 and "as chosen earlier in this run" in messages[0]
+
+
+def test_a_timed_run_that_starts_over_keeps_to_its_budget(overfit_data, tmp_path, monkeypatch):
+    """With trainer.max_time (6 s) and a one-second pace window, the run that starts over
+    gets the budget less the seconds its first attempt spent, and saves that figure."""
+    from nmt.checkpoint import read_checkpoint
+    from nmt.training.fit import train
+
+    monkeypatch.setattr(budget, "PACE_SECONDS", 1.0)
+    cfg = compose_train_config(
+        overfit_training(
+            overfit_data, tmp_path, "trainer.max_steps=-1", "trainer.max_time=00:00:00:06"
+        )
+    )
+    cfg.budget_bands = [BudgetBand(10**6, dict(SHALLOW)), BudgetBand(None, {})]
+    train(cfg, tmp_path / "run")
+    state = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")["callbacks"]
+    chosen, spent = state["ChooseBudgetBand"]["chosen"], state["ChooseBudgetBand"]["spent"]
+    assert chosen == 0 and 1.0 <= spent < 6.0
+    assert cfg.trainer.max_time == budget.less_time("00:00:00:06", spent)
+    assert cfg.model.decoder_layers == 1
+
+
+def test_less_time_rounds_the_seconds_spent_up():
+    assert budget.less_time("00:01:00:00", 61.2) == "00:00:58:58"
+    assert budget.less_time("01:00:00:05", 10) == "00:23:59:55"
+    assert budget.less_time("00:00:00:05", 10) == "00:00:00:00"

@@ -319,6 +319,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "nmt.train",
         "experiment=multi30k_cpu",
         "trainer.max_steps=20",
+        "trainer.max_time=null",  # the step budget picks the band at the first update
         "trainer.enable_progress_bar=false",
         "final_evaluation.splits=[]",  # it has its own test (the overfit run's)
         f"hydra.run.dir={tmp_path / 'run'}",
@@ -346,6 +347,9 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     translator = load_checkpoint(run / "model.pt")
     assert translator.model.cfg.d_model == 128 and translator.tokenizer.vocab_size == 8000
     assert load_checkpoint(run / "checkpoints" / "last.ckpt").info["global_step"] == 20
+    # 20 updates fall in the slow machines' band, whose 3+3 layers start the run over
+    assert "starting over" in result.stdout + result.stderr
+    assert (translator.model.cfg.encoder_layers, translator.model.cfg.decoder_layers) == (3, 3)
 
 
 def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
@@ -473,9 +477,15 @@ def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("guided", [False, True], ids=["plain", "guided_alignment"])
-def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided):
+@pytest.mark.parametrize(
+    "guided, depth",
+    [(False, 1), (True, 1), (True, None)],
+    ids=["plain", "guided_alignment", "band_starts_over"],
+)
+def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided, depth):
+    """depth None: the recipe's band for a small budget (3+3 layers) starts both ranks over."""
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    layers = [f"model.encoder_layers={depth}", f"model.decoder_layers={depth}"] if depth else []
     cmd = [
         sys.executable,
         "-m",
@@ -485,11 +495,11 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
         "model.d_model=32",
         "model.n_heads=2",
         "model.d_ff=64",
-        "model.encoder_layers=1",
-        "model.decoder_layers=1",
+        *layers,
         "tokenizer.vocab_size=500",
         "data.max_tokens=600",
         "trainer.max_steps=6",
+        "trainer.max_time=null",  # the step budget picks the band at the first update
         "trainer.check_val_every_n_epoch=1",  # val BLEU decoded in shares, as in the recipe
         "trainer.strategy=ddp",
         "trainer.devices=2",
@@ -506,6 +516,9 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["monitor"] == "val/bleu" and metrics["best_score"] is not None
     assert "sync_dist" not in result.stderr  # every epoch-level metric is logged DDP-safe
+    assert ("starting over" in result.stdout + result.stderr) == (depth is None)
+    model = load_checkpoint(tmp_path / "run" / "model.pt").model
+    assert model.cfg.decoder_layers == (depth or 3)
 
 
 @pytest.mark.slow

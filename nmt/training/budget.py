@@ -12,7 +12,7 @@ import time
 import lightning as L
 from lightning.pytorch.callbacks import Timer
 
-from nmt.training.budget_bands import SETTERS, BudgetBand, band_for, describe
+from nmt.training.budget_bands import SETTERS, BudgetBand, band_for, describe, shape_changes
 
 log = logging.getLogger(__name__)
 PACE_SECONDS = 60.0  # how long a run with a time budget trains before it chooses its band
@@ -23,6 +23,13 @@ def time_budget(trainer: L.Trainer) -> Timer | None:
     resume), or None without a time budget."""
     timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
     return timers[0] if timers and timers[0].time_remaining() is not None else None
+
+
+def less_time(max_time: str, seconds: float) -> str:
+    """`max_time` ("DD:HH:MM:SS", Lightning's form) less `seconds`, rounded up."""
+    days, hours, minutes, secs = (int(part) for part in max_time.split(":"))
+    left = max(days * 86400 + hours * 3600 + minutes * 60 + secs - math.ceil(seconds), 0)
+    return f"{left // 86400:02d}:{left // 3600 % 24:02d}:{left // 60 % 60:02d}:{left % 60:02d}"
 
 
 def steps_that_fit(step: int, steps_per_second: float, remaining: float) -> int:
@@ -87,25 +94,38 @@ class ChooseBudgetBand(L.Callback):
     once the budget is known: at the first update with a step budget; with trainer.max_time,
     at the first re-estimate of FitScheduleToBudget (which runs before it and whose estimate
     it reads) after PACE_SECONDS. Rank 0 decides when; every rank then reads the same
-    broadcast estimate, so DDP ranks take the same band at the same update."""
+    broadcast estimate, so DDP ranks take the same band at the same update.
 
-    def __init__(self, bands: list[BudgetBand], cfg):
+    A band whose model has another shape is not applied: the callback stops the run and sets
+    `start_over` to it; nmt.training.fit then builds that model and trains it for the rest of
+    the budget, with this callback made with the band `chosen` and the seconds `spent`."""
+
+    def __init__(self, bands: list[BudgetBand], cfg, chosen: int | None = None, spent=0.0):
         self.bands, self.cfg = bands, cfg
-        self.chosen: int | None = None  # the band's index; saved in checkpoints
+        self.chosen = chosen  # the band's index, once applied; saved in checkpoints
+        self.spent = spent  # seconds of the budget a first attempt spent; saved in checkpoints
+        self.start_over: BudgetBand | None = None  # a band that needs another model
         self._start = 0.0
         self._timed = False
 
     def state_dict(self) -> dict:
-        return {"chosen": self.chosen}
+        return {"chosen": self.chosen, "spent": self.spent}
 
     def load_state_dict(self, state_dict: dict) -> None:
-        self.chosen = state_dict["chosen"]
+        self.chosen, self.spent = state_dict["chosen"], state_dict.get("spent", 0.0)
+
+    @classmethod
+    def saved_in(cls, checkpoint: dict) -> tuple[int | None, float]:
+        """The band chosen and the seconds spent before starting over, as a Lightning
+        checkpoint of a run with bands holds them; (None, 0.0) without."""
+        state = checkpoint.get("callbacks", {}).get(cls.__qualname__, {})
+        return state.get("chosen"), state.get("spent", 0.0)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start = time.monotonic()
         self._timed = time_budget(trainer) is not None
-        if self.chosen is not None:  # resumed: the same settings again
-            self.apply(pl_module, self.bands[self.chosen], "as before the resume")
+        if self.chosen is not None:  # resumed, or started over: the same settings again
+            self.apply(pl_module, self.bands[self.chosen], "as chosen earlier in this run")
             return
         bands = "; ".join(
             f"{'up to ' + format(b.max_updates, ',') if b.max_updates else 'more'}: {describe(b)}"
@@ -115,7 +135,7 @@ class ChooseBudgetBand(L.Callback):
         log.info("Budget bands, by the updates the budget holds (from %s): %s", when, bands)
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
-        if self.chosen is not None:
+        if self.chosen is not None or self.start_over is not None:
             return
         elapsed = time.monotonic() - self._start
         if self._timed:
@@ -128,15 +148,29 @@ class ChooseBudgetBand(L.Callback):
         if total is None:
             return
         band = band_for(self.bands, total)
-        self.chosen = self.bands.index(band)
         pace = trainer.global_step / max(elapsed, 1e-9)
         why = f"the budget holds ~{total:,} updates" + (
             f" at this run's {pace:.2f} updates/s" if self._timed else ""
         )
+        if shape_changes(band, self.cfg):
+            self.start_over, trainer.should_stop = band, True
+            log.info(
+                "Budget band %s, since %s: %s. Its model has another shape: starting over "
+                "with it for the rest of the budget",
+                bound_of(band),
+                why,
+                describe(band),
+            )
+            return
+        self.chosen = self.bands.index(band)
         self.apply(pl_module, band, why)
 
     def apply(self, module, band: BudgetBand, why: str) -> None:
         for name, value in band.settings.items():
-            SETTERS[name](module, self.cfg, value)
-        bound = f"up to {band.max_updates:,} updates" if band.max_updates else "the largest"
-        log.info("Budget band %s, since %s: %s", bound, why, describe(band))
+            if name in SETTERS:  # the shape's settings were the model's as it was built
+                SETTERS[name](module, self.cfg, value)
+        log.info("Budget band %s, since %s: %s", bound_of(band), why, describe(band))
+
+
+def bound_of(band: BudgetBand) -> str:
+    return f"up to {band.max_updates:,} updates" if band.max_updates else "the largest"

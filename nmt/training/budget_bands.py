@@ -9,10 +9,13 @@ trainer.max_steps; with trainer.max_time, from the pace of its first minute, as
 nmt.training.budget estimates it for the schedule) it takes the first band that holds that
 budget and applies its settings, except those the command line set, and logs which and why.
 
-A band may change only what can change while training runs (`SETTERS`): dropout, the
+A band may change what can change while training runs (`SETTERS`): dropout, the
 schedule's form and warmup share, label smoothing, the averaging windows (within the epochs
-kept). The choice is saved in checkpoints: a resumed run keeps it. The callback that chooses
-is nmt.training.budget.ChooseBudgetBand; this module holds the bands, free of Lightning.
+kept). It may also change the model's shape (`SHAPE`: depth, width, heads, FFN): the run then
+starts over with the new model (nmt.training.fit), its first minute spent on measuring the
+pace. The bounds are read off the pace of the config's own shape. The choice is saved in
+checkpoints: a resumed run keeps it, and its shape. The callback that chooses is
+nmt.training.budget.ChooseBudgetBand; this module holds the bands, free of Lightning.
 """
 
 from __future__ import annotations
@@ -59,6 +62,29 @@ SETTERS: dict[str, Callable] = {
 }
 
 
+# Settings the model is built with: a band that changes one starts the run over
+SHAPE = frozenset(
+    f"model.{name}" for name in ("encoder_layers", "decoder_layers", "d_model", "n_heads", "d_ff")
+)
+
+
+def shape_changes(band: BudgetBand, cfg) -> dict[str, Any]:
+    """The band's settings of the model's shape that differ from `cfg`'s (a TrainConfig)."""
+    return {
+        name: value
+        for name, value in band.settings.items()
+        if name in SHAPE and getattr(cfg.model, name.removeprefix("model.")) != value
+    }
+
+
+def set_before_building(band: BudgetBand, cfg) -> None:
+    """Write every setting of `band` into `cfg` (a TrainConfig), for a run that builds its
+    model and optimizer after: the shape, and what SETTERS change in a running one."""
+    for name, value in band.settings.items():
+        section, key = name.split(".")
+        setattr(getattr(cfg, section), key, value)
+
+
 def check_bands(bands: list[BudgetBand], kept_epochs: int) -> None:
     """Refuse bands that cannot work: unordered bounds, a setting no band may change while
     training, averaging over more epochs than the run keeps (`kept_epochs`)."""
@@ -71,10 +97,10 @@ def check_bands(bands: list[BudgetBand], kept_epochs: int) -> None:
         )
     for band in bands:
         for name, value in band.settings.items():
-            if name not in SETTERS:
+            if name not in SETTERS and name not in SHAPE:
                 raise ValueError(
                     f"budget_bands: {name} cannot change while training; a band may set "
-                    f"{', '.join(SETTERS)}"
+                    f"{', '.join([*SETTERS, *sorted(SHAPE)])}"
                 )
             if name == "checkpoint.average_last_epochs" and max(value) > kept_epochs:
                 raise ValueError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
 import warnings
 from dataclasses import asdict
@@ -32,7 +33,8 @@ from nmt.data.datamodule import TranslationDataModule
 from nmt.evaluation.evaluation_run import evaluate, summary
 from nmt.evaluation.runs_table import FINAL_EVALUATION
 from nmt.files import atomic_path, write_text
-from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget
+from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget, less_time, time_budget
+from nmt.training.budget_bands import set_before_building
 from nmt.training.lightning_module import TranslationModule
 from nmt.training.selection import best_or_average
 
@@ -57,7 +59,11 @@ class SafeCheckpointIO(TorchCheckpointIO):
         return read_checkpoint(Path(path))
 
 
-def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
+def build_callbacks(
+    cfg: TrainConfig, checkpoint_dir: Path, band: tuple[int | None, float] = (None, 0.0)
+) -> list[L.Callback]:
+    """`band`: the budget band already chosen, if any, and the seconds spent choosing it
+    (ChooseBudgetBand's `chosen` and `spent`)."""
     ckpt = cfg.checkpoint
     safe_metric = ckpt.monitor.replace("/", "_")
     callbacks: list[L.Callback] = [
@@ -98,7 +104,8 @@ def build_callbacks(cfg: TrainConfig, checkpoint_dir: Path) -> list[L.Callback]:
     if cfg.optim.follows_budget or cfg.budget_bands:
         callbacks.append(FitScheduleToBudget())
     if cfg.budget_bands:
-        callbacks.append(ChooseBudgetBand(cfg.budget_bands, cfg))  # reads the estimate above
+        # reads the estimate above
+        callbacks.append(ChooseBudgetBand(cfg.budget_bands, cfg, *band))
     if ckpt.early_stopping_patience is not None:
         callbacks.append(
             EarlyStopping(
@@ -171,8 +178,11 @@ def check_precision(cfg: TrainConfig) -> bool:
     return on_cpu
 
 
-def build_trainer(cfg: TrainConfig, run_dir: Path) -> L.Trainer:
-    """The Trainer of a run: cfg.trainer, our callbacks, CSV and TensorBoard logs under logs/."""
+def build_trainer(
+    cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float] = (None, 0.0)
+) -> L.Trainer:
+    """The Trainer of a run: cfg.trainer, our callbacks (`band`: as build_callbacks), CSV and
+    TensorBoard logs under logs/."""
     check_alignment(cfg)
     on_cpu = check_precision(cfg)
     warn_if_emulated_bf16(
@@ -183,7 +193,7 @@ def build_trainer(cfg: TrainConfig, run_dir: Path) -> L.Trainer:
     trainer = L.Trainer(
         **asdict(cfg.trainer),
         default_root_dir=run_dir,
-        callbacks=build_callbacks(cfg, run_dir / "checkpoints"),
+        callbacks=build_callbacks(cfg, run_dir / "checkpoints", band),
         logger=[
             CSVLogger(run_dir, name="logs", version=""),
             TensorBoardLogger(run_dir, name="logs", version=""),
@@ -267,10 +277,17 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
     check_precision(cfg)
     set_onednn_kernel_cache(cfg.onednn_kernel_cache)
-    L.seed_everything(cfg.seed, workers=True)
-    datamodule, module = build_module(cfg)
-    trainer = build_trainer(cfg, run_dir)
-    seconds = fit(cfg, trainer, module, datamodule, run_dir)
+    resume = resolve_resume(cfg.ckpt_path, run_dir / "checkpoints")
+    band = ChooseBudgetBand.saved_in(read_checkpoint(Path(resume))) if resume else (None, 0.0)
+    datamodule, module, trainer, seconds = attempt(cfg, run_dir, band)
+    chooser = next((c for c in trainer.callbacks if isinstance(c, ChooseBudgetBand)), None)
+    if chooser is not None and chooser.start_over is not None:
+        timer = time_budget(trainer)
+        band = (cfg.budget_bands.index(chooser.start_over), timer.time_elapsed() if timer else 0.0)
+        discard(trainer, run_dir)
+        cfg.ckpt_path = None  # what it resumed from was of the other model
+        datamodule, module, trainer, more = attempt(cfg, run_dir, band)
+        seconds += more
     checkpoint, selection = final_weights(cfg, trainer, module, datamodule, run_dir)
     metrics = run_metrics(cfg, trainer, module, seconds, selection)
     write_rank_summary(run_dir / "ranks" / f"rank{trainer.global_rank}.json", trainer, module)
@@ -281,6 +298,29 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
             metrics["final_evaluation"] = final_evaluation(cfg, run_dir, metrics)
         write_text(run_dir / "metrics.json", json.dumps(metrics, indent=2))
     return metrics
+
+
+def attempt(cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float]):
+    """Build the run (with the settings of `band`'s chosen budget band, if any, and its
+    max_time less the seconds spent choosing it) and fit it; returns the data module, the
+    module, the trainer and the seconds the fit took."""
+    chosen, spent = band
+    if chosen is not None:  # the same model, whether started over or resumed after
+        set_before_building(cfg.budget_bands[chosen], cfg)
+        if spent and cfg.trainer.max_time:
+            cfg.trainer.max_time = less_time(cfg.trainer.max_time, spent)
+    L.seed_everything(cfg.seed, workers=True)
+    datamodule, module = build_module(cfg)
+    trainer = build_trainer(cfg, run_dir, band)
+    return datamodule, module, trainer, fit(cfg, trainer, module, datamodule, run_dir)
+
+
+def discard(trainer: L.Trainer, run_dir: Path) -> None:
+    """Remove what a run that starts over wrote: its checkpoints (of another model) and logs."""
+    if trainer.is_global_zero:
+        for folder in ("checkpoints", "logs"):
+            shutil.rmtree(run_dir / folder, ignore_errors=True)
+    trainer.strategy.barrier("start over")
 
 
 def final_evaluation(cfg: TrainConfig, run_dir: Path, metrics: dict) -> dict:
