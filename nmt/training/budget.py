@@ -149,13 +149,13 @@ class ChooseBudgetBand(L.Callback):
             return
         band = band_for(self.bands, total)
         pace = trainer.global_step / max(elapsed, 1e-9)
-        why = f"the budget holds ~{total:,} updates" + (
+        why = f"since the budget holds ~{total:,} updates" + (
             f" at this run's {pace:.2f} updates/s" if self._timed else ""
         )
         if shape_changes(band, self.cfg):
             self.start_over, trainer.should_stop = band, True
             log.info(
-                "Budget band %s, since %s: %s. Its model has another shape: starting over "
+                "Budget band %s, %s: %s. Its model has another shape: starting over "
                 "with it for the rest of the budget",
                 bound_of(band),
                 why,
@@ -169,7 +169,7 @@ class ChooseBudgetBand(L.Callback):
         for name, value in band.settings.items():
             if name in SETTERS:  # the shape's settings were the model's as it was built
                 SETTERS[name](module, self.cfg, value)
-        log.info("Budget band %s, since %s: %s", bound_of(band), why, describe(band))
+        log.info("Budget band %s, %s: %s", bound_of(band), why, describe(band))
 
 
 def bound_of(band: BudgetBand) -> str:
