@@ -240,3 +240,24 @@ def test_less_time_rounds_the_seconds_spent_up():
     assert budget.less_time("00:01:00:00", 61.2) == "00:00:58:58"
     assert budget.less_time("01:00:00:05", 10) == "00:23:59:55"
     assert budget.less_time("00:00:00:05", 10) == "00:00:00:00"
+
+
+def test_a_step_budget_in_the_first_band_chooses_at_once_under_a_time_budget(
+    overfit_data, tmp_path, caplog
+):
+    """max_steps=30 within an hour's max_time: no time budget can hold more than 30 updates,
+    so the band up to 100 is certain at the first update; waiting a minute for the pace, the
+    30-update run would have ended before choosing."""
+    from nmt.checkpoint import load_checkpoint
+    from nmt.training.fit import train
+
+    cfg = compose_train_config(
+        overfit_training(
+            overfit_data, tmp_path, "trainer.max_steps=30", "trainer.max_time=00:01:00:00"
+        )
+    )
+    cfg.budget_bands = shallow_bands()
+    with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
+        train(cfg, tmp_path / "run")
+    assert load_checkpoint(tmp_path / "run" / "model.pt").model.cfg.decoder_layers == 1
+    assert any("since the budget holds ~30 updates:" in r.message for r in caplog.records)

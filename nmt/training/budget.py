@@ -91,9 +91,10 @@ class FitScheduleToBudget(L.Callback):
 
 class ChooseBudgetBand(L.Callback):
     """Applies the settings of the band the run's budget falls in (nmt.training.budget_bands),
-    once the budget is known: at the first update with a step budget; with trainer.max_time,
-    at the first re-estimate of FitScheduleToBudget (which runs before it and whose estimate
-    it reads) after PACE_SECONDS. Rank 0 decides when; every rank then reads the same
+    once the budget is known: at the first update with a step budget (or with a time budget
+    too, when the step budget falls in the first band); with trainer.max_time, at the first
+    re-estimate of FitScheduleToBudget (which runs before it and whose estimate it reads)
+    after PACE_SECONDS. Rank 0 decides when; every rank then reads the same
     broadcast estimate, so DDP ranks take the same band at the same update.
 
     A band whose model has another shape is not applied: the callback stops the run and sets
@@ -123,7 +124,10 @@ class ChooseBudgetBand(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start = time.monotonic()
-        self._timed = time_budget(trainer) is not None
+        # A step budget in the first band needs no pace: time can only lower the count
+        steps = trainer.estimated_stepping_batches
+        in_first = math.isfinite(steps) and band_for(self.bands, int(steps)) is self.bands[0]
+        self._timed = time_budget(trainer) is not None and not in_first
         if self.chosen is not None:  # resumed, or started over: the same settings again
             self.apply(pl_module, self.bands[self.chosen], "as chosen earlier in this run")
             return
