@@ -523,8 +523,8 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
 @pytest.mark.slow
 def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
     """experiment=multi30k_cpu as shipped, stopped after 10 epochs (~15 minutes on 2 cores;
-    1,120 updates fall in its band up to 3,000, which starts it over as 3+3 layers after the
-    first minute): validation BLEU must already be well above zero, so a change that breaks
+    1,120 updates fall in its band up to 3,000, which starts it over as 3+3 layers at its
+    first update): validation BLEU must already be well above zero, so a change that breaks
     learning (model, loss, schedule, data order, decoding) fails here, not after an hour.
     Measured greedy val BLEU in the 60-minute run of the recipe: 16.0 after 5 epochs and 27.0
     after 10 (with dropout 0.3: 11.0 and 25.0; the 5k-BPE ReLU recipe before embeddings
