@@ -274,7 +274,9 @@ def run_metrics(cfg: TrainConfig, trainer: L.Trainer, module, seconds: float, se
 
 
 def train(cfg: TrainConfig, run_dir: Path) -> dict:
-    """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics."""
+    """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics. A
+    budget band of another model shape, chosen while the first attempt trains, starts the run
+    over once with that model (nmt.training.budget_bands); a resume builds the band's model."""
     check_precision(cfg)
     set_onednn_kernel_cache(cfg.onednn_kernel_cache)
     resume = resolve_resume(cfg.ckpt_path, run_dir / "checkpoints")
