@@ -19,8 +19,8 @@ from nmt.training.budget import PACE_SECONDS, ChooseBudgetBand, FitScheduleToBud
 from nmt.training.budget_bands import (
     BudgetBand,
     band_for,
+    changes_shape,
     check_bands,
-    shape_changes,
     without_overridden,
 )
 from nmt.training.schedules import LearningRateSchedule
@@ -100,8 +100,8 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
     expected = band_for(recipe.budget_bands, updates_per_hour)
     assert abs(module.lr_schedule.total_steps - updates_per_hour) < 0.02 * updates_per_hour
     # the slow machine's band trains 3+3 layers: the run stops, to start over with that model
-    assert bool(shape_changes(expected, recipe)) == (updates_per_hour == 2200)
-    if shape_changes(expected, recipe):
+    assert changes_shape(expected, recipe) == (updates_per_hour == 2200)
+    if changes_shape(expected, recipe):
         assert choose.start_over == expected and choose.chosen is None and trainer.should_stop
         expected = BudgetBand(expected.max_updates, {})  # nothing applied to this model
     else:

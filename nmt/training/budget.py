@@ -12,7 +12,7 @@ import time
 import lightning as L
 from lightning.pytorch.callbacks import Timer
 
-from nmt.training.budget_bands import SETTERS, BudgetBand, band_for, describe, shape_changes
+from nmt.training.budget_bands import SETTERS, BudgetBand, band_for, changes_shape, describe
 
 log = logging.getLogger(__name__)
 PACE_SECONDS = 60.0  # how long a run with a time budget trains before it chooses its band
@@ -156,7 +156,7 @@ class ChooseBudgetBand(L.Callback):
         why = f"since the budget holds ~{total:,} updates" + (
             f" at this run's {pace:.2f} updates/s" if self._timed else ""
         )
-        if shape_changes(band, self.cfg):
+        if changes_shape(band, self.cfg):
             self.start_over, trainer.should_stop = band, True
             log.info(
                 "Budget band %s, %s: %s. Its model has another shape: starting over "

@@ -68,13 +68,12 @@ SHAPE = frozenset(
 )
 
 
-def shape_changes(band: BudgetBand, cfg) -> dict[str, Any]:
-    """The band's settings of the model's shape that differ from `cfg`'s (a TrainConfig)."""
-    return {
-        name: value
+def changes_shape(band: BudgetBand, cfg) -> bool:
+    """Whether the band sets the model's shape other than `cfg` (a TrainConfig) has it."""
+    return any(
+        name in SHAPE and getattr(cfg.model, name.removeprefix("model.")) != value
         for name, value in band.settings.items()
-        if name in SHAPE and getattr(cfg.model, name.removeprefix("model.")) != value
-    }
+    )
 
 
 def set_before_building(band: BudgetBand, cfg) -> None:

@@ -211,8 +211,8 @@ def build_trainer(
     return trainer
 
 
-def fit(cfg: TrainConfig, trainer: L.Trainer, module, datamodule, run_dir: Path) -> float:
-    """Train (or resume); returns the seconds it took."""
+def fit(trainer: L.Trainer, module, datamodule, resume: str | None) -> float:
+    """Train (or resume from the checkpoint `resume`); returns the seconds it took."""
     threads = torch.get_num_threads()  # CPU DDP lowers it to cores // processes for the fit
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -224,7 +224,7 @@ def fit(cfg: TrainConfig, trainer: L.Trainer, module, datamodule, run_dir: Path)
         trainer.fit(
             module,
             datamodule=datamodule,
-            ckpt_path=resolve_resume(cfg.ckpt_path, run_dir / "checkpoints"),
+            ckpt_path=resume,
             weights_only=True,
         )
     torch.set_num_threads(threads)  # what follows runs on rank 0 alone
@@ -280,15 +280,16 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     check_precision(cfg)
     set_onednn_kernel_cache(cfg.onednn_kernel_cache)
     resume = resolve_resume(cfg.ckpt_path, run_dir / "checkpoints")
-    band = ChooseBudgetBand.saved_in(read_checkpoint(Path(resume))) if resume else (None, 0.0)
-    datamodule, module, trainer, seconds = attempt(cfg, run_dir, band)
+    # the band's state only: mapped, the weights are not read (Lightning reads them)
+    saved = read_checkpoint(Path(resume), mmap=True) if resume else {}
+    band = ChooseBudgetBand.saved_in(saved)
+    datamodule, module, trainer, seconds = attempt(cfg, run_dir, band, resume)
     chooser = next((c for c in trainer.callbacks if isinstance(c, ChooseBudgetBand)), None)
     if chooser is not None and chooser.start_over is not None:
         timer = time_budget(trainer)
         band = (cfg.budget_bands.index(chooser.start_over), timer.time_elapsed() if timer else 0.0)
-        discard(trainer, run_dir)
-        cfg.ckpt_path = None  # what it resumed from was of the other model
-        datamodule, module, trainer, more = attempt(cfg, run_dir, band)
+        discard(trainer, run_dir)  # what it resumed from, if anything, was of the other model
+        datamodule, module, trainer, more = attempt(cfg, run_dir, band, resume=None)
         seconds += more
     checkpoint, selection = final_weights(cfg, trainer, module, datamodule, run_dir)
     metrics = run_metrics(cfg, trainer, module, seconds, selection)
@@ -302,10 +303,10 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     return metrics
 
 
-def attempt(cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float]):
+def attempt(cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float], resume: str | None):
     """Build the run (with the settings of `band`'s chosen budget band, if any, and its
-    max_time less the seconds spent choosing it) and fit it; returns the data module, the
-    module, the trainer and the seconds the fit took."""
+    max_time less the seconds spent choosing it) and fit it, from the checkpoint `resume` if
+    given; returns the data module, the module, the trainer and the seconds the fit took."""
     chosen, spent = band
     if chosen is not None:  # the same model, whether started over or resumed after
         set_before_building(cfg.budget_bands[chosen], cfg)
@@ -314,7 +315,7 @@ def attempt(cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float]):
     L.seed_everything(cfg.seed, workers=True)
     datamodule, module = build_module(cfg)
     trainer = build_trainer(cfg, run_dir, band)
-    return datamodule, module, trainer, fit(cfg, trainer, module, datamodule, run_dir)
+    return datamodule, module, trainer, fit(trainer, module, datamodule, resume)
 
 
 def discard(trainer: L.Trainer, run_dir: Path) -> None:
