@@ -22,7 +22,6 @@ from pathlib import Path
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from lightning.pytorch.plugins import TorchCheckpointIO
 
 from nmt.checkpoint import Checkpoint, load_checkpoint, read_checkpoint, save_checkpoint
@@ -36,6 +35,7 @@ from nmt.files import atomic_path, write_text
 from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget, less_time, time_budget
 from nmt.training.budget_bands import set_before_building
 from nmt.training.lightning_module import TranslationModule
+from nmt.training.run_logs import run_loggers
 from nmt.training.selection import best_or_average
 
 log = logging.getLogger(__name__)
@@ -179,10 +179,14 @@ def check_precision(cfg: TrainConfig) -> bool:
 
 
 def build_trainer(
-    cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float] = (None, 0.0)
+    cfg: TrainConfig,
+    run_dir: Path,
+    band: tuple[int | None, float] = (None, 0.0),
+    resumed_step: int | None = None,
 ) -> L.Trainer:
     """The Trainer of a run: cfg.trainer, our callbacks (`band`: as build_callbacks), CSV and
-    TensorBoard logs under logs/."""
+    TensorBoard logs under logs/ (continued from `resumed_step`, the global step of the
+    checkpoint a resume starts from)."""
     check_alignment(cfg)
     on_cpu = check_precision(cfg)
     warn_if_emulated_bf16(
@@ -194,10 +198,7 @@ def build_trainer(
         **asdict(cfg.trainer),
         default_root_dir=run_dir,
         callbacks=build_callbacks(cfg, run_dir / "checkpoints", band),
-        logger=[
-            CSVLogger(run_dir, name="logs", version=""),
-            TensorBoardLogger(run_dir, name="logs", version=""),
-        ],
+        logger=run_loggers(run_dir, resumed_step),
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
         # Bidirectional epochs read another loader than the ones after them (the data module).
         reload_dataloaders_every_n_epochs=1 if cfg.data.bidirectional_epochs else 0,
@@ -283,7 +284,9 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     # the band's state only: mapped, the weights are not read (Lightning reads them)
     saved = read_checkpoint(Path(resume), mmap=True) if resume else {}
     band = ChooseBudgetBand.saved_in(saved)
-    datamodule, module, trainer, seconds = attempt(cfg, run_dir, band, resume)
+    datamodule, module, trainer, seconds = attempt(
+        cfg, run_dir, band, resume, saved.get("global_step")
+    )
     chooser = next((c for c in trainer.callbacks if isinstance(c, ChooseBudgetBand)), None)
     if chooser is not None and chooser.start_over is not None:
         timer = time_budget(trainer)
@@ -303,10 +306,17 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     return metrics
 
 
-def attempt(cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float], resume: str | None):
+def attempt(
+    cfg: TrainConfig,
+    run_dir: Path,
+    band: tuple[int | None, float],
+    resume: str | None,
+    resumed_step: int | None = None,
+):
     """Build the run (with the settings of `band`'s chosen budget band, if any, and its
-    max_time less the seconds spent choosing it) and fit it, from the checkpoint `resume` if
-    given; returns the data module, the module, the trainer and the seconds the fit took."""
+    max_time less the seconds spent choosing it) and fit it, from the checkpoint `resume` (of
+    global step `resumed_step`) if given; returns the data module, the module, the trainer
+    and the seconds the fit took."""
     chosen, spent = band
     if chosen is not None:  # the same model, whether started over or resumed after
         set_before_building(cfg.budget_bands[chosen], cfg)
@@ -314,7 +324,7 @@ def attempt(cfg: TrainConfig, run_dir: Path, band: tuple[int | None, float], res
             cfg.trainer.max_time = less_time(cfg.trainer.max_time, spent)
     L.seed_everything(cfg.seed, workers=True)
     datamodule, module = build_module(cfg)
-    trainer = build_trainer(cfg, run_dir, band)
+    trainer = build_trainer(cfg, run_dir, band, resumed_step)
     return datamodule, module, trainer, fit(trainer, module, datamodule, resume)
 
 
