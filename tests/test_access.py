@@ -7,6 +7,7 @@ passes; the metrics move as requests are made, behind their token."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 from test_serve import serving
+
+from nmt.serving.libretranslate import PREFIX
 
 pytestmark = pytest.mark.xdist_group("serve")
 
@@ -166,3 +169,96 @@ def test_the_page_asks_for_a_key_and_shows_the_limits(server, tmp_path):
             page.screenshot(path=tmp_path / "keyed.png")
         finally:
             browser.close()
+
+
+# The gates on their own, in front of an app that answers 200: no server, no model.
+
+
+async def answer_ok(scope, receive, send) -> None:
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+def access_gate(**settings):
+    """An AccessGate (no keys, no limits unless given) over `answer_ok`."""
+    from nmt.serving.access import AccessGate, parse_limit
+
+    settings = {"keys": None, "requests": None, "chars": None} | settings
+    for name in ("requests", "chars"):
+        settings[name] = parse_limit(name, settings[name])
+    return AccessGate(answer_ok, internal="secret", max_body=1 << 20, **settings)
+
+
+def call(app, path: str, **request) -> httpx.Response:
+    """POST `path` to the ASGI `app`, in this process."""
+    import asyncio
+
+    async def post():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gate") as client:
+            return await client.post(path, **request)
+
+    return asyncio.run(post())
+
+
+def test_without_keys_a_made_up_key_does_not_open_a_window_of_its_own():
+    gate = access_gate(requests="2/minute")
+    statuses = [
+        call(gate, "/translate", json={"text": "A."}, headers={"Authorization": f"Bearer {i}"})
+        for i in range(3)
+    ]
+    assert [s.status_code for s in statuses] == [200, 200, 429]
+    assert "for this address" in statuses[2].json()["detail"]
+
+
+def test_characters_count_whatever_the_content_type_and_a_refusal_counts_for_nothing():
+    """curl -d sends /translate's JSON as a form; a LibreTranslate client a multipart form. A
+    request refused for its characters does not use one of the requests."""
+    gate = access_gate(requests="3/minute", chars="50/hour")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+
+    def translate(chars: int) -> int:
+        body = json.dumps({"text": "x" * chars})
+        return call(gate, "/translate", content=body, headers=form).status_code
+
+    assert [translate(30), translate(30), translate(5), translate(5)] == [200, 429, 200, 200]
+    assert translate(1) == 429  # the 4th request counted: 3 a minute
+    too_many = call(
+        access_gate(chars="50/hour"),
+        "/libretranslate/translate",
+        data={"q": "y" * 51, "source": "en", "target": "de"},
+        files={"unused": ("a.txt", b"")},  # multipart/form-data
+    )
+    assert too_many.status_code == 413 and set(too_many.json()) == {"error"}
+    assert "51 characters" in too_many.json()["error"]
+
+
+def test_a_multipart_form_names_its_key():
+    gate = access_gate(keys=[KEYS[0].encode()])
+    lt = {"q": "A.", "source": "en", "target": "de"}
+    multipart = {"unused": ("a.txt", b"")}
+    for key, status in ((KEYS[0], 200), ("x", 403)):
+        reply = call(gate, PREFIX + "/translate", data=lt | {"api_key": key}, files=multipart)
+        assert reply.status_code == status
+
+
+def test_only_the_servers_own_secret_keeps_a_request_out_of_the_metrics():
+    from nmt.serving.metrics import Metrics, MetricsGate
+
+    metrics = Metrics()
+    gate = MetricsGate(answer_ok, metrics=metrics, internal="secret", max_body=1 << 20)
+
+    counted = 'nmt_requests_total{route="/translate",status="200"}'
+
+    def requests() -> float:
+        from prometheus_client import generate_latest
+
+        page = generate_latest(metrics.registry).decode().splitlines()
+        return sum(float(line.split()[-1]) for line in page if line.startswith(counted))
+
+    call(gate, "/translate", json={"text": ["A."]}, headers={"X-NMT-Internal": "guessed"})
+    assert requests() == 1
+    call(gate, "/translate", json={"text": ["A."]}, headers={"X-NMT-Internal": "secret"})
+    assert requests() == 1

@@ -332,11 +332,43 @@ def test_libretranslate_clients_get_the_servers_translations(server, api, overfi
         ({"q": "A man.", "source": "en", "target": "es"}, "en to es is not available"),
         ({"source": "en", "target": "de"}, "missing q parameter"),
         ({"q": "A man.", "source": "en", "target": "de", "alternatives": 99}, "alternatives"),
+        ({"q": "A.", "source": "en", "target": "de", "alternatives": float("inf")}, "a number"),
         ({"q": ["A man."] * 17, "source": "en", "target": "de"}, "max_lines=16"),
     ]:
-        reply = httpx.post(url, json=body, timeout=60)
+        headers = {"Content-Type": "application/json"}  # json.dumps writes inf as Infinity
+        reply = httpx.post(url, content=json.dumps(body), headers=headers, timeout=60)
         assert reply.status_code in (400, 413), reply.text
         assert message in reply.json()["error"] and "\n" not in reply.json()["error"]
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "sample", "beam"])
+def test_libretranslate_alternatives_ask_a_search_the_server_takes(strategy):
+    """Whatever the server's own search, the n best it asks for is a beam /translate runs."""
+    from nmt.decoding.settings import search_problem
+    from nmt.serving.libretranslate import translate_body
+    from nmt.serving.schema import parse_request, request_search
+
+    default = DecodeConfig(strategy=strategy)
+    if strategy == "beam":
+        default = replace(default, beam_size=4, len_penalty=1.0)
+    body = translate_body(["A man."], "text", 2, default)
+    search = request_search(default, parse_request(json.dumps(body).encode()))
+    assert search_problem(search) is None
+    assert (search.strategy, search.nbest) == ("beam", 3)
+    assert search.len_penalty == (1.0 if strategy == "beam" else 0.6)  # decode=beam's
+
+
+def test_a_text_file_keeps_every_line_break_str_splitlines_knows():
+    """A form feed or U+2028 ends a line as "\n" does: each line translated on its own, its
+    break kept."""
+    from nmt.serving.files import translate_text_file
+
+    class Upper:
+        def translate(self, texts):
+            return [{"translation": text.upper()} for text in texts]
+
+    data = "one\x0ctwo\nthree\u2028four\r\n\nfive"
+    assert translate_text_file(Upper(), data.encode()).decode() == data.upper()
 
 
 def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):

@@ -8,9 +8,11 @@ An ASGI middleware in front of the routes that translate (POST /translate, /tran
   (hmac.compare_digest, no early exit), and keys are never logged (a limit names a key by
   the first 8 hex digits of its SHA-256).
 - limits (`limit_requests`, `limit_chars`: "60/minute", "100000/hour", the `limits`
-  library's notation): per key, or per client address without one, in a moving window
-  (`limits`' MovingWindowRateLimiter, in memory). Over: 429 naming the limit, with
-  Retry-After in seconds. Characters are those of the texts (a file's bytes).
+  library's notation): per key where the server has keys, else per client address (a key
+  that nothing checks would let a client pick a new window per request), in a moving window
+  (`limits`' MovingWindowRateLimiter, in memory). Over either: 429 naming the limit, with
+  Retry-After in seconds, and counted against none; more characters than a whole window:
+  413. Characters are those of the texts, read as the route reads them (a file's bytes).
 A route's own requests to /translate (loopback.py) carry a per-server secret header and pass:
 they were counted as the request that made them. Errors are one line, in the route's shape
 ({"error"} under /libretranslate, {"detail"} elsewhere).
@@ -24,15 +26,17 @@ import json
 import math
 import time
 from pathlib import Path
-from urllib.parse import parse_qs
 
 from limits import parse
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.requests import Request
 
 from nmt.cli import UsageError
 from nmt.serving.gate import replaying
-from nmt.serving.libretranslate import PREFIX
+from nmt.serving.libretranslate import PREFIX, Refused, fields
 
 GUARDED = ("/translate", "/translate_file", PREFIX + "/translate", PREFIX + "/detect")
 INTERNAL = b"x-nmt-internal"
@@ -59,17 +63,35 @@ def parse_limit(name: str, text: str | None):
         raise UsageError(f"{name}={text!r}: a rate like 60/minute or 100000/hour") from None
 
 
-def body_fields(body: bytes, content_type: str) -> dict:
-    """A JSON object's or a form's fields (empty when the body is neither)."""
-    if content_type.startswith("application/x-www-form-urlencoded"):
-        return {
-            k: v if len(v) > 1 else v[0] for k, v in parse_qs(body.decode(errors="replace")).items()
-        }
+def json_object(body: bytes) -> dict:
+    """A JSON object's fields (empty when the body is not one)."""
     try:
         found = json.loads(body or b"{}")
     except ValueError:
         return {}
     return found if isinstance(found, dict) else {}
+
+
+async def body_fields(scope, body: bytes) -> dict:
+    """The fields the guarded route of `scope` reads from `body` (empty where it cannot):
+    /translate's JSON whatever the content type says (its gate reads it so); a LibreTranslate
+    route's JSON or form, urlencoded or multipart; /translate_file's form fields but its file."""
+    if scope["path"] == "/translate":
+        return json_object(body)
+    request = Request(scope, replaying(body, disconnected))
+    try:
+        if scope["path"].startswith(PREFIX):
+            return await fields(request)
+        form = await request.form()
+        found = {key: value for key, value in form.items() if isinstance(value, str)}
+        await form.close()
+        return found
+    except (Refused, MultiPartException, HTTPException, ValueError):
+        return {}
+
+
+async def disconnected() -> dict:
+    return {"type": "http.disconnect"}
 
 
 def characters(path: str, fields: dict, body: bytes) -> int:
@@ -111,7 +133,7 @@ class AccessGate:
                 break
         body = b"".join(chunks)
         path = scope["path"]
-        fields = body_fields(body, headers.get(b"content-type", b"").decode())
+        fields = await body_fields(scope, body)
         key = self.key(headers, fields)
         refusal = self.check(key, scope, path, fields, body)
         if refusal is not None:
@@ -137,17 +159,21 @@ class AccessGate:
                 known |= hmac.compare_digest(key, candidate)
             if not known:
                 return 403, "invalid API key", []
-        if key is not None:
+        if self.keys is not None:  # a key checked above; without keys, any name would do
             who = "key " + hashlib.sha256(key).hexdigest()[:8]
         else:
             who = "address " + (scope.get("client") or ("unknown",))[0]
         costs = {"limit_requests": 1, "limit_chars": max(characters(path, fields, body), 1)}
         for name, item in self.limits:
-            if not self.limiter.hit(item, who, cost=costs[name]):
+            if costs[name] > item.amount:
+                return 413, f"{costs[name]} characters: over {name}={item} at once", []
+            if not self.limiter.test(item, who, cost=costs[name]):
                 reset = self.limiter.get_window_stats(item, who).reset_time
                 wait = max(1, math.ceil(reset - time.time()))
                 message = f"over {name}={item} for this {who.split()[0]}: retry in {wait} s"
                 return 429, message, [(b"retry-after", str(wait).encode())]
+        for name, item in self.limits:  # counted once every limit lets it through
+            self.limiter.hit(item, who, cost=costs[name])
         return None
 
     async def refuse(self, send, path: str, status: int, message: str, headers: list) -> None:

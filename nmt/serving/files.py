@@ -89,6 +89,10 @@ class Remote:
         return found
 
 
+# where str.splitlines breaks a line: a form feed or U+2028 too, not only "\n" and "\r"
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+
+
 def translate_text_file(remote: Remote, data: bytes) -> bytes:
     """Line by line, each line's ending kept; a blank line stays blank."""
     try:
@@ -96,7 +100,7 @@ def translate_text_file(remote: Remote, data: bytes) -> bytes:
     except UnicodeDecodeError as error:
         raise HTTPException(422, f"the file is not UTF-8 (byte {error.start})") from None
     lines = text.splitlines(keepends=True)
-    bodies = [line.rstrip("\r\n") for line in lines]
+    bodies = [line.rstrip(LINE_BREAKS) for line in lines]  # each line's break kept apart
     todo = [i for i, body in enumerate(bodies) if body.strip()]
     answers = remote.translate([bodies[i] for i in todo]) if todo else []
     out = ["" if body.strip() else body for body in bodies]

@@ -19,17 +19,42 @@ server's own POST /translate (loopback.py), in the same batches and under the sa
 
 from __future__ import annotations
 
+from functools import cache
+
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
+from omegaconf import OmegaConf
 from starlette.concurrency import run_in_threadpool
 
-from nmt.config import ServeConfig
+from nmt.config import CONF_DIR, ServeConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.serving.loopback import post_translate
 
 PREFIX = "/libretranslate"
 NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian"}
 MAX_ALTERNATIVES = 10
+
+
+@cache
+def beam_preset() -> DecodeConfig:
+    """The search of decode=beam: nmt/conf/decode/beam.yaml over DecodeConfig's defaults
+    (greedy.yaml)."""
+    settings = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "decode" / "beam.yaml"))
+    settings.pop("defaults", None)
+    return DecodeConfig(**settings)
+
+
+def translate_body(texts: list[str], fmt: str, alternatives: int, search: DecodeConfig) -> dict:
+    """The /translate request of LibreTranslate's: `texts` in format `fmt` and, for
+    `alternatives`, the n best of a beam (the server's `search` where it is a beam, else with
+    decode=beam's length penalty)."""
+    body: dict = {"text": texts, "format": fmt}
+    if alternatives:
+        beam = max(search.beam_size if search.strategy == "beam" else 1, alternatives + 1)
+        body["search"] = {"strategy": "beam", "beam_size": beam, "nbest": alternatives + 1}
+        if search.strategy != "beam":
+            body["search"]["len_penalty"] = beam_preset().len_penalty
+    return body
 
 
 class LanguageID:
@@ -97,12 +122,8 @@ def add_libretranslate(
             raise Refused(400, f"Invalid request: alternatives must be 0 to {MAX_ALTERNATIVES}")
         if fmt == "html":
             alternatives = 0  # as LibreTranslate: alternatives are for text
-        body: dict = {"text": texts, "format": fmt}
-        if alternatives:
-            beam = max(search.beam_size if search.strategy == "beam" else 1, alternatives + 1)
-            body["search"] = {"strategy": "beam", "beam_size": beam, "nbest": alternatives + 1}
         try:
-            answer = post_translate(cfg, body, internal)
+            answer = post_translate(cfg, translate_body(texts, fmt, alternatives, search), internal)
         except HTTPException as error:
             raise Refused(error.status_code, str(error.detail)) from None
         found = answer["translation"]
@@ -127,7 +148,7 @@ def add_libretranslate(
                     raise Refused(400, f"Invalid request: missing {name} parameter")
             try:
                 alternatives = int(given.get("alternatives") or 0)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 is inf
                 raise Refused(400, "Invalid request: alternatives must be a number") from None
             return await run_in_threadpool(
                 translate,

@@ -120,26 +120,35 @@ def worker_metrics() -> bytes:
 
 
 class MetricsGate:
-    """ASGI middleware: counts the translating routes' requests into `metrics`."""
+    """ASGI middleware: counts the translating routes' requests into `metrics`; the routes'
+    own calls carry the secret `internal`; bodies are read up to `max_body` bytes, the most a
+    guarded route takes."""
 
-    def __init__(self, app, *, metrics: Metrics):
-        self.app, self.metrics = app, metrics
+    def __init__(self, app, *, metrics: Metrics, internal: str, max_body: int):
+        self.app, self.metrics, self.internal, self.max_body = (
+            app,
+            metrics,
+            internal.encode(),
+            max_body,
+        )
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path")
         if scope["type"] != "http" or scope["method"] != "POST" or path not in GUARDED:
             await self.app(scope, receive, send)
             return
-        chunks = []
+        chunks, size = [], 0
 
         async def reading():
+            nonlocal size
             message = await receive()
-            if message["type"] == "http.request" and len(chunks) < 64:
+            if message["type"] == "http.request" and size <= self.max_body:
                 chunks.append(message.get("body", b""))
+                size += len(chunks[-1])
             return message
 
         status = 500
-        internal = dict(scope["headers"]).get(INTERNAL) is not None
+        internal = hmac.compare_digest(dict(scope["headers"]).get(INTERNAL, b""), self.internal)
 
         async def sending(message):
             nonlocal status
@@ -155,8 +164,7 @@ class MetricsGate:
             await self.app(scope, reading, sending)
         finally:
             body = b"".join(chunks)
-            kind = dict(scope["headers"]).get(b"content-type", b"").decode()
-            fields = body_fields(body, kind) if path != "/translate_file" else {}
+            fields = await body_fields(scope, body) if path != "/translate_file" else {}
             if path == "/translate" and status == 200:
                 m.characters.inc(characters(path, fields, body))
             if not internal:

@@ -169,7 +169,8 @@ def access_settings(cfg: ServeConfig, internal: str, metrics: Metrics) -> list[t
         settings = {"keys": keys, "requests": requests, "chars": chars, "internal": internal}
         found.append((AccessGate, settings | {"max_body": cfg.max_file_bytes}))
     if cfg.metrics:  # outermost: it counts what the gates refuse too
-        found.append((MetricsGate, {"metrics": metrics}))
+        settings = {"metrics": metrics, "internal": internal, "max_body": cfg.max_file_bytes}
+        found.append((MetricsGate, settings))
     if cfg.cors_origins:
         cors = {"allow_origins": list(cfg.cors_origins), "allow_methods": ["GET", "POST"]}
         found.append((CORSMiddleware, cors | {"allow_headers": ["Authorization", "Content-Type"]}))
