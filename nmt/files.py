@@ -128,6 +128,28 @@ def read_chunks(stream: Iterable[bytes], size: int, name: str) -> Iterator[list[
         yield chunk
 
 
+def paired_chunks(
+    chunks: Iterator[list[str]], others: Iterator[list[str]], name: str, others_name: str
+) -> Iterator[tuple[list[str], list[str]]]:
+    """Two files' chunks (`read_chunks`, one size), line for line; a UsageError (one line)
+    where `others` has fewer or more lines than `chunks` ("tgt=b.de has fewer lines than
+    src=a.en (from line 4)")."""
+    from nmt.cli import UsageError
+
+    total = 0
+    for lines in chunks:
+        paired = next(others, [])
+        if len(paired) < len(lines):
+            where = f"from line {total + len(paired) + 1}"
+            raise UsageError(f"{others_name} has fewer lines than {name} ({where})")
+        if len(paired) > len(lines):
+            raise UsageError(f"{others_name} has more lines than {name} ({total + len(lines)})")
+        yield lines, paired
+        total += len(lines)
+    if next(others, None):
+        raise UsageError(f"{others_name} has more lines than {name} ({total})")
+
+
 def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
     """Binary lines as text. Only "\\n" ends a line, and one final "\\r" is dropped (CRLF
     files); bytes that are not UTF-8 become U+FFFD, with a warning naming the first such line

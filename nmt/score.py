@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ScoreConfig, register_configs
-from nmt.files import atomic_path, read_chunks
+from nmt.files import atomic_path, paired_chunks, read_chunks
 from nmt.inference.loading import check_model, load
 from nmt.inference.output_text import score_columns
 
@@ -50,19 +50,13 @@ def run(cfg: ScoreConfig) -> int:
             sink = sys.stdout
         show = show_progress(cfg.progress, default=True)
         with progress_bar(show, desc="scoring", unit=" pairs") as bar:
-            for lines in sources:
-                wanted = next(targets, [])
-                if len(wanted) != len(lines):
-                    raise UsageError(
-                        f"tgt={cfg.tgt} has fewer lines than src={cfg.src} "
-                        f"(from line {total + len(wanted) + 1})"
-                    )
+            for lines, wanted in paired_chunks(
+                sources, targets, f"src={cfg.src}", f"tgt={cfg.tgt}"
+            ):
                 for scores in engine.score(lines, wanted, total + 1):
                     sink.write(score_columns(scores) + "\n")
                 total += len(lines)
                 bar.update(len(lines))
-            if next(targets, None):
-                raise UsageError(f"tgt={cfg.tgt} has more lines than src={cfg.src} ({total})")
     return total
 
 

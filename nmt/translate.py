@@ -43,7 +43,7 @@ from nmt.documents.markup import translate_html
 from nmt.documents.output_lines import output_lines
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
-from nmt.files import atomic_path, read_chunks, write_bytes
+from nmt.files import atomic_path, paired_chunks, read_chunks, write_bytes
 from nmt.inference.loading import check_model, load
 from nmt.inference.search_choice import choose_search
 from nmt.model import ModelConfig
@@ -140,22 +140,16 @@ def translate_stream(
     total = 0
     splitter = SentenceSplitter(max_words=cfg.segment_max_words)
     name = getattr(source, "name", "input")
-    prefix_chunks = read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file) if prefixes else None
+    chunks = ((lines, None) for lines in read_chunks(source, cfg.chunk_lines, name))
+    if prefixes:
+        chunks = paired_chunks(
+            read_chunks(source, cfg.chunk_lines, name),
+            read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file),
+            "the input",
+            f"prefix_file={cfg.prefix_file}",
+        )
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
-        for lines in read_chunks(source, cfg.chunk_lines, name):
-            forced = None
-            if prefix_chunks is not None:
-                forced = next(prefix_chunks, [])
-                if len(forced) < len(lines):
-                    raise UsageError(
-                        f"prefix_file={cfg.prefix_file} has fewer lines than the input "
-                        f"(from line {total + len(forced) + 1})"
-                    )
-                if len(forced) > len(lines):
-                    raise UsageError(
-                        f"prefix_file={cfg.prefix_file} has more lines than the input "
-                        f"({total + len(lines)})"
-                    )
+        for lines, forced in chunks:
             found = translate_texts(
                 engine,
                 lines,
@@ -173,8 +167,6 @@ def translate_stream(
             sink.flush()
             total += len(lines)
             bar.update(len(lines))
-    if prefix_chunks is not None and next(prefix_chunks, None):
-        raise UsageError(f"prefix_file={cfg.prefix_file} has more lines than the input ({total})")
     return total
 
 

@@ -21,6 +21,7 @@ from nmt.decoding.penalties import (
     length_penalty,
     max_output_lengths,
     normalized_score,
+    output_length,
     sentence_done,
 )
 from nmt.decoding.search import translate_batch
@@ -121,6 +122,14 @@ def test_max_output_lengths() -> None:
     assert max_output_lengths(src_lengths, 1.5, 2, 20).tolist() == [6, 17, 2]
     assert max_output_lengths(src_lengths, 1.5, 2, 10).tolist() == [6, 9, 2]
     assert max_output_lengths(src_lengths, 0.0, 0, 10).tolist() == [0, 0, 0]
+    # the torch search's limits and the planner's (CTranslate2's) agree, to the integer the
+    # decimal a * |x| + b is: 1.4 * 45 = 63 (62.99... in floats), 1.3 * 90 = 117
+    assert max_output_lengths(torch.tensor([45, 90]), 1.4, 0, 1024).tolist() == [63, 126]
+    assert max_output_lengths(torch.tensor([90]), 1.3, 0, 1024).tolist() == [117]
+    lengths = torch.arange(300)
+    for a in [k / d for d in (10, 20, 100) for k in range(1, 3 * d)]:
+        expected = [output_length(a, n, 0) for n in range(300)]
+        assert max_output_lengths(lengths, a, 0, 1024).tolist() == expected, a
 
 
 def test_stopping_rule_by_hand() -> None:

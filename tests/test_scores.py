@@ -92,6 +92,10 @@ def test_an_ensemble_of_one_model_twice_scores_as_the_model(model_pt, overfit_en
 def test_words_group_pieces_from_each_space():
     assert word_spans(["\u2581Ein", "\u2581Hem", "d", "."]) == [(0, 1), (1, 4)]
     assert word_spans(["\u2581", "\u00c4", "rger", "\u2581ja"]) == [(0, 3), (3, 4)]
+    # a trailing space is no word of its own: the words are those of the text's split()
+    pieces = ["\u2581Hund", "\u2581", "\u2581"]
+    assert len(word_spans(pieces)) == len("".join(pieces).replace("\u2581", " ").split()) == 1
+    assert scores(pieces, [-0.1, -0.2, -0.3, -0.4]).word_log_probs == pytest.approx([-0.6])
     got = scores(["\u2581Ein", "\u2581Hem", "d", "."], [-0.1, -0.2, -0.3, -0.4, -0.5])
     assert got.words == ["Ein", "Hemd."] and got.word_log_probs == pytest.approx([-0.1, -0.9])
     assert got.mean_log_prob == pytest.approx(-0.3)
@@ -137,7 +141,13 @@ def test_score_and_translate_scores_write_the_same_columns_line_for_line(
     short = run_module("nmt.score", [f"ckpt={model_pt}", f"src={src}", f"tgt={tgt}"], tmp_path)
     assert short.returncode == 2
     message = short.stderr.decode().strip().splitlines()[-1]
-    assert "fewer lines than src" in message
+    assert "fewer lines than src" in message and message.endswith("(from line 2)")
+    tgt.write_text("Ein Mann.\n" * (len(lines) + 2), encoding="utf-8")
+    args = [f"ckpt={model_pt}", f"src={src}", f"tgt={tgt}", "chunk_lines=4"]
+    long = run_module("nmt.score", args, tmp_path)
+    message = long.stderr.decode().strip().splitlines()[-1]
+    assert long.returncode == 2
+    assert message.endswith(f"has more lines than src={src} ({len(lines)})")
     both = run_module("nmt.translate", [f"ckpt={model_pt}", "scores=true", "nbest=2"], tmp_path)
     assert both.returncode == 2 and b"scores=true scores the best" in both.stderr
 

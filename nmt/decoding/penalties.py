@@ -7,11 +7,16 @@ hypothesis ends with EOS, by choice of the model or forced at the maximum length
 
 from __future__ import annotations
 
+import math
 from typing import TypeVar
 
 from torch import Tensor
 
 Number = TypeVar("Number", float, Tensor)
+
+
+# a * |x| + b lands a hair under the integer it is meant to be (1.4 * 45 = 62.99...)
+LENGTH_SLACK = 1e-9
 
 
 def length_penalty(length: Number, alpha: float, norm: str = "gnmt") -> Number:
@@ -36,9 +41,16 @@ def max_output_lengths(src_lengths: Tensor, a: float, b: int, max_positions: int
     """(B,) source lengths |x| -> (B,) long: most tokens a hypothesis may hold, EOS excluded.
 
     floor(a * |x| + b), at least 0 and at most max_positions - 1: the decoder reads BOS and
-    then every output token but the last, and the last (EOS) is forced at this length.
+    then every output token but the last, and the last (EOS) is forced at this length. In
+    float64 with LENGTH_SLACK, as `output_length` (a = 1.4, |x| = 45: 63, not 62.99...).
     """
-    return (a * src_lengths + b).floor().long().clamp(0, max_positions - 1)
+    lengths = (a * src_lengths.double() + b + LENGTH_SLACK).floor().long()
+    return lengths.clamp(0, max_positions - 1)
+
+
+def output_length(a: float, length: int, b: int) -> int:
+    """floor(a * length + b) for one sentence, as `max_output_lengths` computes it."""
+    return math.floor(a * length + b + LENGTH_SLACK)
 
 
 def best_reachable_score(

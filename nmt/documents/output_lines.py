@@ -11,13 +11,14 @@ def output_lines(
     found: list[Translation], nbest: int, scores: bool = False, alignments: bool = False
 ) -> list[str]:
     """Per text: its best translation, or with nbest > 1 its alternatives as
-    "translation<TAB>score" pairs joined by tabs, best first ("" where there are none).
+    "translation<TAB>score" pairs joined by tabs, best first (where there are none, what the
+    text keeps as it is: "" for a blank line, "---" for a rule).
     `alignments` adds each alternative's Pharaoh word alignment after its score; for the best
     translation alone, after the scores' columns (`scores`, output_text.score_columns)."""
     lines = []
     for t in found:
         if nbest > 1:
-            fields = []
+            fields = [] if t.alternatives else [one_line(t.empty)]
             for k, (text, score) in enumerate(t.alternatives):
                 fields += [one_line(text), f"{score:.4f}"]
                 fields += [pharaoh(t.alignments[k])] if alignments else []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from nmt.decoding.penalties import output_length
 from nmt.decoding.settings import DecodeConfig
 from nmt.tokenizer import Tokenizer
 
@@ -89,7 +90,8 @@ def encode_prefixes(
 def max_output_length(search: DecodeConfig, source: list[int], prefix: list[int], limit: int):
     """Most output tokens (EOS excluded) for a source of ids (EOS included): a * |x| + b,
     at most `limit`, and at least the prefix (nmt.decoding.penalties.max_output_lengths)."""
-    return max(min(int(search.max_len_a * len(source) + search.max_len_b), limit), len(prefix))
+    most = output_length(search.max_len_a, len(source), search.max_len_b)
+    return max(min(most, limit), len(prefix))
 
 
 @dataclass

@@ -43,9 +43,10 @@ class Scores:
 
 
 def word_spans(pieces: list[str]) -> list[tuple[int, int]]:
-    """[start, end) piece ranges of the words of `pieces` (EOS excluded by the caller). A
-    piece that is only "▁" (a space before a piece the vocabulary has no ▁-form of) starts
-    its word with the next piece."""
+    """[start, end) piece ranges of the words of `pieces` (EOS excluded by the caller), one
+    per word of the decoded text's `split()`. A piece that is only "▁" (a space before a piece
+    the vocabulary has no ▁-form of) starts its word with the next piece; with no word after
+    it (a trailing space), it ends the word before."""
     spans: list[tuple[int, int]] = []
     for i, piece in enumerate(pieces):
         starts = piece.startswith(WORD_START) and (i == 0 or pieces[i - 1] != WORD_START)
@@ -53,6 +54,8 @@ def word_spans(pieces: list[str]) -> list[tuple[int, int]]:
             spans.append((i, i + 1))
         else:
             spans[-1] = (spans[-1][0], i + 1)
+    if len(spans) > 1 and not "".join(pieces[spans[-1][0] :]).strip(WORD_START + " "):
+        spans[-2:] = [(spans[-2][0], len(pieces))]
     return spans
 
 
