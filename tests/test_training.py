@@ -98,7 +98,8 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
     """Also with guided alignment: each resumed batch brings its own word links."""
     from conftest import compose_train_config, overfit_training
 
-    from nmt.training.fit import train
+    from nmt.checkpoint import saved_step
+    from nmt.training.fit import resolve_resume, train
 
     def config(run_dir, extra):
         extra = [*extra, *(GUIDED if guided else [])]
@@ -111,6 +112,8 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
     a, rows_a = read_metrics_csv(whole), read_metrics_rows(whole)
     checkpoint = whole / "checkpoints" / "periodic" / "step000003.ckpt"
     assert checkpoint.is_file()
+    os.utime(checkpoint)  # the newest file now, as a copy of the folder may leave it
+    assert saved_step(resolve_resume("last", whole / "checkpoints")) == 8  # the latest step
     # resumed in its own folder, as after an interruption: steps 3-7 are logged again
     train(config(whole, [f"ckpt_path={checkpoint}"]), whole)
     b, rows_b = read_metrics_csv(whole), read_metrics_rows(whole)

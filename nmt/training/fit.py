@@ -24,7 +24,13 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.plugins import TorchCheckpointIO
 
-from nmt.checkpoint import Checkpoint, load_checkpoint, read_checkpoint, save_checkpoint
+from nmt.checkpoint import (
+    Checkpoint,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+    saved_step,
+)
 from nmt.cli import UsageError
 from nmt.config import EvaluateConfig, TrainConfig
 from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
@@ -116,12 +122,15 @@ def build_callbacks(
 
 
 def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
-    """`last` means the newest checkpoint this run folder has written (checkpoints/**/*.ckpt,
-    periodic and per-epoch ones included); anything else is a path."""
+    """`last` means the checkpoint of the latest step this run folder has written
+    (checkpoints/**/*.ckpt, periodic and per-epoch ones included; the newest file of that
+    step), whatever order a copy of the folder gave their times; anything else is a path."""
     if ckpt_path is None:
         return None
     if ckpt_path == "last":
-        written = sorted(checkpoint_dir.rglob("*.ckpt"), key=lambda p: p.stat().st_mtime_ns)
+        written = sorted(
+            checkpoint_dir.rglob("*.ckpt"), key=lambda p: (saved_step(p), p.stat().st_mtime_ns)
+        )
         if not written:
             raise FileNotFoundError(f"ckpt_path=last: no checkpoint under {checkpoint_dir}")
         return str(written[-1])
