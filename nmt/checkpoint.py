@@ -79,6 +79,33 @@ class CheckpointError(ValueError):
     """A file that cannot be loaded as a checkpoint; the message is one line."""
 
 
+def check_combinable(
+    first_path, first: Checkpoint, path, other: Checkpoint, what: str, same_shape: bool = False
+) -> None:
+    """CheckpointError (one line) if `other` cannot join `first` in `what` ("ensemble members",
+    "averaged checkpoints"): another tokenizer or direction, or with `same_shape` weights of
+    other names or shapes."""
+    if other.tokenizer.model_bytes != first.tokenizer.model_bytes:
+        raise CheckpointError(
+            f"{path} has another tokenizer than {first_path}: {what} must share one"
+        )
+    if (other.src_lang, other.tgt_lang) != (first.src_lang, first.tgt_lang):
+        raise CheckpointError(
+            f"{path} translates {other.src_lang}->{other.tgt_lang} but {first_path} "
+            f"{first.src_lang}->{first.tgt_lang}"
+        )
+    if not same_shape:
+        return
+    mine = {k: tuple(v.shape) for k, v in first.model.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in other.model.state_dict().items()}
+    if mine != theirs:
+        name = next(k for k in sorted(mine.keys() | theirs.keys()) if mine.get(k) != theirs.get(k))
+        raise CheckpointError(
+            f"{path} has another model shape than {first_path} ({name}: {theirs.get(name)} "
+            f"against {mine.get(name)}): {what} must share one"
+        )
+
+
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """An inference checkpoint or a Lightning checkpoint of `nmt.train`, its model in float32
     on the CPU (engines place it: nmt.inference).

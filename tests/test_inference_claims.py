@@ -413,6 +413,22 @@ def test_an_ensemble_member_with_another_tokenizer_or_direction_is_refused_in_on
     assert str(member) in err[0] and message in err[0]
 
 
+@pytest.mark.parametrize("differs", ["shape", "direction"])
+def test_averaging_checkpoints_that_do_not_belong_together_is_refused_in_one_line(
+    differs, model_pt, second_model, tmp_path
+):
+    """nmt.average of another shape (the pre-norm model of other depths) or direction."""
+    other = second_model
+    message = f"has another model shape than {model_pt} ("
+    if differs == "direction":
+        other = rewrite_checkpoint(model_pt, tmp_path / "de_en.pt", src_lang="de", tgt_lang="en")
+        message = f"translates de->en but {model_pt} en->de"
+    args = [f"checkpoints=[{other},{model_pt}]", f"output={tmp_path / 'avg.pt'}"]
+    code, out, err = command("nmt.average", args, tmp_path)
+    assert code != 0 and not (tmp_path / "avg.pt").exists()
+    assert len(err) == 1 and err[0].startswith("nmt.average: error:") and message in err[0], err
+
+
 # --- pre-norm ---
 
 TINY = dict(vocab_size=40, d_model=16, n_heads=2, d_ff=24, encoder_layers=2, decoder_layers=2)

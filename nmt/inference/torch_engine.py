@@ -14,7 +14,7 @@ import torch
 from nmt import cpu
 from nmt.checkpoint import (
     Checkpoint,
-    CheckpointError,
+    check_combinable,
     load_checkpoint,
     store_info,
     store_search,
@@ -95,15 +95,7 @@ class TorchEngine(Engine):
             member.model.to(device=place, dtype=DTYPES[dtype]).eval()
         first = members[0]
         for path, member in zip(paths[1:], members[1:], strict=True):
-            if member.tokenizer.model_bytes != first.tokenizer.model_bytes:
-                raise CheckpointError(
-                    f"{path} has another tokenizer than {paths[0]}: ensemble members must share one"
-                )
-            if (member.src_lang, member.tgt_lang) != (first.src_lang, first.tgt_lang):
-                raise CheckpointError(
-                    f"{path} translates {member.src_lang}->{member.tgt_lang} but {paths[0]} "
-                    f"{first.src_lang}->{first.tgt_lang}"
-                )
+            check_combinable(paths[0], first, path, member, "ensemble members")
         if len(members) > 1:
             first = Checkpoint(
                 Ensemble([member.model for member in members]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nmt.checkpoint import Checkpoint, load_checkpoint, saved_info
+from nmt.checkpoint import Checkpoint, check_combinable, load_checkpoint, saved_info
 
 
 def checkpoints_by_step(folder: Path) -> list[Path]:
@@ -35,14 +35,17 @@ def select_checkpoints(folder: Path, last: int) -> list[Path]:
 
 
 def average_checkpoints(paths: list[Path]) -> Checkpoint:
-    """Mean of the weights (in float32); config, tokenizer and direction from the last one.
+    """Mean of the weights (in float32); config, tokenizer and direction from the last one,
+    which every other must share, with its weights' shapes (CheckpointError, one line).
     The checkpoints are read one at a time into a running float32 sum, so memory holds the
     sum and two models however many are averaged."""
     reference = load_checkpoint(paths[-1])
     weights = reference.model.state_dict()
     sums = {name: weight.float().clone() for name, weight in weights.items()}  # not in place
     for path in paths[:-1]:
-        for name, weight in load_checkpoint(path).model.state_dict().items():
+        other = load_checkpoint(path)
+        check_combinable(paths[-1], reference, path, other, "averaged checkpoints", True)
+        for name, weight in other.model.state_dict().items():
             sums[name] += weight.float()
     reference.model.load_state_dict(
         {name: (total / len(paths)).to(weights[name].dtype) for name, total in sums.items()}
