@@ -256,6 +256,16 @@ class TrainConfig:
                 f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
             )
         check_bands(self.budget_bands, max(self.checkpoint.average_last_epochs, default=0))
+        roles = self.data.splits
+        missing = [role for role in ("train", "valid") if role not in roles]
+        if missing:  # found at the start, not at the first validation
+            raise ValueError(f"data.splits has no {' or '.join(missing)} role (roles: {roles})")
+        unknown = [role for role in self.final_evaluation.splits if role not in roles]
+        if unknown:  # found at the start, not after the hours of training
+            raise ValueError(
+                f"final_evaluation.splits={unknown} not in data.splits (roles: "
+                f"{', '.join(roles)})"
+            )
         fitted = self.optim.ends_at_budget
         budgets = (self.trainer.max_steps > 0, self.trainer.max_epochs, self.trainer.max_time)
         if fitted and not any(budgets):

@@ -81,6 +81,8 @@ def test_typos_and_wrong_types_fail_at_start_up(override):
         ("checkpoint.average_last_epochs=[5,0]", "checkpoint.average_last_epochs lists"),
         ("model.pad_id=1", "model.pad_id must be 0"),
         ("val_bleu=false", "val_bleu=false logs no val/bleu"),
+        ("final_evaluation.splits=[val,test]", r"final_evaluation.splits=\['val'\] not in data"),
+        ("~data.splits.valid", "data.splits has no valid role"),
     ],
 )
 def test_values_out_of_range_fail_at_start_up_naming_the_key(override, message):
