@@ -263,8 +263,7 @@ class TrainConfig:
         unknown = [role for role in self.final_evaluation.splits if role not in roles]
         if unknown:  # found at the start, not after the hours of training
             raise ValueError(
-                f"final_evaluation.splits={unknown} not in data.splits (roles: "
-                f"{', '.join(roles)})"
+                f"final_evaluation.splits={unknown} not in data.splits (roles: {', '.join(roles)})"
             )
         fitted = self.optim.ends_at_budget
         budgets = (self.trainer.max_steps > 0, self.trainer.max_epochs, self.trainer.max_time)

@@ -58,17 +58,20 @@ def test_the_recipe_has_three_bands_and_keeps_itself_above_7000(recipe):
     assert recipe.budget_bands[-1].settings == {}  # fast machines: the recipe as it is
 
 
+@pytest.mark.parametrize("fixed_end", [False, True], ids=["fitted_cosine", "total_steps"])
 @pytest.mark.parametrize("updates_per_hour", [2200, 5500, 10000])
 def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
-    recipe, updates_per_hour, monkeypatch, caplog
+    recipe, updates_per_hour, fixed_end, monkeypatch, caplog
 ):
     """Updates at a steady mocked pace under a one-hour budget: FitScheduleToBudget estimates
     the hour's updates, ChooseBudgetBand takes the band holding them once a minute has passed,
     sets its dropout on every dropout of the model and its schedule fields on the optimizer's
-    config, and says so; or, for a band of another shape, stops the run to start over."""
+    config, and says so; or, for a band of another shape, stops the run to start over. With
+    optim.total_steps the bands are chosen alike and the cosine ends where it says."""
     clock = Clock()
     monkeypatch.setattr(budget.time, "monotonic", clock.monotonic)
-    cfg = compose_train_config(["experiment=multi30k_cpu"])
+    fixed = ["optim.total_steps=50000"] if fixed_end else []
+    cfg = compose_train_config(["experiment=multi30k_cpu", *fixed])
     model = Transformer(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=16, dropout=0.3))
     optim = cfg.optim
     module = SimpleNamespace(
@@ -84,7 +87,9 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
         estimated_stepping_batches=math.inf,
         strategy=SimpleNamespace(broadcast=lambda value, src=0: value),
     )
-    fit, choose = FitScheduleToBudget(), ChooseBudgetBand(cfg.budget_bands, cfg)
+    fit = FitScheduleToBudget(fits_schedule=not fixed_end)
+    choose = ChooseBudgetBand(cfg.budget_bands, cfg)
+    trainer.callbacks += [fit, choose]
     with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
         for callback in (fit, choose):
             callback.on_train_start(trainer, module)
@@ -98,7 +103,8 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
             assert trainer.global_step < updates_per_hour
     assert clock.now >= PACE_SECONDS
     expected = band_for(recipe.budget_bands, updates_per_hour)
-    assert abs(module.lr_schedule.total_steps - updates_per_hour) < 0.02 * updates_per_hour
+    assert abs(fit.total_steps - updates_per_hour) < 0.02 * updates_per_hour
+    assert module.lr_schedule.total_steps == (50000 if fixed_end else fit.total_steps)
     # the slow machine's band trains 3+3 layers: the run stops, to start over with that model
     assert changes_shape(expected, recipe) == (updates_per_hour == 2200)
     if changes_shape(expected, recipe):
@@ -114,9 +120,7 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
         wanted = expected.settings.get(f"optim.{name}", getattr(recipe.optim, name))
         assert getattr(optim, name) == wanted
     chosen_line = [r.message for r in caplog.records if r.message.startswith("Budget band ")]
-    assert (
-        len(chosen_line) == 1 and f"~{module.lr_schedule.total_steps:,} updates" in (chosen_line[0])
-    )
+    assert len(chosen_line) == 1 and f"~{fit.total_steps:,} updates" in (chosen_line[0])
 
 
 def test_the_command_line_wins_and_bad_bands_are_refused():

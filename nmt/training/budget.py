@@ -37,6 +37,12 @@ def steps_that_fit(step: int, steps_per_second: float, remaining: float) -> int:
     return step + int(max(remaining, 0.0) * steps_per_second)
 
 
+def estimated_updates(trainer: L.Trainer) -> int | None:
+    """FitScheduleToBudget's estimate of the run's last update (None before it has one)."""
+    fits = [c for c in trainer.callbacks if isinstance(c, FitScheduleToBudget)]
+    return fits[0].total_steps if fits else None
+
+
 class FitScheduleToBudget(L.Callback):
     """Sets the module's `lr_schedule.total_steps` (nmt.training.schedules) to the run's last
     update.
@@ -49,9 +55,14 @@ class FitScheduleToBudget(L.Callback):
     the first estimate the end is the step budget, the one saved in the checkpoint resumed
     from, or unknown (cosine then holds the peak after warmup). Rank 0's estimate is
     broadcast: DDP ranks follow one schedule. Logged as `train/scheduled_steps`.
+
+    With `fits_schedule` false (a cosine whose end optim.total_steps fixes) the estimate is
+    made all the same, for the budget bands (ChooseBudgetBand reads `total_steps`), and the
+    schedule is left as configured.
     """
 
-    def __init__(self):
+    def __init__(self, fits_schedule: bool = True):
+        self.fits_schedule = fits_schedule
         self.total_steps: int | None = None  # saved in checkpoints: a resume starts from it
         self._session_start: tuple[int, float] = (0, 0.0)  # (global step, monotonic time)
         self._estimated_at = -1  # the step of the last estimate (accumulated batches share one)
@@ -70,7 +81,8 @@ class FitScheduleToBudget(L.Callback):
         self._step_budget = trainer.estimated_stepping_batches
         if math.isfinite(self._step_budget) and (self._timer is None or self.total_steps is None):
             self.total_steps = int(self._step_budget)
-        pl_module.lr_schedule.total_steps = self.total_steps
+        if self.fits_schedule:
+            pl_module.lr_schedule.total_steps = self.total_steps
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args) -> None:
         start_step, start_time = self._session_start
@@ -85,8 +97,9 @@ class FitScheduleToBudget(L.Callback):
         if math.isfinite(self._step_budget):
             total = min(total, int(self._step_budget))
         self.total_steps = trainer.strategy.broadcast(total, src=0)
-        pl_module.lr_schedule.total_steps = self.total_steps
-        pl_module.log("train/scheduled_steps", float(self.total_steps))
+        if self.fits_schedule:
+            pl_module.lr_schedule.total_steps = self.total_steps
+            pl_module.log("train/scheduled_steps", float(self.total_steps))
 
 
 class ChooseBudgetBand(L.Callback):
@@ -145,10 +158,10 @@ class ChooseBudgetBand(L.Callback):
         if self._timed:
             if trainer.global_step % trainer.log_every_n_steps:
                 return  # FitScheduleToBudget re-estimates at these updates only
-            ready = elapsed >= PACE_SECONDS and pl_module.lr_schedule.total_steps is not None
+            ready = elapsed >= PACE_SECONDS and estimated_updates(trainer) is not None
             if not trainer.strategy.broadcast(ready, src=0):
                 return
-        total = pl_module.lr_schedule.total_steps
+        total = estimated_updates(trainer)
         if total is None:
             return
         band = band_for(self.bands, total)

@@ -108,7 +108,8 @@ def build_callbacks(
             )
         )
     if cfg.optim.follows_budget or cfg.budget_bands:
-        callbacks.append(FitScheduleToBudget())
+        # optim.total_steps fixes a cosine's end: the budget is then estimated for the bands alone
+        callbacks.append(FitScheduleToBudget(fits_schedule=cfg.optim.total_steps is None))
     if cfg.budget_bands:
         # reads the estimate above
         callbacks.append(ChooseBudgetBand(cfg.budget_bands, cfg, *band))
