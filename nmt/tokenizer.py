@@ -71,6 +71,15 @@ class Tokenizer:
             [self.sp.id_to_piece(i).startswith("\u2581") for i in range(self.vocab_size)]
         )
 
+    def word_texts(self, ids, word_starts: np.ndarray) -> list[str]:
+        """The words of a row of ids as `piece_words` groups them, each as one token without
+        spaces ("▁" where its pieces hold nothing else): `" ".join(...).split()` gives them
+        back one for one, which the text's own split() does not where it has a tab, a
+        no-break space or two spaces in a row."""
+        pieces = [self.sp.id_to_piece(int(i)) for i in ids]
+        texts = ("".join(pieces[span.start : span.stop]) for span in piece_words(ids, word_starts))
+        return ["\u2581".join(text.replace("\u2581", " ").split()) or "\u2581" for text in texts]
+
     def pieces(self, ids: list[int]) -> list[str]:
         """Ids -> their pieces, for attention plots."""
         return [self.sp.id_to_piece(i) for i in ids]
@@ -113,3 +122,10 @@ def pieces_stop_at_spaces(sp: spm.SentencePieceProcessor) -> bool:
     if not sp.encode("a", out_type=str)[0].startswith("▁"):
         return False
     return not any("▁" in sp.id_to_piece(i)[1:] for i in range(sp.get_piece_size()))
+
+
+def piece_words(ids, word_starts: np.ndarray) -> list[range]:
+    """The piece positions of each word of a row of ids: from a piece that begins a word
+    (`word_starts`, (V,) bool) to the next; the first piece begins one whatever it is."""
+    starts = [i for i in range(len(ids)) if word_starts[ids[i]] or i == 0]
+    return [range(a, b) for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)]

@@ -108,6 +108,28 @@ def test_aer_counts_sure_and_possible_links_as_och_and_ney(tmp_path: Path):
 # --- guided alignment (optim.alignment_weight, data.word_alignments) ---
 
 
+def test_the_aligner_reads_the_words_training_maps_its_links_onto(multi30k_dir):
+    """A tab, a no-break space or a double space splits a line's text into other words than
+    its pieces do: the aligner is given the pieces' words (Tokenizer.word_texts), one for one,
+    so no link after them shifts (nmt.data.encoding.add_word_alignments)."""
+    from conftest import ROOT
+
+    from nmt.tokenizer import Tokenizer, piece_words
+
+    tokenizer = Tokenizer((ROOT / "tokenizers" / "multi30k_ende_bpe8000.model").read_bytes())
+    starts = tokenizer.word_starts()
+    text = (multi30k_dir / "train.de").read_text(encoding="utf-8").splitlines()
+    lines = [line for line in text if "\xa0" in line or "  " in line or "\t" in line]
+    lines += ["A man\tin red", " leading and trailing  "]
+    shifted = 0
+    for line, ids in zip(lines, tokenizer.encode(lines), strict=True):
+        words = tokenizer.word_texts(ids, starts)
+        assert " ".join(words).split() == words and len(words) == len(piece_words(ids, starts))
+        shifted += len(line.split()) != len(words)
+    print(f"{shifted} of {len(lines)} lines split into other words than their pieces'")
+    assert shifted >= 40
+
+
 def test_guided_alignment_teaches_the_head_the_aligners_links(
     overfit_data, overfit_pairs, overfit_engine, tmp_path: Path
 ):

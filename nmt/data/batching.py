@@ -22,7 +22,7 @@ from torch import Tensor
 from torch.nn.utils.rnn import pad_sequence
 
 from nmt.data.bpe_dropout import BpeDropout
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import Tokenizer, piece_words
 from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
 log = logging.getLogger(__name__)
@@ -295,20 +295,14 @@ def collate_with_links(examples: list[dict], word_starts: np.ndarray) -> Batch:
         pairs = np.asarray(example["word_align"], dtype=np.int64).reshape(-1, 2)
         if not len(pairs):
             continue
-        src_words = _word_pieces(np.asarray(example["src_ids"], dtype=np.int64), word_starts)
-        tgt_words = _word_pieces(np.asarray(example["tgt_ids"], dtype=np.int64), word_starts)
+        src_words = piece_words(np.asarray(example["src_ids"], dtype=np.int64), word_starts)
+        tgt_words = piece_words(np.asarray(example["tgt_ids"], dtype=np.int64), word_starts)
         for s, t in pairs:
             if s < len(src_words) and t < len(tgt_words):
                 for tp in tgt_words[t]:
                     links.extend((row, tp, sp) for sp in src_words[s])
     batch.links = torch.tensor(links, dtype=torch.long).reshape(-1, 3)
     return batch
-
-
-def _word_pieces(ids: np.ndarray, word_starts: np.ndarray) -> list[range]:
-    """The piece positions of each word of a row of ids."""
-    starts = [i for i in range(len(ids)) if word_starts[ids[i]] or i == 0]
-    return [range(a, b) for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)]
 
 
 def _pad(seqs: list[list[int]]) -> Tensor:

@@ -73,7 +73,7 @@ class TranslationDataModule(L.LightningDataModule):
         tokenizer = tokenizer_for(cfg, self.tok_cfg, splits["train"])
         encoded = {role: encode_split(ds, tokenizer, cfg.num_proc) for role, ds in splits.items()}
         if cfg.word_alignments:
-            encoded["train"] = add_word_alignments(encoded["train"])
+            encoded["train"] = add_word_alignments(encoded["train"], tokenizer)
         encoded["train"] = clean_train(encoded["train"], cfg.max_len, cfg.max_len_ratio)
         return splits, tokenizer, encoded
 

@@ -109,20 +109,32 @@ def _encode_batch(batch: pa.Table, tokenizer: Tokenizer, id_type: type) -> pa.Ta
     return batch.append_column("blank", blank)  # a side empty after strip(): clean_train drops it
 
 
-def add_word_alignments(ds: datasets.Dataset) -> datasets.Dataset:
+def add_word_alignments(ds: datasets.Dataset, tokenizer: Tokenizer) -> datasets.Dataset:
     """Add `word_align`: each pair's symmetrised eflomal word alignment as flattened (source
     word, target word) pairs (nmt.data.word_alignment), computed over the whole split at once
     (the aligner learns from all of it) and cached like the ids, under the split's
-    fingerprint."""
+    fingerprint. The aligner reads each side as the tokenizer's words (`word_texts`), the
+    words training maps the links onto (nmt.data.batching), so a tab, a no-break space or a
+    double space in a line shifts no link."""
     return ds.map(
-        _align_all, batched=True, batch_size=None, desc="Word-aligning (eflomal)", num_proc=1
+        _align_all,
+        batched=True,
+        batch_size=None,
+        fn_kwargs={"tokenizer": tokenizer},
+        desc="Word-aligning (eflomal)",
+        num_proc=1,
     )
 
 
-def _align_all(batch: dict) -> dict:
+def _align_all(batch: dict, tokenizer: Tokenizer) -> dict:
     from nmt.data.word_alignment import align_corpus
 
-    links = align_corpus(batch["src"], batch["tgt"])
+    starts = tokenizer.word_starts()
+    src, tgt = (
+        [" ".join(tokenizer.word_texts(ids, starts)) for ids in batch[f"{side}_ids"]]
+        for side in ("src", "tgt")
+    )
+    links = align_corpus(src, tgt)
     return {"word_align": [[i for pair in sorted(pairs) for i in pair] for pairs in links]}
 
 
