@@ -287,8 +287,8 @@ def collate_with_links(examples: list[dict], word_starts: np.ndarray) -> Batch:
     """`collate`, and each example's word alignment ("word_align": flattened source word,
     target word pairs) as links between their pieces: every piece of the source word with
     every piece of the target word. `word_starts` (V,) bool: the ids whose piece begins a
-    word (a leading "▁"). A link to a word past the pair's pieces (its text did not split
-    into the aligner's words) is left out."""
+    word (a leading "▁"): the words the aligner read (nmt.data.encoding). A link past
+    the pair's pieces (from a cache of other words) is left out."""
     batch = collate(examples)
     links = []
     for row, example in enumerate(examples):
