@@ -334,6 +334,39 @@ def test_skipping_nonfinite_batches_is_refused_under_ddp(overfit_data, tmp_path)
         train(cfg, tmp_path / "run")
 
 
+@pytest.mark.parametrize("bad_rank", ["this", "another"])
+def test_a_nonfinite_loss_on_any_ddp_rank_stops_every_rank_at_that_batch(bad_rank, monkeypatch):
+    """With on_nonfinite_loss=stop, a rank whose own loss is finite stops too when another's
+    is not (the ranks' flags summed), rather than wait for it in the gradient all-reduce."""
+    from types import SimpleNamespace
+
+    from conftest import module_settings
+
+    from nmt.config import DecodeConfig, OptimConfig
+    from nmt.model import ModelConfig
+    from nmt.training.lightning_module import TranslationModule
+
+    cfg = ModelConfig(vocab_size=64, d_model=16, n_heads=2, d_ff=32)
+    module = TranslationModule(cfg, OptimConfig(), DecodeConfig(), 0, **module_settings())
+    loss = float("nan") if bad_rank == "this" else 2.0
+    one = torch.tensor(1.0)
+    monkeypatch.setattr(module, "shared_step", lambda batch: (torch.tensor(loss), one, 1))
+    summed = []
+
+    def reduce(flags, *, reduce_op):  # the two ranks' flags: this one's and the other's
+        summed.append(reduce_op)
+        return flags + (1.0 if bad_rank == "another" else 0.0)
+
+    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(reduce=reduce))
+    monkeypatch.setattr(TranslationModule, "trainer", trainer)
+    monkeypatch.setattr(TranslationModule, "global_step", 7)
+    batch = SimpleNamespace(indices=torch.tensor([0]))
+    message = "nan at step 7" if bad_rank == "this" else "not finite on another rank at step 7"
+    with pytest.raises(FloatingPointError, match=message):
+        module.training_step(batch, 0)
+    assert summed == ["sum"]
+
+
 def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     env = {
         **os.environ,

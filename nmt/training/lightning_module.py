@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 LOSS_UNIT = 1024
 
 
+def nonfinite_loss(value: float, step: int) -> str:
+    """What is wrong with a training loss of `value` at `step` ("" when it is finite)."""
+    return "" if math.isfinite(value) else f"the training loss is {value} at step {step}"
+
+
 class TranslationModule(L.LightningModule):
     def __init__(
         self,
@@ -136,8 +141,17 @@ class TranslationModule(L.LightningModule):
             loss_sum, nll_sum, ntokens = self.rdrop_step(batch)
         else:
             loss_sum, nll_sum, ntokens = self.shared_step(batch)
-        if not math.isfinite(loss_sum.item()):
-            problem = f"the training loss is {loss_sum.item()} at step {self.global_step}"
+        problem = nonfinite_loss(loss_sum.item(), self.global_step)
+        if self.on_nonfinite_loss == "stop" and self.trainer.world_size > 1:
+            # every rank stops at this batch, or the others would wait in the gradient all-reduce
+            flags = self.trainer.strategy.reduce(
+                loss_sum.new_tensor([float(bool(problem))]), reduce_op="sum"
+            )
+            if flags.item() and not problem:
+                problem = (
+                    f"the training loss is not finite on another rank at step {self.global_step}"
+                )
+        if problem:
             if self.on_nonfinite_loss == "skip":
                 log.warning("%s: batch skipped, weights unchanged", problem)
                 return None  # Lightning then skips backward and the optimizer step
