@@ -272,6 +272,12 @@ class TrainConfig:
                 "optim.schedule=cosine with optim.total_steps=null ends at the run's budget: "
                 "set trainer.max_steps, max_epochs or max_time (or optim.total_steps)"
             )
+        by_epochs = self.trainer.max_steps <= 0 and not self.trainer.max_time
+        if self.data.bidirectional_epochs and by_epochs and (fitted or self.budget_bands):
+            raise ValueError(  # Lightning counts every epoch's updates as the first's, doubled
+                "data.bidirectional_epochs doubles its epochs' updates, which a budget of "
+                "trainer.max_epochs cannot count ahead: set trainer.max_steps or max_time"
+            )
         if self.optim.warmup_fraction is not None and not any(budgets):
             raise ValueError(
                 "optim.warmup_fraction fits the warmup to the run's budget: set "

@@ -90,6 +90,15 @@ def test_values_out_of_range_fail_at_start_up_naming_the_key(override, message):
         compose_train([override])
 
 
+def test_doubled_epochs_under_an_epoch_budget_with_a_fitted_schedule_are_refused():
+    """Lightning would count every epoch's updates as the first, doubled, epoch's: the
+    schedule fitted to that count would end far from the run's end."""
+    by_epochs = ["data.bidirectional_epochs=2", "trainer.max_time=null", "trainer.max_epochs=20"]
+    with pytest.raises(ValueError, match="set trainer.max_steps or max_time"):
+        compose_train(by_epochs)
+    assert compose_train([*by_epochs, "trainer.max_steps=3000"]).data.bidirectional_epochs == 2
+
+
 def test_translate_config_composes():
     cfg = compose("translate", ["ckpt=x.pt", "decode=beam", "nbest=3"])
     assert isinstance(cfg, TranslateConfig)
