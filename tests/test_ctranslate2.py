@@ -239,3 +239,24 @@ def test_parallel_workers_give_the_outputs_of_one(exported, val_lines):
     lines = val_lines[0][:40]
     expected = [[h.tokens for h in n] for n in one.translate(lines, BEAM)]
     assert [[h.tokens for h in n] for n in two.translate(lines, BEAM)] == expected
+
+
+def test_a_hypothesis_cut_at_the_length_limit_has_the_log_prob_of_its_tokens(exported, val_lines):
+    """CTranslate2 scores a hypothesis that reaches the limit without EOS (ours forces EOS and
+    counts it: docs/guide.md): its log-prob is then its tokens' alone, that of one that ended
+    its tokens' and EOS's (force-decoded by score_batch)."""
+    engine = exported["float32"]
+    lines = val_lines[0][:12]
+    search = DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0, length_norm="power")
+    search = replace(search, max_len_a=0.0, max_len_b=10, nbest=2)
+    nbests = engine.translate(lines, search)
+    found = [hyp for nbest in nbests for hyp in nbest]
+    sources = [line for line, nbest in zip(lines, nbests, strict=True) for _ in nbest]
+    scored = engine.score(sources, [hyp.tokens for hyp in found])
+    cut = 0
+    for hyp, rated in zip(found, scored, strict=True):
+        tokens_only = len(hyp.tokens) == 10
+        cut += tokens_only
+        expected = sum(rated.token_log_probs[:-1] if tokens_only else rated.token_log_probs)
+        assert hyp.log_prob == pytest.approx(expected, abs=1e-3), (hyp.tokens, tokens_only)
+    assert 0 < cut < len(found)

@@ -210,7 +210,8 @@ class CTranslate2Engine(Engine):
         alpha = options.get("length_penalty", 0.0)
         found = []
         for batch, outputs, firsts in zip(batches, pending, first_rows, strict=True):
-            nbests = [self.hypotheses(output.result(), alpha) for output in outputs]
+            limit = max(batch.max_lengths[0], 1)
+            nbests = [self.hypotheses(output.result(), alpha, limit) for output in outputs]
             for nbest, first in zip(nbests, firsts or [], strict=False):
                 row = torch.tensor(first.result().attention[0][0])
                 for hyp in nbest:  # every beam starts from BOS: the same first row
@@ -272,16 +273,18 @@ class CTranslate2Engine(Engine):
         for outputs in pending:
             yield [list(output.result().log_probs) for output in outputs]
 
-    def hypotheses(self, output, alpha: float) -> list[Hypothesis]:
+    def hypotheses(self, output, alpha: float, limit: int) -> list[Hypothesis]:
         """A CTranslate2 result as our n-best list: its score is log-prob / |Y| ** alpha, with
-        |Y| counting EOS, so the log-prob is score * |Y| ** alpha. Its attention, when asked
-        for: (output tokens, source tokens), neither EOS."""
+        |Y| counting EOS, so the log-prob is score * |Y| ** alpha; a hypothesis cut at the
+        length `limit` has no EOS in either (ours forces one and counts it: docs/guide.md).
+        Its attention, when asked for: (output tokens, source tokens), neither EOS."""
         import torch
 
         to_id = self.tokenizer.sp.piece_to_id
         found = [
-            Hypothesis([to_id(p) for p in pieces], score, score * (len(pieces) + 1) ** alpha)
+            Hypothesis([to_id(p) for p in pieces], score, score * scored_length**alpha)
             for pieces, score in zip(output.hypotheses, output.scores, strict=True)
+            for scored_length in [len(pieces) + (len(pieces) < limit)]
         ]
         for hyp, weights in zip(found, output.attention or [], strict=False):
             hyp.attention = torch.tensor(weights)
