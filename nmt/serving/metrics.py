@@ -125,12 +125,8 @@ class MetricsGate:
     guarded route takes."""
 
     def __init__(self, app, *, metrics: Metrics, internal: str, max_body: int):
-        self.app, self.metrics, self.internal, self.max_body = (
-            app,
-            metrics,
-            internal.encode(),
-            max_body,
-        )
+        self.app, self.metrics = app, metrics
+        self.internal, self.max_body = internal.encode(), max_body
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path")
