@@ -185,7 +185,8 @@ def compare(model, tokenizer, lines, refs, search_name, search, steps, names, ar
             built = {}
 
             def trial(label, sample=sample, makers=makers, built=built):
-                built.setdefault(label, makers[label]())
+                if label not in built:  # built once, before the sweep times its first trial
+                    built[label] = makers[label]()
                 return built[label].decode(sample, search, steps)
 
             best = sweep(f"{label} {search_name} {name}", {k: lambda k=k: trial(k) for k in makers})

@@ -126,3 +126,73 @@ def test_translate_picks_the_format_from_the_input_file(model_pt, overfit_pairs,
     assert refused.returncode != 0 and last.endswith(
         "stdin has more than 100 bytes: the limit is max_file_bytes=100"
     )
+
+
+def uppercase(texts: list[str], numbers: list[int]):
+    """A stand-in translator: each word upper-cased, word i aligned to word i."""
+    from nmt.documents.translation import Translation
+
+    found = []
+    for text in texts:
+        words = text.split()
+        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+        target = lead + " ".join(w.upper() for w in words) + trail
+        pairs = [(i, i) for i in range(len(words))]
+        found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
+    return found
+
+
+def element(tag: str, text: str | None = None, *children):
+    made = OxmlElement(tag)
+    if text is not None:
+        made.text = text
+    for child in children:
+        made.append(child)
+    return made
+
+
+def test_links_page_break_hints_text_boxes_and_line_breaks_keep_their_place():
+    """Text after a link stays after it; a run holding Word's page-break hint, and one inside a
+    tracked insertion, are translated; a text box's text is translated in the saved file;
+    a line break (Shift+Enter) stays between its lines, each translated on its own."""
+    from nmt.documents.docx_file import translate_word_file
+    from nmt.documents.markup import translate_pages
+
+    document = docx.Document()
+    linked = document.add_paragraph()
+    linked.add_run("Click ")
+    linked._p.append(element("w:hyperlink", None, element("w:r", None, element("w:t", "here"))))
+    linked.add_run(" to continue.")
+    hinted = document.add_paragraph()
+    hinted.add_run("Before ")
+    hinted.add_run()._r.append(element("w:lastRenderedPageBreak"))
+    hinted.runs[-1].add_text("page text ")
+    inserted = element("w:ins", None, element("w:r", None, element("w:t", "inserted")))
+    hinted._p.append(inserted)
+    boxed = document.add_paragraph()
+    boxed.add_run("Outer text ")
+    inner = element("w:p", None, element("w:r", None, element("w:t", "inner box")))
+    box = element("w:pict", None, element("w:txbxContent", None, inner))
+    boxed.add_run()._r.append(box)
+    boxed.add_run(" more.")
+    address = document.add_paragraph()
+    address.add_run("Line one")
+    address.add_run().add_break()
+    address.runs[-1].add_text("line two")
+    data = io.BytesIO()
+    document.save(data)
+
+    out = translate_word_file(
+        data.getvalue(), lambda pages: [t.text for t in translate_pages(uppercase, pages)]
+    )
+    found = docx.Document(io.BytesIO(out))
+    assert [p.text for p in found.paragraphs] == [
+        "CLICK HERE TO CONTINUE.",
+        "BEFORE PAGE TEXT ",  # python-docx's text leaves out the tracked insertion
+        "OUTER TEXT MORE.",
+        "LINE ONE\nLINE TWO",
+    ]
+    insertion = next(found.element.body.iter(qn("w:ins")))
+    assert [t.text for t in insertion.iter(qn("w:t"))] == ["INSERTED"]
+    boxes = list(found.element.body.iter(qn("w:txbxContent")))
+    assert [t.text for box in boxes for t in box.iter(qn("w:t"))] == ["INNER BOX"]

@@ -1,13 +1,16 @@
 """format=docx: a Word document's text translated, each run's formatting kept.
 
 Read and written with python-docx. Every paragraph (of the body, of table cells however
-nested, of headers and footers) is turned into an HTML fragment in which each text run is a
-`<span>` and each hyperlink an `<a>`, everything else in the paragraph (images, fields,
-bookmarks, a run holding more than text) a point; all fragments of the document go through
-`translate_html` together (nmt.documents.markup), so a run's formatting lands on the target
-words aligned to its words, as an inline HTML tag does. Each paragraph is then rebuilt from
-the translated fragment: a copy of its source run (formatting and all) per `<span>`, with the
-span's text; text between spans joins the run before it (or after it, at the start).
+nested, of text boxes, of headers and footers) is turned into an HTML fragment in which each
+text run is a `<span>`, each line break in it (Shift+Enter) a `<br>` (which bounds segments,
+as in HTML), each hyperlink, tracked insertion, smart tag or simple field an `<a>` around its
+runs, and everything else in the paragraph (images, text boxes, bookmarks, a run holding more
+than text) a point; all fragments of the document go through `translate_html` together
+(nmt.documents.markup), so a run's formatting lands on the target words aligned to its
+words, as an inline HTML tag does. Each paragraph is then rebuilt from the translated
+fragment: a copy of its source run (formatting and all) per `<span>`, with the span's text;
+text between spans joins the run before it (or the next run, after a link or a point); a
+point is put back itself, so a text box inside is translated in place.
 """
 
 from __future__ import annotations
@@ -27,8 +30,13 @@ from nmt.documents.markup import translate_html
 from nmt.documents.sentences import SentenceSplitter
 from nmt.inference.engine import Engine
 
-TEXT_PARTS = {qn("w:rPr"), qn("w:t"), qn("w:tab"), qn("w:br")}
+# lastRenderedPageBreak: where Word last laid out a page break, in every file it saves (a
+# hint it writes anew, dropped with the run's other parts when the run is rebuilt)
+TEXT_PARTS = {qn("w:rPr"), qn("w:t"), qn("w:tab"), qn("w:br"), qn("w:lastRenderedPageBreak")}
 PARAGRAPH = qn("w:p")
+# runs inside these are the paragraph's text as much as runs outside them: a hyperlink, a
+# tracked insertion, a smart tag, custom XML, a simple field
+INLINE = {qn(f"w:{name}") for name in ("hyperlink", "ins", "smartTag", "customXml", "fldSimple")}
 
 
 class DocxError(ValueError):
@@ -43,6 +51,16 @@ def text_run(element) -> bool:
     )
 
 
+def line_break(run):
+    """A run of `run`'s formatting holding one line break."""
+    element = copy.deepcopy(run)
+    for child in list(element):
+        if child.tag != qn("w:rPr"):
+            element.remove(child)
+    element.append(element.makeelement(qn("w:br"), {}))
+    return element
+
+
 def fragment(container, nodes: list) -> str:
     """`container`'s children as HTML; `nodes[k]` is the XML element of `data-k="k"`."""
     parts = []
@@ -51,10 +69,14 @@ def fragment(container, nodes: list) -> str:
             continue
         k = len(nodes)
         nodes.append(child)
-        if text_run(child):
-            text = html.escape(Run(child, None).text, quote=False)
-            parts.append(f'<span data-k="{k}">{text}</span>')
-        elif child.tag == qn("w:hyperlink"):
+        if text_run(child):  # a line break (Shift+Enter) bounds segments, as <br> does in HTML
+            for i, line in enumerate(Run(child, None).text.split("\n")):
+                if i:
+                    parts.append(f'<br data-k="{len(nodes)}">')
+                    nodes.append(line_break(child))
+                if line:
+                    parts.append(f'<span data-k="{k}">{html.escape(line, quote=False)}</span>')
+        elif child.tag in INLINE:
             parts.append(f'<a data-k="{k}">{fragment(child, nodes)}</a>')
         else:
             parts.append(f'<img data-k="{k}">')
@@ -66,7 +88,8 @@ def rebuild(container, translated: Element, nodes: list) -> None:
     for child in list(container):
         if child.tag != qn("w:pPr"):
             container.remove(child)
-    runs, pending = [], ""
+    runs, pending = [], ""  # text joins the last run, unless a link or a point came after it
+    placed = set()  # the source elements put back as they are (a point once, its copies after)
     for node in translated.children:
         if isinstance(node, Text):
             if runs:
@@ -94,8 +117,11 @@ def rebuild(container, translated: Element, nodes: list) -> None:
             element = copy.deepcopy(source)
             rebuild(element, node, nodes)
             container.append(element)
-        else:
-            container.append(copy.deepcopy(source))
+            runs = []
+        else:  # itself, not a copy: a text box inside is translated later, in place
+            container.append(copy.deepcopy(source) if id(source) in placed else source)
+            placed.add(id(source))
+            runs = []
     if pending:  # only whitespace or points before: a plain run of its own
         run = Run(container.makeelement(qn("w:r"), {}), None)
         container.append(run._r)
