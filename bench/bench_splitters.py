@@ -16,12 +16,13 @@ than max_words.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from common import data_dir
 
 ENDS = re.compile(r"[.!?][\"')\]]*$")
 
@@ -89,9 +90,9 @@ def measure(split: Callable[[str], list[str]], paras: list[list[str]]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    default = os.environ.get("NMT_DATA_DIR", "../shared/data/multi30k")
-    parser.add_argument("--data", type=Path, default=Path(default))
+    parser.add_argument("--data", type=Path, default=None, help="default: common.data_dir()")
     args = parser.parse_args()
+    args.data = args.data or data_dir()
     sentences = []
     for split in ("val", "test_2016_flickr"):
         sentences += (args.data / f"{split}.en").read_text(encoding="utf-8").splitlines()

@@ -108,15 +108,13 @@ def test_aer_counts_sure_and_possible_links_as_och_and_ney(tmp_path: Path):
 # --- guided alignment (optim.alignment_weight, data.word_alignments) ---
 
 
-def test_the_aligner_reads_the_words_training_maps_its_links_onto(multi30k_dir):
+def test_the_aligner_reads_the_words_training_maps_its_links_onto(multi30k_dir, overfit_engine):
     """A tab, a no-break space or a double space splits a line's text into other words than
     its pieces do: the aligner is given the pieces' words (Tokenizer.word_texts), one for one,
     so no link after them shifts (nmt.data.encoding.add_word_alignments)."""
-    from conftest import ROOT
+    from nmt.tokenizer import piece_words
 
-    from nmt.tokenizer import Tokenizer, piece_words
-
-    tokenizer = Tokenizer((ROOT / "tokenizers" / "multi30k_ende_bpe8000.model").read_bytes())
+    tokenizer = overfit_engine.tokenizer
     starts = tokenizer.word_starts()
     text = (multi30k_dir / "train.de").read_text(encoding="utf-8").splitlines()
     lines = [line for line in text if "\xa0" in line or "  " in line or "\t" in line]

@@ -190,3 +190,13 @@ def test_ensemble_members_must_share_tokenizer_and_direction(
     save_checkpoint(tmp_path / "other.pt", replace(translator, tokenizer=other))
     with pytest.raises(CheckpointError, match="other.pt has another tokenizer"):
         TorchEngine.load([str(ckpt), str(tmp_path / "other.pt")], "cpu", "float32", 4096)
+
+
+def test_the_heatmap_title_names_the_attention_it_shows():
+    """The alignment layer and heads nmt.model records, not "the last layer"."""
+    from nmt.evaluation.evaluation_run import attention_source
+
+    guided = {"decoder_layers": 4, "alignment_layer": -2, "alignment_heads": 1}
+    assert attention_source(guided) == "decoder layer 3 of 4, its head 0"
+    raw = {"decoder_layers": 6, "alignment_layer": -1, "alignment_heads": 0}
+    assert attention_source(raw) == "decoder layer 6 of 6, mean over heads"

@@ -644,6 +644,13 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             context = browser.new_context(viewport={"width": 1200, "height": 800})
             context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
             page = context.new_page()
+            sent = []  # the bodies the page posts to /translate
+
+            def record(request):
+                if request.method == "POST" and request.url.endswith("/translate"):
+                    sent.append(request.post_data_json)
+
+            page.on("request", record)
             page.goto(server + "/", timeout=30000)
             page.wait_for_function(
                 "document.getElementById('meter').textContent.includes('/ 16 lines')"
@@ -694,6 +701,18 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             )
             assert content == translate_html(overfit_engine, [html_file.read_text()], own)[0].text
             page.screenshot(path=tmp_path / "file.png", full_page=True)
+            # it asks for text whatever the server's format (format=html answers documents)
+            assert len(sent) >= 3 and all(body["format"] == "text" for body in sent), sent
+            # a failure that is not JSON still ends in one line, not a page stuck translating
+            page.route(
+                "**/translate_file",
+                lambda route: route.fulfill(status=500, body="Internal Server Error"),
+            )
+            other = tmp_path / "other.html"
+            other.write_text("<p>A dog.</p>")
+            page.set_input_files("#file", str(other))
+            failed = "error 500: Internal Server Error"
+            page.wait_for_function(wait, arg=["status", failed], timeout=10000)
         finally:
             browser.close()
     assert all((tmp_path / n).stat().st_size > 1000 for n in ("hover.png", "file.png"))

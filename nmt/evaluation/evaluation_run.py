@@ -101,6 +101,18 @@ def evaluate_split(
     )
 
 
+def attention_source(shape: dict) -> str:
+    """Which attention the heatmaps show (nmt.model records it): the alignment layer's, over
+    its alignment heads, or over all heads without."""
+    layers = shape["decoder_layers"]
+    layer = shape["alignment_layer"] % layers
+    heads = shape["alignment_heads"]
+    over = "mean over heads"
+    if heads:
+        over = f"mean of its first {heads} heads" if heads > 1 else "its head 0"
+    return f"decoder layer {layer + 1} of {layers}, {over}"
+
+
 def plot_attention(
     engine: Engine, result: SplitResult, lines: list[int], cfg: DecodeConfig, run_dir: Path
 ) -> list[str]:
@@ -113,7 +125,7 @@ def plot_attention(
             continue
         source, output, weights = found
         name = f"attention.{result.role}.{line}.png"
-        title = f"{result.role} line {line}: last decoder layer, mean over heads"
+        title = f"{result.role} line {line}: {attention_source(engine.card.shape)}"
         plots.attention_heatmap(weights, source, output, title, run_dir / name)
         names.append(name)
     return names
