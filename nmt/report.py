@@ -1,4 +1,4 @@
-"""`python -m nmt.report DIR [--split test] [--bootstrap 1000]`: one table of the runs in DIR.
+"""`python -m nmt.report DIR [--split valid] [--bootstrap 1000]`: one table of the runs in DIR.
 
 Finds every evaluate report folder and training run folder under DIR (e.g. a Hydra multirun
 folder), and writes DIR/report.md, DIR/report.csv and DIR/bleu_by_parameter.png: the overrides
@@ -23,7 +23,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("dir", type=Path, help="folder holding evaluate and/or training runs")
     parser.add_argument(
-        "--split", default=None, help="split role to rank and test by (default: test, else valid)"
+        "--split", default=None, help="split role to rank and test by (default: valid, else test)"
     )
     parser.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap resamples")
     return parser.parse_args(argv)

@@ -128,6 +128,9 @@ def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkp
     args = ["-m", "nmt.evaluate", "-m", *data_overrides(*tiny_checkpoint, tmp_path)]
     # Output lengths capped at 4, 8 and 50 pieces: three different scores, whatever the model.
     lengths = ["decode.max_len_a=0", "decode.max_len_b=4,8,50"]
+    on_test = run_cli([*args, *lengths, "splits=[test]"], cwd=tmp_path)
+    assert on_test.returncode == 2 and "a sweep chooses on valid" in on_test.stderr
+    lengths.append("splits=[valid,test]")
     done = run_cli([*args, *lengths, f"hydra.sweep.dir={sweep}"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
@@ -139,12 +142,12 @@ def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkp
     with open(sweep / "report.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 3
-    bleu = [float(r["test BLEU"]) for r in rows]
-    assert bleu == sorted(bleu, reverse=True)
+    bleu = [float(r["valid BLEU"]) for r in rows]  # ranked on valid, test beside it
+    assert bleu == sorted(bleu, reverse=True) and all(r["test BLEU"] for r in rows)
     assert [r["decode.max_len_b"] for r in rows] == ["50", "8", "4"]  # longer scores higher
-    assert rows[0]["significant"] == "best" and rows[0]["p (test vs best)"] == ""
+    assert rows[0]["significant"] == "best" and rows[0]["p (valid vs best)"] == ""
     assert all(r["significant"] in ("yes", "no") for r in rows[1:])
-    assert all(0 < float(r["p (test vs best)"]) <= 1 for r in rows[1:])
+    assert all(0 < float(r["p (valid vs best)"]) <= 1 for r in rows[1:])
     assert "ckpt" not in rows[0]  # the same in every run: not a column
     markdown = (sweep / "report.md").read_text()
     assert "| decode.max_len_b |" in markdown and "bs:200" in markdown

@@ -137,11 +137,12 @@ def find_runs(root: Path) -> list[Run]:
 
 
 def ranking_split(runs: list[Run], asked: str | None) -> str:
-    """The split role to rank by: the asked one, else test, else valid, else any scored one."""
+    """The split role to rank by: the asked one, else valid (settings are chosen on it), else
+    test, else any scored one."""
     if asked is not None:
         return asked
     roles = {role for run in runs for role in run.bleu}
-    for role in ("test", "valid", *sorted(roles)):
+    for role in ("valid", "test", *sorted(roles)):
         if role in roles:
             return role
     raise ValueError("no run has a BLEU score")
