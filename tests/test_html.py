@@ -54,6 +54,40 @@ def test_the_tree_nests_as_written():
     assert div.children[-1].end == ""  # the last <p> is closed by </div>
 
 
+def test_end_tags_html_lets_a_page_leave_out_are_implied():
+    """An unclosed <li>, <td>, <tr>, <p> or <option> ends where the next one (or, for <p>, a
+    block) starts, as browsers read it: siblings, not a staircase of children."""
+    source = (
+        "<ul><li>one<li>two <b>bold<li>three<ul><li>x<li>y</ul></ul><p>a<p>b<div>c</div>"
+        "<table><tr><td>1<td>2<tr><td>3</table><select><option>a<option>b</select>"
+    )
+    root = parse(source)
+    assert str(root) == source
+    ul, p1, p2, div, table, select = root.children
+    assert [c.tag for c in ul.children] == ["li", "li", "li"]
+    assert tag_tree(ul.children[2]) == ("li", (), (("ul", (), (("li", (), ()), ("li", (), ()))),))
+    assert (p1.tag, p2.tag, div.tag) == ("p", "p", "div")
+    assert [[c.tag for c in tr.children] for tr in table.children] == [["td", "td"], ["td"]]
+    assert [c.tag for c in select.children] == ["option", "option"]
+
+
+def test_a_long_page_of_unclosed_paragraphs_translates_and_deep_nesting_is_one_error():
+    from nmt.documents.markup import translate_pages
+
+    def same(texts, numbers):  # a stand-in translator: each text as it is, word i to word i
+        return [
+            Translation(
+                t, alternatives=[(t, 0.0)], alignments=[[(i, i) for i in range(len(t.split()))]]
+            )
+            for t in texts
+        ]
+
+    page = "<p>A dog runs." * 990
+    assert translate_pages(same, [page])[0].text == page
+    with pytest.raises(ValueError, match="nests its elements too deeply"):
+        translate_pages(same, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
+
+
 # --- where tags go: the projection, with alignments given ---
 
 

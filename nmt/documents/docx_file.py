@@ -90,6 +90,14 @@ def rebuild(container, translated: Element, nodes: list) -> None:
             container.remove(child)
     runs, pending = [], ""  # text joins the last run, unless a link or a point came after it
     placed = set()  # the source elements put back as they are (a point once, its copies after)
+
+    def flush() -> None:  # text after a link or a point, before the next one: a run of its own
+        nonlocal pending
+        if pending:
+            run = Run(container.makeelement(qn("w:r"), {}), None)
+            container.append(run._r)
+            run.text, pending = pending, ""
+
     for node in translated.children:
         if isinstance(node, Text):
             if runs:
@@ -113,19 +121,17 @@ def rebuild(container, translated: Element, nodes: list) -> None:
             run = Run(element, None)
             run.text = text
             runs.append(run)
-        elif node.tag == "a":
+            continue
+        flush()
+        if node.tag == "a":
             element = copy.deepcopy(source)
             rebuild(element, node, nodes)
             container.append(element)
-            runs = []
         else:  # itself, not a copy: a text box inside is translated later, in place
             container.append(copy.deepcopy(source) if id(source) in placed else source)
             placed.add(id(source))
-            runs = []
-    if pending:  # only whitespace or points before: a plain run of its own
-        run = Run(container.makeelement(qn("w:r"), {}), None)
-        container.append(run._r)
-        run.text = pending
+        runs = []
+    flush()
 
 
 def paragraphs(document) -> list:

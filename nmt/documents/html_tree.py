@@ -3,8 +3,10 @@
 The standard library's tokenizer (html.parser) finds the tags; every node keeps the raw text
 it came from, so `str(parse(html)) == html` for any input, valid or not, and whatever a
 translation leaves alone (attributes, comments, scripts, entities, indentation) is copied,
-never re-serialised. Nesting follows the tags as written, with HTML's void elements and
-end tags that close what is still open inside them; a stray end tag is kept as raw text.
+never re-serialised. Nesting follows the tags as written, with HTML's void elements, its
+implied end tags (a `<p>`, `<li>`, `<td>`, `<tr>`, `<dt>`, `<dd>` or `<option>` the source
+leaves open ends where the next one, or a block for `<p>`, starts) and end tags that close
+what is still open inside them; a stray end tag is kept as raw text.
 """
 
 from __future__ import annotations
@@ -14,6 +16,28 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+
+# HTML's implied end tags: a start tag ends the outermost open element it names (and what is
+# open inside it: each end tag left out by the source) below the nearest element of its
+# boundary
+_SECTIONS = {"tbody", "thead", "tfoot"}
+IMPLIED_END = {
+    "li": ({"li"}, {"ul", "ol", "menu"}),
+    "dt": ({"dt", "dd"}, {"dl"}),
+    "dd": ({"dt", "dd"}, {"dl"}),
+    "td": ({"td", "th"}, {"tr", "table"}),
+    "th": ({"td", "th"}, {"tr", "table"}),
+    "tr": ({"tr"}, {"table", *_SECTIONS}),
+    **{tag: ({"tr", *_SECTIONS}, {"table"}) for tag in _SECTIONS},
+    "option": ({"option"}, {"select", "datalist", "optgroup"}),
+    "optgroup": ({"option", "optgroup"}, {"select", "datalist"}),
+}
+# a start tag of these ends an open <p> (up to the nearest block that may hold one)
+ENDS_P = frozenset(
+    "address article aside blockquote details dialog div dl fieldset figcaption figure footer "
+    "form h1 h2 h3 h4 h5 h6 header hgroup hr main menu nav ol p pre section table ul".split()
+)
+P_BOUNDARY = frozenset("body html td th li dd dt div blockquote section article button".split())
 
 
 @dataclass
@@ -103,6 +127,7 @@ def parse(source: str) -> Element:
                 top.children.append(Text(raw))
         elif kind in ("start", "void"):
             tag, attrs = payload
+            top = close_implied(stack, tag)
             element = Element(tag, attrs, raw)
             top.children.append(element)
             if kind == "start" and tag not in VOID:
@@ -117,6 +142,23 @@ def parse(source: str) -> Element:
     if covered:  # nothing is ever lost, even before the first event
         root.children.insert(0, Text(source[:covered]))
     return root
+
+
+def close_implied(stack: list[Element], tag: str) -> Element:
+    """Pop the elements a start `tag` ends (IMPLIED_END, ENDS_P) and what is open inside
+    them; returns the element the new one goes into."""
+    ends, boundary = IMPLIED_END.get(tag, (set(), set()))
+    if tag in ENDS_P:
+        ends, boundary = ends | {"p"}, boundary | P_BOUNDARY
+    outermost = None
+    for depth in range(len(stack) - 1, 0, -1):
+        if stack[depth].tag in boundary:
+            break
+        if stack[depth].tag in ends:
+            outermost = depth
+    if outermost is not None:
+        del stack[outermost:]
+    return stack[-1]
 
 
 def tag_tree(node: Element | Raw, ordered: bool = True) -> tuple:

@@ -197,7 +197,10 @@ def translate_pages(
     """translate_html with any translator: `translate(texts, line numbers)` gives each
     plain text's Translation with its alignments (the server's file route posts them to
     /translate)."""
-    plans = [plan(parse(document)) for document in documents]
+    try:
+        plans = [plan(parse(document)) for document in documents]
+    except RecursionError:  # elements nested thousands deep, each closed
+        raise ValueError("the HTML nests its elements too deeply to translate") from None
     segments = [(i, p) for i, pieces in enumerate(plans) for p in pieces if isinstance(p, Segment)]
     found = translate([s.text for _, s in segments], [first_line_number + i for i, _ in segments])
     rendered = iter([s.render(t) for (_, s), t in zip(segments, found, strict=True)])
