@@ -189,7 +189,7 @@ def test_links_page_break_hints_text_boxes_and_line_breaks_keep_their_place():
     assert [p.text for p in found.paragraphs] == [
         "CLICK HERE TO CONTINUE.",
         "BEFORE PAGE TEXT ",  # python-docx's text leaves out the tracked insertion
-        "OUTER TEXT MORE.",
+        "OUTER TEXT  MORE.",  # a space on either side of the box, as in "Outer text  more."
         "LINE ONE\nLINE TWO",
     ]
     insertion = next(found.element.body.iter(qn("w:ins")))

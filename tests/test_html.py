@@ -71,21 +71,48 @@ def test_end_tags_html_lets_a_page_leave_out_are_implied():
     assert [c.tag for c in select.children] == ["option", "option"]
 
 
+def upper(texts, numbers):
+    """A stand-in translator: each word upper-cased, word i aligned to word i."""
+    found = []
+    for text in texts:
+        words = text.split()
+        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+        target = lead + " ".join(w.upper() for w in words) + trail
+        pairs = [(i, i) for i in range(len(words))]
+        found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        (
+            '<p>Buy the <span class="notranslate">Acme Pro</span> today</p>',
+            '<p>BUY THE <span class="notranslate">Acme Pro</span> TODAY</p>',
+        ),
+        (
+            '<p>Mail <a translate="no">x@y.com</a>.</p>',
+            '<p>MAIL <a translate="no">x@y.com</a>.</p>',
+        ),
+        ("<p>A dog <img src=x></p>", "<p>A DOG <img src=x></p>"),
+        ("<p>A dog<img src=x> runs</p>", "<p>A DOG<img src=x> RUNS</p>"),
+    ],
+)
+def test_an_element_with_no_words_keeps_the_spaces_it_had(page, expected):
+    """A brand name kept untranslated, an address, an image: spaced as in the source, not
+    glued onto the word before it."""
+    from nmt.documents.markup import translate_pages
+
+    assert translate_pages(upper, [page])[0].text == expected
+
+
 def test_a_long_page_of_unclosed_paragraphs_translates_and_deep_nesting_is_one_error():
     from nmt.documents.markup import translate_pages
 
-    def same(texts, numbers):  # a stand-in translator: each text as it is, word i to word i
-        return [
-            Translation(
-                t, alternatives=[(t, 0.0)], alignments=[[(i, i) for i in range(len(t.split()))]]
-            )
-            for t in texts
-        ]
-
     page = "<p>A dog runs." * 990
-    assert translate_pages(same, [page])[0].text == page
+    assert translate_pages(upper, [page])[0].text == "<p>A DOG RUNS." * 990
     with pytest.raises(ValueError, match="nests its elements too deeply"):
-        translate_pages(same, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
+        translate_pages(upper, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
 
 
 # --- where tags go: the projection, with alignments given ---

@@ -7,8 +7,8 @@ segments; a segment is a run of text and inline elements (`b`, `i`, `em`, `stron
 with segment=sentences, so a sentence may run across inline tags). Each inline element is
 then put back around the target words aligned to the source words it covered
 (nmt.documents.tag_projection), with its start tag as written, attributes included.
-Elements with no words (an image, an empty anchor, a comment) are points, kept where the
-words beside them went. `script`, `style`, `pre` (and the `code` inside it), `textarea`,
+Elements with no words (an image, an empty anchor, a comment, an untranslated name) are
+points, kept where the words beside them went, with the spaces they had around them. `script`, `style`, `pre` (and the `code` inside it), `textarea`,
 `svg`, `math`, and any element with translate="no" or class "notranslate" are copied as they
 are, and so is whitespace between blocks. Every segment of every document goes to the engine
 in one call.
@@ -77,6 +77,8 @@ class Segment:
             if end > start:  # a point has no words, even inside one
                 span.words = {i for i, (ws, we) in enumerate(words) if ws < end and we > start}
             span.at = sum(ws < start for ws, _ in words)
+            before = start > 0 and text[start - 1].isspace()
+            span.spaced = (before, before and end < len(text) and text[end].isspace())
             if span.words:
                 head = text[words[min(span.words)][0] : start]
                 tail = text[end : words[max(span.words)][1]]
@@ -125,6 +127,8 @@ def _emit(spans: list[Span], lo: int, hi: int, target: str, words: list[tuple[in
             placed.append((min(max(start, lo), hi), min(max(end, lo), hi), span))
         else:  # a point, or a tag left with no words: at the boundary, within its parent
             at = words[a - 1][1] if a > 0 else (words[0][0] if words else lo)
+            while span.spaced[0] and not span.words and a > 0 and at < hi and target[at].isspace():
+                at += 1  # after the space, as in the source
             placed.append((min(max(at, lo), hi), min(max(at, lo), hi), span))
     pieces, cursor = [], lo
     for start, end, span in sorted(placed, key=lambda p: (p[0], p[1] > p[0])):
@@ -136,7 +140,8 @@ def _emit(spans: list[Span], lo: int, hi: int, target: str, words: list[tuple[in
             inner = _emit(span.children, start, end, target, words)
             pieces.append(node.start + inner + (node.end or f"</{node.tag}>"))
         else:  # copied as it was
-            pieces.append(str(node))
+            spaced = span.spaced[1] and not span.words and target[end : end + 1] != " "
+            pieces.append(str(node) + (" " if spaced else ""))
         cursor = end
     pieces.append(html.escape(target[cursor:hi], quote=False))
     return "".join(pieces)

@@ -31,6 +31,9 @@ class Span:
     # "." of "<a>word</a>."): where a target word has it too, it stays outside there as well
     head: str = ""
     tail: str = ""
+    # a point with a space before it in the source ("the <img> x") goes after the target's
+    # space, not onto the word before; with one after it too, it keeps one after it
+    spaced: tuple[bool, bool] = (False, False)
 
 
 def targets_of(links: list[tuple[int, int]], source_count: int) -> list[list[int]]:
