@@ -8,6 +8,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -73,15 +74,18 @@ def read_lines(name: str) -> list[str]:
 
 def save_records(records: list[dict], section: str) -> None:
     """Merge this script's records (harness.Ratio.record() and the like: each a dict with a
-    "name" under `section`/) into bench/results.json."""
-    existing = (
-        json.loads(RESULTS.read_text())
-        if RESULTS.exists()
-        else {"machine": machine(), "records": []}
-    )
+    "name" under `section`/) into bench/results.json, each stamped with the machine, the
+    accelerator and the time it was measured on (sections run on other days or hosts stay
+    told apart)."""
+    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"records": []}
+    existing.pop("machine", None)  # one machine for the whole file: not true once merged
+    stamp = {
+        "machine": machine()
+        | {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
     kept = [r for r in existing["records"] if not r["name"].startswith(section + "/")]
-    existing["records"] = kept + records
-    existing["machine"] = machine()
+    existing["records"] = kept + [stamp | record for record in records]
     RESULTS.write_text(json.dumps(existing, indent=2))
 
 

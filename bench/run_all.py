@@ -62,7 +62,9 @@ else:
     print("== bench_serve.py skipped: set NMT_BENCH_CKPT=outputs/<run>/model.pt", flush=True)
 
 results = json.loads((HERE / "results.json").read_text())
-print("\nmachine:", results["machine"])
+machines = {json.dumps(r.get("machine"), sort_keys=True) for r in results["records"]}
+for seen in sorted(machines):
+    print("\nmachine:", seen)
 for r in results["records"]:
     if "ratio" in r:
         ratio = r["ratio"]
@@ -72,4 +74,5 @@ for r in results["records"]:
             f" {r['peer']['median']:.1f} {r['unit']}"
         )
     else:
-        print(f"{r['name']:<50} " + "  ".join(f"{k} {v}" for k, v in r.items() if k != "name"))
+        shown = {k: v for k, v in r.items() if k not in ("name", "machine", "measured")}
+        print(f"{r['name']:<50} " + "  ".join(f"{k} {v}" for k, v in shown.items()))
