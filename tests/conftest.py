@@ -259,3 +259,18 @@ def ct2_f32(overfit_engine, tmp_path_factory):
 
     out = export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
     return CTranslate2Engine(out, "cpu", "default", 1, 1024)
+
+
+def uppercase_translator(texts: list[str], numbers: list[int]):
+    """A stand-in translator for documents (translate_pages' `translate`): each word
+    upper-cased, word i aligned to word i, the text's outer whitespace kept."""
+    from nmt.documents.translation import Translation
+
+    found = []
+    for text in texts:
+        words = text.split()
+        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+        target = lead + " ".join(w.upper() for w in words) + trail
+        pairs = [(i, i) for i in range(len(words))]
+        found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
+    return found

@@ -7,7 +7,7 @@ import io
 
 import docx
 import pytest
-from conftest import run_module
+from conftest import run_module, uppercase_translator
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from docx.text.run import Run
@@ -128,20 +128,6 @@ def test_translate_picks_the_format_from_the_input_file(model_pt, overfit_pairs,
     )
 
 
-def uppercase(texts: list[str], numbers: list[int]):
-    """A stand-in translator: each word upper-cased, word i aligned to word i."""
-    from nmt.documents.translation import Translation
-
-    found = []
-    for text in texts:
-        words = text.split()
-        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-        target = lead + " ".join(w.upper() for w in words) + trail
-        pairs = [(i, i) for i in range(len(words))]
-        found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
-    return found
-
-
 def element(tag: str, text: str | None = None, *children):
     made = OxmlElement(tag)
     if text is not None:
@@ -183,7 +169,8 @@ def test_links_page_break_hints_text_boxes_and_line_breaks_keep_their_place():
     document.save(data)
 
     out = translate_word_file(
-        data.getvalue(), lambda pages: [t.text for t in translate_pages(uppercase, pages)]
+        data.getvalue(),
+        lambda pages: [t.text for t in translate_pages(uppercase_translator, pages)],
     )
     found = docx.Document(io.BytesIO(out))
     assert [p.text for p in found.paragraphs] == [

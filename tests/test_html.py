@@ -7,7 +7,7 @@ import re
 from html import escape
 
 import pytest
-from conftest import run_module
+from conftest import run_module, uppercase_translator
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -71,18 +71,6 @@ def test_end_tags_html_lets_a_page_leave_out_are_implied():
     assert [c.tag for c in select.children] == ["option", "option"]
 
 
-def upper(texts, numbers):
-    """A stand-in translator: each word upper-cased, word i aligned to word i."""
-    found = []
-    for text in texts:
-        words = text.split()
-        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-        target = lead + " ".join(w.upper() for w in words) + trail
-        pairs = [(i, i) for i in range(len(words))]
-        found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
-    return found
-
-
 @pytest.mark.parametrize(
     ("page", "expected"),
     [
@@ -103,16 +91,16 @@ def test_an_element_with_no_words_keeps_the_spaces_it_had(page, expected):
     glued onto the word before it."""
     from nmt.documents.markup import translate_pages
 
-    assert translate_pages(upper, [page])[0].text == expected
+    assert translate_pages(uppercase_translator, [page])[0].text == expected
 
 
 def test_a_long_page_of_unclosed_paragraphs_translates_and_deep_nesting_is_one_error():
     from nmt.documents.markup import translate_pages
 
     page = "<p>A dog runs." * 990
-    assert translate_pages(upper, [page])[0].text == "<p>A DOG RUNS." * 990
+    assert translate_pages(uppercase_translator, [page])[0].text == "<p>A DOG RUNS." * 990
     with pytest.raises(ValueError, match="nests its elements too deeply"):
-        translate_pages(upper, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
+        translate_pages(uppercase_translator, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
 
 
 # --- where tags go: the projection, with alignments given ---

@@ -8,9 +8,10 @@ with segment=sentences, so a sentence may run across inline tags). Each inline e
 then put back around the target words aligned to the source words it covered
 (nmt.documents.tag_projection), with its start tag as written, attributes included.
 Elements with no words (an image, an empty anchor, a comment, an untranslated name) are
-points, kept where the words beside them went, with the spaces they had around them. `script`, `style`, `pre` (and the `code` inside it), `textarea`,
-`svg`, `math`, and any element with translate="no" or class "notranslate" are copied as they
-are, and so is whitespace between blocks. Every segment of every document goes to the engine
+points, kept where the words beside them went, with the spaces they had around them.
+`script`, `style`, `pre` (and the `code` inside it), `textarea`, `svg`, `math`, and any
+element with translate="no" or class "notranslate" are copied as they are, and so is
+whitespace between blocks. Every segment of every document goes to the engine
 in one call.
 """
 
