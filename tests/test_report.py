@@ -17,8 +17,11 @@ from nmt.report import main as report_main
 REFERENCES = [f"Ein Hund Nummer {i} läuft schnell über die grüne Wiese ." for i in range(60)]
 
 
-def write_eval_run(folder: Path, overrides: list[str], hypotheses: list[str]) -> None:
-    """An evaluate report folder with the fields nmt.report reads (see nmt.reporting)."""
+def write_eval_run(
+    folder: Path, overrides: list[str], hypotheses: list[str], data: dict | None = None
+) -> None:
+    """An evaluate report folder with the fields nmt.report reads (see nmt.reporting); `data`:
+    evaluation.json's data entry, split name test_2016_flickr (none: as older files)."""
     folder.mkdir(parents=True)
     (folder / "hyp.test.txt").write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
     (folder / "ref.test.txt").write_text("".join(r + "\n" for r in REFERENCES), encoding="utf-8")
@@ -28,13 +31,14 @@ def write_eval_run(folder: Path, overrides: list[str], hypotheses: list[str]) ->
         "decoding": {"sentences_per_second": 50.0, "tokens_per_second": 900.0},
         "hyp_file": "hyp.test.txt",
         "ref_file": "ref.test.txt",
+        "split": "test_2016_flickr",
     }
     report = {
         "overrides": overrides,
         "checkpoint": {"parameters": 1000},
         "training": {"train_seconds": 125.0},
         "splits": {"test": scores},
-    }
+    } | ({"data": data} if data else {})
     (folder / "evaluation.json").write_text(json.dumps(report))
 
 
@@ -153,6 +157,21 @@ def test_a_training_run_with_a_final_evaluation_is_one_row_with_its_scores(tmp_p
     assert rows[1]["train seconds"] == "60.0" and rows[1]["parameters"] == "2000000"
     assert [r["significant"] for r in rows] == ["best", "no", "yes"]
     assert "3 runs (1 evaluate, 2 training)" in capsys.readouterr().out
+
+
+def test_runs_scored_on_different_sets_are_not_ranked_in_one_column(tmp_path, capsys):
+    """Two datasets' "test" splits are other sentences: one BLEU column would mislead."""
+    for name, data in (("a", "multi30k"), ("b", "wmt14")):
+        for beam in (1, 4):
+            overrides = [f"decode.beam_size={beam}"]
+            write_eval_run(tmp_path / name / str(beam), overrides, REFERENCES, {"name": data})
+    with pytest.raises(SystemExit) as stop:
+        report_main([str(tmp_path)])
+    assert stop.value.code == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "scored test on different sets (multi30k/test_2016_flickr, wmt14/" in error
+    report_main([str(tmp_path / "a")])  # one set: reported
+    assert len(read_csv(tmp_path / "a" / "report.csv")) == 2
 
 
 def test_report_explains_what_it_cannot_use(tmp_path, capsys):

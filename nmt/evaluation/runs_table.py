@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class Run:
     tokens_per_second: dict[str, float]
     hyp_files: dict[str, Path]
     ref_files: dict[str, Path]
+    scored_on: dict[str, str] = field(default_factory=dict)  # role -> "dataset/split", if known
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:
@@ -72,7 +73,15 @@ def read_eval_run(folder: Path) -> Run:
         tokens_per_second={r: s["decoding"]["tokens_per_second"] for r, s in splits.items()},
         hyp_files={role: folder / s["hyp_file"] for role, s in splits.items()},
         ref_files={role: folder / s["ref_file"] for role, s in splits.items()},
+        scored_on=scored_on(record.get("data"), {r: s.get("split") for r, s in splits.items()}),
     )
+
+
+def scored_on(data: dict | None, split_names: dict[str, str | None]) -> dict[str, str]:
+    """role -> "dataset/split name" where the run's files say (older ones do not)."""
+    if not data or not data.get("name"):
+        return {}
+    return {role: f"{data['name']}/{name}" for role, name in split_names.items() if name}
 
 
 def read_train_run(folder: Path) -> Run:
@@ -96,6 +105,8 @@ def read_train_run(folder: Path) -> Run:
         bleu["valid"] = metrics["best_score"]
     elif "val/bleu" in final:
         bleu["valid"] = final["val/bleu"]
+    config = folder / ".hydra" / "config.yaml"
+    data = OmegaConf.to_container(OmegaConf.load(config)).get("data") if config.is_file() else None
     return Run(
         folder=folder,
         kind="train",
@@ -108,6 +119,7 @@ def read_train_run(folder: Path) -> Run:
         tokens_per_second={},
         hyp_files={},
         ref_files={},
+        scored_on=scored_on(data, {"valid": ((data or {}).get("splits") or {}).get("valid")}),
     )
 
 
@@ -361,6 +373,12 @@ def report_runs(root: Path, split: str | None, samples: int) -> str:
     """Write root/report.md, root/report.csv and root/bleu_by_parameter.png; return report.md."""
     runs = find_runs(root)
     split = ranking_split(runs, split)
+    sets = sorted({run.scored_on[split] for run in runs if split in run.scored_on})
+    if len(sets) > 1:  # one column, one ranking: the same sentences for every run
+        raise ValueError(
+            f"the runs scored {split} on different sets ({', '.join(sets)}): report the "
+            "folders of each set apart"
+        )
     ranked = rank(runs, split)
     keys = differing_overrides(ranked)
     tests, signature = paired_bootstrap(ranked, split, samples)
