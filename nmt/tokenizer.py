@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -71,12 +72,18 @@ class Tokenizer:
             [self.sp.id_to_piece(i).startswith("\u2581") for i in range(self.vocab_size)]
         )
 
+    @cached_property
+    def vocabulary_pieces(self) -> list[str]:
+        """Every id's piece, by id (a list lookup, where a corpus's ids are many)."""
+        return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+
     def word_texts(self, ids, word_starts: np.ndarray) -> list[str]:
         """The words of a row of ids as `piece_words` groups them, each as one token without
         spaces ("▁" where its pieces hold nothing else): `" ".join(...).split()` gives them
         back one for one, which the text's own split() does not where it has a tab, a
         no-break space or two spaces in a row."""
-        pieces = [self.sp.id_to_piece(int(i)) for i in ids]
+        vocabulary = self.vocabulary_pieces
+        pieces = [vocabulary[i] for i in ids]
         texts = ("".join(pieces[span.start : span.stop]) for span in piece_words(ids, word_starts))
         return ["\u2581".join(text.replace("\u2581", " ").split()) or "\u2581" for text in texts]
 
