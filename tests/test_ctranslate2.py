@@ -260,3 +260,34 @@ def test_a_hypothesis_cut_at_the_length_limit_has_the_log_prob_of_its_tokens(exp
         expected = sum(rated.token_log_probs[:-1] if tokens_only else rated.token_log_probs)
         assert hyp.log_prob == pytest.approx(expected, abs=1e-3), (hyp.tokens, tokens_only)
     assert 0 < cut < len(found)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"tie_embeddings": False}, {"tie_embeddings": False, "norm": "pre", "activation": "gelu"}],
+    ids=["untied", "untied_pre_norm_gelu"],
+)
+def test_an_untied_model_exports_to_its_own_log_probs(changes, overfit_engine, val_lines, tmp_path):
+    """Separate input and output embeddings (and pre-norm, gelu) through the float32 export:
+    every token's log-prob of real val pairs as torch computes it, on random weights far from
+    their initial values."""
+    from nmt.checkpoint import Checkpoint
+    from nmt.inference.torch_engine import TorchEngine
+    from nmt.model import ModelConfig, Transformer
+
+    tokenizer = overfit_engine.tokenizer
+    torch.manual_seed(0)
+    shape = dict(d_model=32, n_heads=2, d_ff=48, encoder_layers=2, decoder_layers=2)
+    model = Transformer(ModelConfig(vocab_size=tokenizer.vocab_size, **shape, **changes)).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.2 * torch.randn_like(parameter))
+    checkpoint = Checkpoint(model, tokenizer, "en", "de", {})
+    ours = TorchEngine(checkpoint, 4096)
+    exported = export(checkpoint, tmp_path / "float32", "float32", False)
+    theirs = CTranslate2Engine(exported, "cpu", "default", 1, 4096)
+    sources, references = val_lines[0][-8:], val_lines[1][-8:]
+    for a, b in zip(
+        ours.score(sources, references), theirs.score(sources, references), strict=True
+    ):
+        assert b.token_log_probs == pytest.approx(a.token_log_probs, abs=2e-4)
