@@ -68,9 +68,7 @@ class Tokenizer:
 
     def word_starts(self) -> np.ndarray:
         """(V,) bool: the ids whose piece begins a whitespace word (a leading "▁")."""
-        return np.array(
-            [self.sp.id_to_piece(i).startswith("\u2581") for i in range(self.vocab_size)]
-        )
+        return np.array([piece.startswith("\u2581") for piece in self.vocabulary_pieces])
 
     @cached_property
     def vocabulary_pieces(self) -> list[str]:

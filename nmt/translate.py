@@ -140,10 +140,11 @@ def translate_stream(
     total = 0
     splitter = SentenceSplitter(max_words=cfg.segment_max_words)
     name = getattr(source, "name", "input")
-    chunks = ((lines, None) for lines in read_chunks(source, cfg.chunk_lines, name))
+    source_chunks = read_chunks(source, cfg.chunk_lines, name)
+    chunks = ((lines, None) for lines in source_chunks)
     if prefixes:
         chunks = paired_chunks(
-            read_chunks(source, cfg.chunk_lines, name),
+            source_chunks,
             read_chunks(prefixes, cfg.chunk_lines, cfg.prefix_file),
             "the input",
             f"prefix_file={cfg.prefix_file}",

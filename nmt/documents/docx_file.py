@@ -51,12 +51,18 @@ def text_run(element) -> bool:
     )
 
 
-def line_break(run):
-    """A run of `run`'s formatting holding one line break."""
+def bare_copy(run):
+    """A copy of `run` with its formatting alone (its rPr), none of its text."""
     element = copy.deepcopy(run)
     for child in list(element):
         if child.tag != qn("w:rPr"):
             element.remove(child)
+    return element
+
+
+def line_break(run):
+    """A run of `run`'s formatting holding one line break."""
+    element = bare_copy(run)
     element.append(element.makeelement(qn("w:br"), {}))
     return element
 
@@ -113,10 +119,7 @@ def rebuild(container, translated: Element, nodes: list) -> None:
             pending = ""
             if not text:
                 continue  # its words went to another run
-            element = copy.deepcopy(source)
-            for child in list(element):
-                if child.tag != qn("w:rPr"):
-                    element.remove(child)
+            element = bare_copy(source)
             container.append(element)
             run = Run(element, None)
             run.text = text

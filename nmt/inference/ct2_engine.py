@@ -188,8 +188,8 @@ class CTranslate2Engine(Engine):
             engine = self.new_engine(workers=1)
         piece = self.tokenizer.sp.id_to_piece
         pending = []  # every batch is queued at once, so the workers decode them in parallel
-        for batch in batches:
-            limit = max(batch.max_lengths[0], 1)
+        limits = [max(batch.max_lengths[0], 1) for batch in batches]
+        for batch, limit in zip(batches, limits, strict=True):
             prefixes = None
             if batch.prefixes is not None:
                 prefixes = [[piece(t) for t in p] or None for p in batch.prefixes]
@@ -209,8 +209,7 @@ class CTranslate2Engine(Engine):
             first_rows = [self.first_step_attention(batch) for batch in batches]
         alpha = options.get("length_penalty", 0.0)
         found = []
-        for batch, outputs, firsts in zip(batches, pending, first_rows, strict=True):
-            limit = max(batch.max_lengths[0], 1)
+        for batch, limit, outputs, firsts in zip(batches, limits, pending, first_rows, strict=True):
             nbests = [self.hypotheses(output.result(), alpha, limit) for output in outputs]
             for nbest, first in zip(nbests, firsts or [], strict=False):
                 row = torch.tensor(first.result().attention[0][0])
