@@ -18,6 +18,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from nmt.decoding.settings import DecodeConfig
+from nmt.jobs.job import FORMATS, SEGMENTS
 from nmt.model import ModelConfig
 from nmt.training.budget_bands import BudgetBand, check_bands
 
@@ -328,11 +329,15 @@ class SegmentConfig:
     # translate takes html for an input= ending .html/.htm, docx for .docx, else text, and the
     # server text
     format: str = "auto"
+    # A Word file is refused before it is unzipped when its parts would inflate past this many
+    # bytes, or any part over 1 MB by more than this ratio (a zip bomb: nmt/jobs/check.py)
+    max_inflated_bytes: int = 100_000_000
+    max_zip_ratio: float = 100.0
 
     def __post_init__(self) -> None:
-        if self.segment not in ("sentences", "lines"):
+        if self.segment not in SEGMENTS:
             raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
-        if self.format not in ("auto", "text", "html", "docx"):
+        if self.format not in ("auto", *FORMATS):
             raise ValueError(f"format must be auto, text, html or docx, got {self.format!r}")
 
 
@@ -429,9 +434,16 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     # (lines of a text file, text runs between an HTML or Word file's blocks) it may hold
     max_file_bytes: int = 2_000_000
     max_file_segments: int = 5000
+    # An HTML or Word segment's words and inline tags (or runs), counted before alignment and
+    # tag projection; a search's worst case: segments x beams x n-best x the longest output
+    # it allows, in tokens (nmt/jobs/check.py). Each answered with a 413 naming it.
+    max_segment_words: int = 400
+    max_segment_tags: int = 200
+    max_search_cost: int = 20_000_000
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none
     cache_sentences: int = 10000
+    cache_bytes: int = 64_000_000  # and at most about this much memory (each worker's)
     # Off unless set (nmt/serving/access.py): a file of API keys, one per line (then every
     # translating route asks for one); request and character limits per key, or per client
     # address without one, as "60/minute" or "100000/hour"; origins a browser page may call
@@ -440,6 +452,10 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     limit_requests: str | None = None
     limit_chars: str | None = None
     cors_origins: list[str] = field(default_factory=list)
+    # Where those limits are counted: memory:// (this process alone), or redis://host:port/db
+    # (rediss:// with TLS), one count for every replica that names the same store
+    # (nmt/serving/limit_storage.py; checked at start-up)
+    limits_storage: str = "memory://"
     # GET /metrics for Prometheus (nmt/serving/metrics.py), behind this bearer token if set
     metrics: bool = False
     metrics_token: str | None = None
@@ -458,7 +474,7 @@ class ExportConfig:
     # hf: the evaluation.json whose scores the model card reports (None: the one
     # nmt.train writes beside the checkpoint, <ckpt folder>/evaluation/, if it is there)
     evaluation: str | None = None
-    out: str = MISSING  # a new directory (overwrite=true replaces an existing one)
+    out: str = MISSING  # a new directory (overwrite=true replaces an earlier export there)
     overwrite: bool = False
     progress: str = "auto"  # auto (a bar on stderr when it is a terminal) | true | false
 

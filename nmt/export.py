@@ -9,7 +9,8 @@ format=hf: a Hugging Face `MarianMTModel` directory (nmt.hf) that transformers l
 own classes, weights in float32 unless `quantization` says float16 or bfloat16, the search as
 its generation config and a model card that reports `evaluation` (an evaluation.json).
 
-`out` appears whole or not at all.
+`out` appears whole or not at all; overwrite=true replaces only an earlier export (one that
+holds the `.nmt-export` every export gets) and refuses any other folder (nmt.files).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from omegaconf import OmegaConf
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ExportConfig, register_configs
 from nmt.evaluation.runs_table import FINAL_EVALUATION
+from nmt.files import check_replaceable
 
 log = logging.getLogger("nmt.export")
 EXAMPLE = "python -m nmt.export ckpt=outputs/<run>/model.pt out=exported/int8 quantization=int8"
@@ -53,8 +55,7 @@ def check_request(cfg: ExportConfig) -> str:
     chosen = weight_type(cfg)
     if not Path(cfg.ckpt).is_file():
         raise UsageError(f"ckpt={cfg.ckpt} not found")
-    if Path(cfg.out).exists() and not cfg.overwrite:
-        raise UsageError(f"out={cfg.out} exists: choose a new directory or add overwrite=true")
+    check_replaceable(cfg.out, cfg.overwrite)
     if cfg.evaluation is not None and not Path(cfg.evaluation).is_file():
         raise UsageError(f"evaluation={cfg.evaluation} not found")
     return chosen

@@ -72,26 +72,61 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+EXPORT_MARKER = ".nmt-export"  # in every folder staged_directory builds; overwrite needs it
+
+
+def check_replaceable(out: str | Path, overwrite: bool) -> None:
+    """Refuse, in one line (a UsageError), to build at an `out` that exists, unless
+    `overwrite` is set and `out` is an earlier export (it holds EXPORT_MARKER)."""
+    from nmt.cli import UsageError
+
+    out = Path(out)
+    if not os.path.lexists(out):
+        return
+    if not overwrite:
+        raise UsageError(f"out={out} exists: choose a new directory or add overwrite=true")
+    if not (out / EXPORT_MARKER).is_file():
+        raise UsageError(
+            f"out={out} is not an export (no {EXPORT_MARKER}): overwrite=true replaces only "
+            "a directory nmt.export wrote; choose a new directory"
+        )
+
+
 @contextmanager
 def staged_directory(out: str | Path, overwrite: bool) -> Iterator[Path]:
-    """Yield a new empty folder beside `out`; once the block has filled it, it becomes `out`
-    (replacing an existing `out` only with `overwrite`). If the block fails, `out` is as it was
-    and the staging folder is removed: an export appears whole or not at all."""
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"out={out} exists: choose a new directory or add overwrite=true")
+    """Yield a new empty folder beside `out`; once the block has filled it, it is marked as an
+    export (EXPORT_MARKER) and becomes `out`. An existing `out` is replaced only with
+    `overwrite`, and only if it is an earlier export (`check_replaceable`). If the block fails,
+    `out` is as it was and the staging folder is removed: an export appears whole or not at all.
+
+    Replacing takes two renames inside one staging folder `.<out name>.<random>.tmp` beside
+    `out`: the old export to `previous` in it, then the new one (`built`) to `out`; only then
+    is the staging folder, and the old export with it, removed. A kill between the two renames
+    leaves no `out` but both exports whole in the staging folder: to recover, rename its
+    `previous` (the old export) or `built` (the new one) to `out`.
+    """
+    check_replaceable(out, overwrite)
+    out = Path(os.path.abspath(out))  # out=. has a name and a parent
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    built, previous = staging / "built", staging / "previous"
     try:
-        built = staging / "built"
         built.mkdir()
         yield built
-        if out.exists():
-            shutil.rmtree(out)
-        built.rename(out)
+        write_text(built / EXPORT_MARKER, "Written by python -m nmt.export.\n")
+        check_replaceable(out, overwrite)  # again: the block may have taken minutes
+        if os.path.lexists(out):
+            out.rename(previous)
+        try:
+            built.rename(out)
+        except BaseException:
+            if os.path.lexists(previous):
+                previous.rename(out)
+            raise
         fsync_dir(out.parent)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if os.path.lexists(out) or not os.path.lexists(previous):
+            shutil.rmtree(staging, ignore_errors=True)  # else `previous` is the only export left
 
 
 def write_bytes(path: str | Path, data: bytes) -> None:

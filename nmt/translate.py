@@ -37,15 +37,16 @@ from omegaconf import OmegaConf
 
 from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
-from nmt.documents import FILE_FORMATS
-from nmt.documents.docx_file import DocxError, translate_docx
-from nmt.documents.markup import translate_html
+from nmt.decoding.settings import DecodeConfig
 from nmt.documents.output_lines import output_lines
 from nmt.documents.sentences import SentenceSplitter
-from nmt.documents.translation import translate_texts
 from nmt.files import atomic_path, paired_chunks, read_chunks, write_bytes
 from nmt.inference.loading import check_model, load
 from nmt.inference.search_choice import choose_search
+from nmt.jobs.check import check
+from nmt.jobs.job import FILE_FORMATS, Job, JobError, Limits
+from nmt.jobs.run import engine_translator
+from nmt.jobs.run import run as run_job
 from nmt.model import ModelConfig
 
 log = logging.getLogger("nmt.translate")
@@ -53,26 +54,45 @@ EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<ru
 
 
 def check_request(cfg: TranslateConfig) -> None:
-    """Refuse settings that cannot work before loading anything."""
+    """Refuse settings that cannot work before loading anything: the job's own rules
+    (nmt.jobs), then the command's."""
     check_model(cfg)
+    try:
+        command_job(cfg, DecodeConfig(nbest=cfg.nbest)).check_options()
+    except JobError as error:
+        raise UsageError(str(error)) from None
     if cfg.scores and cfg.nbest > 1:
         raise UsageError("scores=true scores the best translation: drop nbest= (or set it to 1)")
-    kind = document_format(cfg)
-    if kind != "text":
-        for name, value in (
-            ("nbest", cfg.nbest > 1),
-            ("scores", cfg.scores),
-            ("alignments", cfg.alignments),
-            ("prefix_file", cfg.prefix_file),
-        ):
-            if value:
-                raise UsageError(f"format={kind} writes one document: drop {name}=")
-    if kind == "docx" and not (cfg.input and cfg.output):
+    if document_format(cfg) == "docx" and not (cfg.input and cfg.output):
         raise UsageError("format=docx reads input=FILE and writes output=FILE")
     for name in ("input", "prefix_file"):
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
             raise UsageError(f"{name}={path} not found")
+
+
+def command_job(
+    cfg: TranslateConfig, search: DecodeConfig, texts=None, data=None, prefixes=None
+) -> Job:
+    """The job of this command's settings: `texts` (a chunk of lines) or `data` (a
+    document)."""
+    return Job(
+        search=search,
+        texts=texts,
+        data=data,
+        name=f"input={cfg.input}" if cfg.input else "stdin",
+        format=document_format(cfg),
+        segment=cfg.segment,
+        prefixes=prefixes if prefixes is not None else ([""] if cfg.prefix_file else None),
+        scores=cfg.scores,
+        alignments=cfg.alignments,
+    )
+
+
+def limits(cfg: TranslateConfig) -> Limits:
+    """A command takes any number of lines of any length; a document is bounded."""
+    bounded = ("max_file_bytes", "max_inflated_bytes", "max_zip_ratio")
+    return Limits.unbounded(**{name: getattr(cfg, name) for name in bounded})
 
 
 def document_format(cfg: TranslateConfig) -> str:
@@ -110,21 +130,16 @@ def prepare(cfg: TranslateConfig, overrides: list[str]):
     return engine, search
 
 
-def translate_document(cfg: TranslateConfig, overrides: list[str], data: bytes, kind: str) -> bytes:
+def translate_document(cfg: TranslateConfig, overrides: list[str], data: bytes) -> bytes:
     """One HTML or .docx document (all of `data`), translated."""
     engine, search = prepare(cfg, overrides)
-    splitter = SentenceSplitter(max_words=cfg.segment_max_words)
-    if kind == "docx":
-        try:
-            return translate_docx(engine, data, search, cfg.segment, splitter)
-        except DocxError as error:
-            raise UsageError(f"input={cfg.input}: {error}") from None
+    job = command_job(cfg, search, data=data)
     try:
-        page = data.decode("utf-8")
-    except UnicodeDecodeError:
-        log.warning("%s is not UTF-8: undecodable bytes replaced", cfg.input or "stdin")
-        page = data.decode("utf-8", errors="replace")
-    return translate_html(engine, [page], search, cfg.segment, splitter)[0].text.encode()
+        plan = check(job, limits(cfg))
+    except JobError as error:
+        raise UsageError(str(error)) from None
+    splitter = SentenceSplitter(max_words=cfg.segment_max_words)
+    return run_job(plan, engine_translator(engine, job, splitter)).data
 
 
 def translate_stream(
@@ -151,17 +166,10 @@ def translate_stream(
         )
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
         for lines, forced in chunks:
-            found = translate_texts(
-                engine,
-                lines,
-                search,
-                cfg.segment,
-                splitter,
-                total + 1,
-                forced,
-                alignments=cfg.alignments,
-                scores=cfg.scores,
-            )
+            job = command_job(cfg, search, texts=lines, prefixes=forced)
+            plan = check(job, limits(cfg))
+            translate = engine_translator(engine, job, splitter)
+            found = run_job(plan, translate, first_line_number=total + 1).translations
             out = output_lines(found, cfg.nbest, cfg.scores, cfg.alignments)
             for line in out:
                 sink.write(line + "\n")
@@ -184,7 +192,7 @@ def run(cfg: TranslateConfig, overrides: list[str]) -> int:
                 f"{where} has more than {cfg.max_file_bytes} bytes: the limit is "
                 f"max_file_bytes={cfg.max_file_bytes}"
             )
-        translated = translate_document(cfg, overrides, data, kind)
+        translated = translate_document(cfg, overrides, data)
         if cfg.output:
             write_bytes(cfg.output, translated)
         else:

@@ -182,13 +182,28 @@ async def answer_ok(scope, receive, send) -> None:
 
 
 def access_gate(**settings):
-    """An AccessGate (no keys, no limits unless given) over `answer_ok`."""
-    from nmt.serving.access import AccessGate, parse_limit
+    """The server's door over `answer_ok`, with /translate's and LibreTranslate's readers, the
+    default limits and Access (no keys, no limits unless given; in memory)."""
+    from fastapi import FastAPI
+    from limits.storage import MemoryStorage
+
+    from nmt.config import DecodeConfig, ServeConfig
+    from nmt.jobs.job import Limits
+    from nmt.serving.access import Access, parse_limit
+    from nmt.serving.door import Door, Route
+    from nmt.serving.libretranslate import add_libretranslate
+    from nmt.serving.schema import translate_reader
 
     settings = {"keys": None, "requests": None, "chars": None} | settings
     for name in ("requests", "chars"):
         settings[name] = parse_limit(name, settings[name])
-    return AccessGate(answer_ok, internal="secret", max_body=1 << 20, **settings)
+    cfg = ServeConfig(ckpt="model.pt", decode=DecodeConfig())
+    readers = add_libretranslate(FastAPI(), cfg, "en", "de", DecodeConfig(), None)
+    readers["/translate"] = translate_reader(DecodeConfig(), "text", "sentences")
+    routes = {path: Route(read, 1 << 20, "max_body_bytes") for path, read in readers.items()}
+    access = Access(**settings, storage=MemoryStorage())
+    limits = Limits.of(cfg, 1024)
+    return Door(answer_ok, routes=routes, limits=limits, access=access, internal="secret")
 
 
 def call(app, path: str, **request) -> httpx.Response:
@@ -248,7 +263,7 @@ def test_only_the_servers_own_secret_keeps_a_request_out_of_the_metrics():
     from nmt.serving.metrics import Metrics, MetricsGate
 
     metrics = Metrics()
-    gate = MetricsGate(answer_ok, metrics=metrics, internal="secret", max_body=1 << 20)
+    gate = MetricsGate(answer_ok, metrics=metrics, routes=["/translate"], internal="secret")
 
     counted = 'nmt_requests_total{route="/translate",status="200"}'
 

@@ -220,10 +220,13 @@ def test_export_command_writes_a_directory_that_translates(model_pt, overfit_pai
     assert code == 0, err
     again = run("nmt.export", [f"ckpt={model_pt}", f"out={tmp_path / 'm'}"], tmp_path)
     assert again[0] == 2 and "exists" in again[2][0]
+    args = [f"ckpt={model_pt}", f"out={tmp_path / 'm'}", "overwrite=true", "quantization=int16"]
+    replaced = run("nmt.export", args, tmp_path)
+    assert replaced[0] == 0, replaced[2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]  # no staging left behind
     translator = CTranslate2Engine(tmp_path / "m", "cpu", "default", 1, 4096)
-    assert translator.dir.quantization == "int8"
-    assert {"model.bin", "nmt.json", "sentencepiece.model"} <= {
+    assert translator.dir.quantization == "int16"  # the earlier export, replaced
+    assert {"model.bin", "nmt.json", "sentencepiece.model", ".nmt-export"} <= {
         p.name for p in (tmp_path / "m").iterdir()
     }
     assert all(translator.translate(overfit_pairs[0][:2], GREEDY))

@@ -1,18 +1,23 @@
 """nmt.files: atomic writes give files the permissions a plain `open` would, and the rename
-itself is flushed to disk."""
+itself is flushed to disk; an export replaces only an earlier export, and a kill at any
+moment leaves one whole."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, run_module
 
-from nmt.files import atomic_path, write_bytes, write_lines
+from nmt.cli import UsageError
+from nmt.files import EXPORT_MARKER, atomic_path, staged_directory, write_bytes, write_lines
 
 
 @contextmanager
@@ -88,3 +93,93 @@ def test_a_failing_block_leaves_the_old_file_and_no_temporary(tmp_path):
         raise RuntimeError("the writer failed")
     assert target.read_bytes() == b"old" and mode(target) == 0o640
     assert os.listdir(tmp_path) == ["model.pt"]
+
+
+def export_of(out: Path, text: str, overwrite: bool = False) -> None:
+    """A stand-in export: one file holding `text`."""
+    with staged_directory(out, overwrite) as built:
+        (built / "model.bin").write_text(text)
+
+
+def test_overwrite_refuses_a_folder_that_is_no_export(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(UsageError, match=f"out={mine} is not an export"):
+        export_of(mine, "new", overwrite=True)
+    assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
+    assert os.listdir(tmp_path) == ["mine"]  # no staging folder either
+
+
+def test_overwrite_replaces_an_earlier_export(tmp_path):
+    out = tmp_path / "ct2"
+    export_of(out, "old")
+    with pytest.raises(UsageError, match="exists: choose a new directory or add overwrite"):
+        export_of(out, "new")
+    export_of(out, "new", overwrite=True)
+    assert sorted(os.listdir(out)) == [EXPORT_MARKER, "model.bin"]
+    assert (out / "model.bin").read_text() == "new" and os.listdir(tmp_path) == ["ct2"]
+
+
+def test_a_failing_build_leaves_the_earlier_export(tmp_path):
+    out = tmp_path / "ct2"
+    export_of(out, "old")
+    with pytest.raises(RuntimeError), staged_directory(out, overwrite=True) as built:
+        (built / "model.bin").write_text("half")
+        raise RuntimeError("the converter failed")
+    assert (out / "model.bin").read_text() == "old" and os.listdir(tmp_path) == ["ct2"]
+
+
+def test_a_failing_rename_puts_the_earlier_export_back(tmp_path, monkeypatch):
+    out = tmp_path / "ct2"
+    export_of(out, "old")
+    rename = Path.rename
+
+    def refuse_the_new(self, target):
+        if self.name == "built":
+            raise OSError(errno.EIO, "Input/output error")
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", refuse_the_new)
+    with pytest.raises(OSError, match="Input/output"):
+        export_of(out, "new", overwrite=True)
+    assert (out / "model.bin").read_text() == "old" and os.listdir(tmp_path) == ["ct2"]
+
+
+KILLED_BETWEEN_RENAMES = """
+import os, sys
+from pathlib import Path
+from nmt.files import staged_directory
+rename = Path.rename
+def rename_then_die(self, target):
+    rename(self, target)
+    if Path(target).name == "previous":
+        os._exit(9)  # SIGKILL's effect: no finally, no clean-up
+Path.rename = rename_then_die
+with staged_directory(sys.argv[1], overwrite=True) as built:
+    (built / "model.bin").write_text("new")
+"""
+
+
+def test_a_kill_between_the_renames_leaves_both_exports_whole(tmp_path):
+    out = tmp_path / "ct2"
+    export_of(out, "old")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    code = [sys.executable, "-c", KILLED_BETWEEN_RENAMES, str(out)]
+    assert subprocess.run(code, env=env, timeout=60).returncode == 9
+    (staging,) = tmp_path.glob(".ct2.*.tmp")
+    assert not out.exists() and sorted(os.listdir(staging)) == ["built", "previous"]
+    for name, text in (("previous", "old"), ("built", "new")):  # either can be renamed to out
+        assert (staging / name / "model.bin").read_text() == text
+        assert (staging / name / EXPORT_MARKER).is_file()
+
+
+def test_the_export_command_refuses_to_overwrite_a_folder_of_its_own(tmp_path):
+    """`out=.` with overwrite=true: one line, exit code 2, the folder untouched."""
+    (tmp_path / "model.pt").write_bytes(b"refused before it is read")
+    (tmp_path / "notes.txt").write_text("keep me")
+    done = run_module("nmt.export", ["ckpt=model.pt", "out=.", "overwrite=true"], tmp_path)
+    err = done.stderr.decode().splitlines()
+    assert done.returncode == 2 and len(err) == 1, err
+    assert err[0].startswith("nmt.export: error: out=. is not an export")
+    assert sorted(os.listdir(tmp_path)) == ["model.pt", "notes.txt"]

@@ -270,4 +270,4 @@ def test_translate_format_html_writes_the_page_and_refuses_what_it_cannot_write(
     refused = run_module("nmt.translate", [*args, "nbest=2"], tmp_path)
     assert refused.returncode != 0
     last = refused.stderr.decode().strip().splitlines()[-1]
-    assert last.endswith("format=html writes one document: drop nbest=")
+    assert last.endswith("format html answers with documents alone: drop nbest")

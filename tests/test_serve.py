@@ -237,9 +237,10 @@ def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
     assert together[2]["translation"] == cut.text and cut.text.count("\n") == 4
     assert together[1]["translation"] == [t.text for t in whole]
     assert together[2]["alignments"] == " ".join(f"{s}-{t}" for s, t in cut.alignments[0])
-    from nmt.serving.schema import RequestError, parse_request
+    from nmt.jobs.job import JobError
+    from nmt.serving.schema import parse_request
 
-    with pytest.raises(RequestError, match="segment"):
+    with pytest.raises(JobError, match="segment"):
         parse_request(json.dumps({"text": document, "segment": "words"}).encode())
 
 

@@ -6,6 +6,7 @@ Layout: CTranslate2's `model.bin`, `config.json` and `shared_vocabulary.json`, p
   ModelConfig it was exported from);
   search: the DecodeConfig the model is meant to run with (the checkpoint's, or one written
   back by `nmt.evaluate save_search=true`); info: the checkpoint's provenance.
+And `.nmt-export`, the mark of every export (nmt.files.staged_directory).
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
     """Write `checkpoint`'s model (float32 weights) as a CTranslate2 directory `out`.
 
     Built beside `out` and moved into place at the end (`staged_directory`): a failure leaves
-    no half-written `out`; an existing `out` is replaced only with `overwrite`.
+    no half-written `out`; an existing `out` is replaced only with `overwrite`, and only if it
+    is an earlier export.
     """
     from ctranslate2.converters import Converter
 

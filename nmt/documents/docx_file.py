@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import html
 import io
+import zipfile
 from collections.abc import Callable
 
 import docx
@@ -37,6 +38,9 @@ PARAGRAPH = qn("w:p")
 # runs inside these are the paragraph's text as much as runs outside them: a hyperlink, a
 # tracked insertion, a smart tag, custom XML, a simple field
 INLINE = {qn(f"w:{name}") for name in ("hyperlink", "ins", "smartTag", "customXml", "fldSimple")}
+
+
+RATIO_FROM = 1 << 20  # parts larger than this are held to max_zip_ratio (XML deflates ~10x)
 
 
 class DocxError(ValueError):
@@ -173,19 +177,63 @@ def translate_docx(
 
 def translate_word_file(data: bytes, pages: Callable[[list[str]], list[str]]) -> bytes:
     """translate_docx with any translator of HTML fragments (`pages`)."""
+    word_file = WordFile(data)
+    return word_file.translated(pages(word_file.fragments))
+
+
+class WordFile:
+    """A Word file read once: `fragments`, the HTML fragment of each paragraph with text (to
+    count and translate), then `translated(pages)` writes their translations back."""
+
+    def __init__(self, data: bytes):
+        try:
+            self.document = docx.Document(io.BytesIO(data))
+        except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
+            raise DocxError(
+                f"not a .docx file python-docx can read ({type(error).__name__})"
+            ) from None
+        self.todo = []
+        for element in paragraphs(self.document):
+            nodes: list = []
+            source = fragment(element, nodes)
+            if "<span" in source:
+                self.todo.append((element, source, nodes))
+        self.fragments = [source for _, source, _ in self.todo]
+
+    def translated(self, pages: list[str]) -> bytes:
+        """The file with each fragment's translated page in its place."""
+        for (element, _, nodes), translated in zip(self.todo, pages, strict=True):
+            rebuild(element, parse(translated), nodes)
+        out = io.BytesIO()
+        self.document.save(out)
+        return out.getvalue()
+
+
+def check_archive(data: bytes, max_inflated_bytes: int, max_ratio: float) -> None:
+    """Refuse (DocxError, one line) a zip that is none, or one that would inflate past
+    `max_inflated_bytes` in all, or any part over RATIO_FROM bytes past `max_ratio` times its
+    compressed size (a zip bomb; Apache POI's ZipSecureFile checks the same), before any of
+    it is unzipped. The sizes are the zip directory's: zipfile never inflates a part past the
+    size the directory declares for it (ZipExtFile cuts what it inflates there and checks the
+    CRC), so a part cannot lie its way under the limits."""
     try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
-        raise DocxError(f"not a .docx file python-docx can read ({type(error).__name__})") from None
-    todo = []
-    for element in paragraphs(document):
-        nodes: list = []
-        source = fragment(element, nodes)
-        if "<span" in source:
-            todo.append((element, source, nodes))
-    found = pages([source for _, source, _ in todo])
-    for (element, _, nodes), translated in zip(todo, found, strict=True):
-        rebuild(element, parse(translated), nodes)
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
+        parts = zipfile.ZipFile(io.BytesIO(data)).infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError) as error:
+        raise DocxError(f"not a .docx file: not a zip archive ({error})") from None
+    total = 0
+    for part in parts:
+        if part.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            # bzip2 and lzma inflate a whole read at once, past any bound: Word never uses them
+            raise DocxError(f"not a .docx file: {part.filename} is not stored or deflated")
+        total += part.file_size
+        if total > max_inflated_bytes:
+            raise DocxError(
+                f"the file inflates past max_inflated_bytes={max_inflated_bytes} "
+                f"(at {part.filename})"
+            )
+        ratio = part.file_size / max(part.compress_size, 1)
+        if part.file_size > RATIO_FROM and ratio > max_ratio:
+            raise DocxError(
+                f"{part.filename} inflates {ratio:.0f} times: the limit is "
+                f"max_zip_ratio={max_ratio:g}"
+            )

@@ -1,9 +1,10 @@
 """HTML as a tree that gives its source back byte for byte.
 
-The standard library's tokenizer (html.parser) finds the tags; every node keeps the raw text
-it came from, so `str(parse(html)) == html` for any input, valid or not, and whatever a
-translation leaves alone (attributes, comments, scripts, entities, indentation) is copied,
-never re-serialised. Nesting follows the tags as written, with HTML's void elements, its
+The standard library's tokenizer (html.parser) finds the tags, in linear time on any input
+(`tokenizable`: constructs it would scan the whole input for are read as text); every node
+keeps the raw text it came from, so `str(parse(html)) == html` for any input, valid or not,
+and whatever a translation leaves alone (attributes, comments, scripts, entities,
+indentation) is copied, never re-serialised. Nesting follows the tags as written, with HTML's void elements, its
 implied end tags (a `<p>`, `<li>`, `<td>`, `<tr>`, `<dt>`, `<dd>` or `<option>` the source
 leaves open ends where the next one, or a block for `<p>`, starts) and end tags that close
 what is still open inside them; a stray end tag is kept as raw text.
@@ -107,11 +108,30 @@ class _Builder(HTMLParser):
     handle_entityref = handle_charref = handle_data  # not called with convert_charrefs
 
 
+class MarkupError(ValueError):
+    """Markup we cannot read, in one line."""
+
+
+def tokenizable(source: str) -> str:
+    """`source` as html.parser may read it in linear time and without failing, of the same
+    length: the `<` of a construct it would scan to the end of the input for and not find
+    closed (any construct after the last `>`: CVE-2025-6069, quadratic), or of a marked
+    section `<![` (which it refuses with an AssertionError), becomes a space. The tree takes
+    its raw text from `source` itself, so such a construct is kept, as text."""
+    last = source.rfind(">")
+    head = source[: last + 1].replace("<![", " ![")
+    return head + source[last + 1 :].replace("<", " ")
+
+
 def parse(source: str) -> Element:
-    """The document under a root Element (tag "", no start or end)."""
+    """The document under a root Element (tag "", no start or end); MarkupError for what
+    html.parser cannot read even so (`tokenizable`)."""
     builder = _Builder(source)
-    builder.feed(source)
-    builder.close()
+    try:
+        builder.feed(tokenizable(source))
+        builder.close()
+    except AssertionError as error:  # html.parser's word for malformed markup
+        raise MarkupError(f"malformed markup: {str(error).splitlines()[0]}") from None
     root = Element("", {}, "")
     stack = [root]
     events = builder.events

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.html_tree import VOID, Element, Raw, Text, parse
+from nmt.documents.html_tree import VOID, Element, MarkupError, Raw, Text, parse
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.tag_projection import Span, project
 from nmt.documents.translation import Translation, translate_texts
@@ -55,7 +56,9 @@ def inline(node: Element | Raw) -> bool:
 @dataclass
 class Segment:
     """A run of inline nodes; `text`: their plain text, line breaks inside made spaces;
-    `spans`: their elements as tag_projection spans, nested as in the source."""
+    `spans`: their elements as tag_projection spans, nested as in the source; `word_count`,
+    `tag_count`: its whitespace words and elements (nested ones too), which bound the work of
+    placing them (nmt.jobs.check)."""
 
     nodes: list[Element | Raw]
     text: str = ""
@@ -74,10 +77,12 @@ class Segment:
             text = text[:lead] + NEWLINES.sub(" ", text[lead:end]) + text[end:]
         self.text = text
         words = [m.span() for m in WORD.finditer(text)]
-        for span, start, end in chars:
+        starts, ends = [ws for ws, _ in words], [we for _, we in words]
+        self.word_count, self.tag_count = len(words), len(chars)
+        for span, start, end in chars:  # words in order: found by bisection, not by a scan
             if end > start:  # a point has no words, even inside one
-                span.words = {i for i, (ws, we) in enumerate(words) if ws < end and we > start}
-            span.at = sum(ws < start for ws, _ in words)
+                span.words = set(range(bisect_right(ends, start), bisect_left(starts, end)))
+            span.at = bisect_left(starts, start)
             before = start > 0 and text[start - 1].isspace()
             span.spaced = (before, before and end < len(text) and text[end].isspace())
             if span.words:
@@ -201,22 +206,43 @@ def translate_pages(
     first_line_number: int = 1,
 ) -> list[Translation]:
     """translate_html with any translator: `translate(texts, line numbers)` gives each
-    plain text's Translation with its alignments (the server's file route posts them to
-    /translate)."""
-    try:
-        plans = [plan(parse(document)) for document in documents]
-    except RecursionError:  # elements nested thousands deep, each closed
-        raise ValueError("the HTML nests its elements too deeply to translate") from None
-    segments = [(i, p) for i, pieces in enumerate(plans) for p in pieces if isinstance(p, Segment)]
-    found = translate([s.text for _, s in segments], [first_line_number + i for i, _ in segments])
-    rendered = iter([s.render(t) for (_, s), t in zip(segments, found, strict=True)])
-    scores = iter([t.alternatives[0][1] if t.alternatives else 0.0 for t in found])
-    results = []
-    for document, pieces in zip(documents, plans, strict=True):
-        result = Translation(document, empty=document)
-        if any(isinstance(p, Segment) for p in pieces):
-            text = "".join(next(rendered) if isinstance(p, Segment) else p for p in pieces)
-            score = sum(next(scores) for p in pieces if isinstance(p, Segment))
-            result.alternatives = [(text, score)]
-        results.append(result)
-    return results
+    plain text's Translation with its alignments."""
+    pages = Pages.plan(documents)
+    numbers = [first_line_number + i for i in pages.owners]
+    return pages.render(translate([s.text for s in pages.segments], numbers))
+
+
+class Pages:
+    """Documents parsed once into what is copied and what is translated: `segments`, every
+    segment of every document in order (`owners`: the document of each), counted before any
+    translation (nmt.jobs.check), then `render`ed around their translations."""
+
+    def __init__(self, documents: list[str], plans: list[list[str | Segment]]):
+        self.documents, self.plans = documents, plans
+        self.segments = [p for pieces in plans for p in pieces if isinstance(p, Segment)]
+        self.owners = [
+            i for i, pieces in enumerate(plans) for p in pieces if isinstance(p, Segment)
+        ]
+
+    @classmethod
+    def plan(cls, documents: list[str]) -> Pages:
+        """MarkupError (one line) for markup too deeply nested to walk."""
+        try:
+            return cls(documents, [plan(parse(document)) for document in documents])
+        except RecursionError:  # elements nested thousands deep, each closed
+            raise MarkupError("the HTML nests its elements too deeply to translate") from None
+
+    def render(self, found: list[Translation]) -> list[Translation]:
+        """One Translation per document: its one alternative the translated document, scored
+        by the sum of its segments' scores (a document with no text: itself, as `empty`)."""
+        rendered = iter([s.render(t) for s, t in zip(self.segments, found, strict=True)])
+        scores = iter([t.alternatives[0][1] if t.alternatives else 0.0 for t in found])
+        results = []
+        for document, pieces in zip(self.documents, self.plans, strict=True):
+            result = Translation(document, empty=document)
+            if any(isinstance(p, Segment) for p in pieces):
+                text = "".join(next(rendered) if isinstance(p, Segment) else p for p in pieces)
+                score = sum(next(scores) for p in pieces if isinstance(p, Segment))
+                result.alternatives = [(text, score)]
+            results.append(result)
+        return results

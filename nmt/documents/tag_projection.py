@@ -43,12 +43,22 @@ def targets_of(links: list[tuple[int, int]], source_count: int) -> list[list[int
     for s, t in links:
         if s < source_count:
             aligned[s].append(t)
-    have = [s for s in range(source_count) if aligned[s]]
-    if not have:
-        return aligned
-    return [
-        aligned[s] or aligned[min(have, key=lambda h: (abs(h - s), h))] for s in range(source_count)
-    ]
+    # the nearest aligned word before and after each word, in two sweeps (linear)
+    before, after = [None] * source_count, [None] * source_count
+    last = None
+    for s in range(source_count):
+        last = s if aligned[s] else last
+        before[s] = last
+    last = None
+    for s in reversed(range(source_count)):
+        last = s if aligned[s] else last
+        after[s] = last
+    found = []
+    for s in range(source_count):
+        b, a = before[s], after[s]
+        nearest = b if a is None or (b is not None and s - b <= a - s) else a
+        found.append(aligned[s] or (aligned[nearest] if nearest is not None else []))
+    return found
 
 
 def project(

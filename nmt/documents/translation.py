@@ -14,6 +14,7 @@ translation's, its kept marker words rated certain (log-prob 0).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
@@ -24,8 +25,7 @@ from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
 from nmt.inference.planner import line_number
 from nmt.inference.scores import Scores
-
-SEGMENTS = ("sentences", "lines")
+from nmt.jobs.job import SEGMENTS
 
 
 @dataclass
@@ -61,8 +61,10 @@ def translate_texts(
     prefixes: list[str] | None = None,
     alignments: bool = False,
     scores: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> list[Translation]:
-    """One Translation per text, in order (see the module docstring)."""
+    """One Translation per text, in order (see the module docstring); `stop` as
+    Engine.translate's."""
     check_segment(segment)
     splitter = splitter or SentenceSplitter()
     whole = [segment == "lines" or bool(prefixes and prefixes[i]) for i in range(len(texts))]
@@ -74,7 +76,9 @@ def translate_texts(
     flat = [s for layout in layouts for s in layout.sentences]
     numbers = [line_number(first_line_number, i) for i in owner]
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
-    found = engine.translate(flat, search, numbers, forced, alignments=alignments, scores=scores)
+    found = engine.translate(
+        flat, search, numbers, forced, alignments=alignments, scores=scores, stop=stop
+    )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
     rated = engine.rate(flat, found, numbers) if scores else [None] * len(flat)

@@ -5,7 +5,7 @@ Layout: `config.json`, `model.safetensors` and `generation_config.json` (the che
 search, `nmt.hf.marian.generation_settings`), written by transformers' own `save_pretrained`;
 MarianTokenizer's `source.spm` and `target.spm` (both our joint sentencepiece model) and
 `vocab.json` (every piece at its id, so the ids are ours); `README.md`, the model card
-(`nmt.hf.model_card`).
+(`nmt.hf.model_card`); `.nmt-export`, the mark of every export (nmt.files.staged_directory).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from nmt.inference.planner import Batch, Planner
 # patience 1; our exact rule (no live hypothesis can beat the finished ones) has no
 # counterpart, and patience 2 gave its outputs on the test model (tests/test_ctranslate2.py).
 PATIENCE = {"exact": 2.0, "first_k": 1.0}
+QUEUED_BATCHES = 16  # batches queued per CTranslate2 worker at a time (search_batches)
 
 
 def model_dir_card(model: ModelDir, name: str) -> ModelCard:
@@ -179,15 +180,26 @@ class CTranslate2Engine(Engine):
         log_probs: bool = False,
     ) -> Iterator[list]:
         import ctranslate2
-        import torch
 
         options = self.options(search) | {"return_attention": attention}
         engine = self.engine
         if search.strategy == "sample":  # one worker, seeded now: the same draws in order
             ctranslate2.set_random_seed(search.seed)
             engine = self.new_engine(workers=1)
+        # the batches are queued QUEUED_BATCHES per worker at a time, so that a caller that
+        # stops between batches (Engine.translate's stop) leaves little decoding behind
+        window = QUEUED_BATCHES * engine.num_translators
+        for start in range(0, len(batches), window):
+            yield from self.search_window(
+                engine, batches[start : start + window], search, options, attention, log_probs
+            )
+
+    def search_window(self, engine, batches, search, options, attention, log_probs):
+        """search_batches for some batches, all queued at once."""
+        import torch
+
         piece = self.tokenizer.sp.id_to_piece
-        pending = []  # every batch is queued at once, so the workers decode them in parallel
+        pending = []  # the window's batches queued at once: the workers decode them in parallel
         limits = [max(batch.max_lengths[0], 1) for batch in batches]
         for batch, limit in zip(batches, limits, strict=True):
             prefixes = None

@@ -39,6 +39,11 @@ class ModelCard:
     search: DecodeConfig | None  # the search stored with the model; None: none stored
 
 
+class Stopped(Exception):
+    """Decoding ended between two batches: its `stop()` said so (the client left, or its
+    request's time ran out)."""
+
+
 class Engine(ABC):
     """A loaded model that translates lines (see the module docstring)."""
 
@@ -93,6 +98,7 @@ class Engine(ABC):
         done: Callable[[int], object] | None = None,
         alignments: bool = False,
         scores: bool = False,
+        stop: Callable[[], bool] | None = None,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
@@ -100,8 +106,9 @@ class Engine(ABC):
         lines[0], or each line's number (planner.line_number); `done(n)`: told of the n
         lines of each batch as it ends (progress bars); `alignments`: each hypothesis gets
         its word alignment (nmt.inference.alignment); `scores`: each keeps its tokens'
-        log-probs (`Hypothesis.token_log_probs`, what `rate` reads). Raises SearchError (one
-        line) for a search that is no search (`check`)."""
+        log-probs (`Hypothesis.token_log_probs`, what `rate` reads); `stop()`: asked before
+        each batch, True ends the call with Stopped. Raises SearchError (one line) for a
+        search that is no search (`check`)."""
         self.check(search)
         search = self.runnable(search)[0]
         results: list[list[Hypothesis]] = [[] for _ in lines]
@@ -128,7 +135,10 @@ class Engine(ABC):
         )
         found = self.search_batches(batches, search, alignments, scores)
         pieces = self.tokenizer.pieces
-        for batch, nbests in zip(batches, found, strict=True):
+        for batch in batches:
+            if stop is not None and stop():
+                raise Stopped(f"stopped before {len(batch.lines)} of {len(lines)} lines")
+            nbests = next(found)
             for line, source, nbest in zip(batch.lines, batch.sources, nbests, strict=True):
                 results[todo[line]] = nbest
                 for hyp in nbest if alignments else []:

@@ -8,9 +8,11 @@ not depend on who else asked (tests/test_serve.py).
 Sampling requests are decoded one by one, so a seed gives the same samples however they arrive;
 requests asking for alignments, scores, another segmenting or format are decoded apart from
 the rest.
-Each text is cut into sentences (or not) as nmt.documents.translation says.
-A search that is no search as a whole (the engine's SearchError) is a 422 for the requests
-that asked for it. If a call fails otherwise, its requests are retried one by one: only a
+The requests of one group are one job (nmt.jobs), run here; each text is cut into sentences
+(or not) as nmt.documents.translation says. Decoding stops between two batches once every
+request of the group is past `timeout` since it was taken (or, in-process, its client gone):
+a 504. A search that is no search as a whole (the engine's SearchError) is a 422 for the
+requests that asked for it. If a call fails otherwise, its requests are retried one by one: only a
 request that fails alone gets a 500, the others their translations, and the model stays loaded.
 
 No `from __future__ import annotations` here: LitServe reads decode_request's and
@@ -18,22 +20,26 @@ encode_response's annotations as the endpoint's request and response types (Open
 """
 
 import logging
-from dataclasses import astuple
+import time
+from collections.abc import Callable
+from dataclasses import astuple, dataclass, replace
 
 import litserve as ls
 from fastapi.responses import JSONResponse
 
 from nmt.config import ServeConfig
-from nmt.decoding.settings import DecodeConfig, SearchError
-from nmt.documents.markup import translate_html
+from nmt.decoding.settings import SearchError
 from nmt.documents.sentences import SentenceSplitter
-from nmt.documents.translation import translate_texts
 from nmt.inference.cache import TranslationCache
+from nmt.inference.engine import Stopped
 from nmt.inference.loading import load
 from nmt.inference.search_choice import choose_search
+from nmt.jobs.check import check
+from nmt.jobs.job import Job, Limits
+from nmt.jobs.run import engine_translator, run
 from nmt.serving.batching import FirstArrivalLoop
 from nmt.serving.metrics import batch_metrics
-from nmt.serving.schema import TranslateRequest, TranslateResponse, request_search, response
+from nmt.serving.schema import TranslateRequest, TranslateResponse, request_job, response
 
 log = logging.getLogger("nmt.serve")
 
@@ -48,6 +54,23 @@ class Refusal(Failure):
     """A request whose search is no search (a 422)."""
 
     status = 422
+
+
+class TimedOut(Failure):
+    """A request whose decoding passed its timeout (a 504)."""
+
+    status = 504
+
+
+@dataclass
+class Taken:
+    """A request a worker took: its job, when its decoding must end, and whether its client
+    has gone (`gone`: set by the in-process server; LitServe's workers cannot tell)."""
+
+    request: TranslateRequest
+    job: Job
+    deadline: float
+    gone: Callable[[], bool] = lambda: False
 
 
 class TranslationAPI(ls.LitAPI):
@@ -66,76 +89,87 @@ class TranslationAPI(ls.LitAPI):
             self.cfg.device = device
         self.engine = load(self.cfg)
         if self.cfg.cache_sentences:
-            self.engine.cache = TranslationCache(self.cfg.cache_sentences)
+            self.engine.cache = TranslationCache(self.cfg.cache_sentences, self.cfg.cache_bytes)
         self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)
         self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
         self.batches = batch_metrics() if self.cfg.metrics else None
         log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)
 
-    def decode_request(self, request: TranslateRequest) -> tuple[TranslateRequest, DecodeConfig]:
-        search = request_search(self.search, request)
-        return request, self.engine.runnable(search)[0]
+    def decode_request(self, request: TranslateRequest) -> Taken:
+        """The request as this worker takes it: its job (checked by the server's door as it
+        came in) and the time its decoding must end by (timeout from now)."""
+        job = request_job(request, self.search, self.cfg.format, self.cfg.segment)
+        job.search = self.engine.runnable(job.search)[0]
+        return Taken(request, job, time.monotonic() + self.cfg.timeout)
 
-    def predict(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list:
+    def predict(self, taken: list[Taken]) -> list:
         """One answer (a dict) or Failure per request, in order."""
         if self.batches is not None:
-            lines = sum(1 if isinstance(r.text, str) else len(r.text) for r, _ in jobs)
-            self.batches.observe(len(jobs), lines)
-        answers: list = [None] * len(jobs)
+            self.batches.observe(len(taken), sum(len(t.job.texts) for t in taken))
+        answers: list = [None] * len(taken)
         groups: dict[tuple, list[int]] = {}
-        for i, (request, search) in enumerate(jobs):
+        for i, one in enumerate(taken):
+            job = one.job
             # alignments record attention the plain way, which may round differently: requests
             # asking for them are decoded apart, so no one's translation depends on a neighbour;
             # so are those asking for scores (the CTranslate2 engine force-decodes for them)
             # and for another segmenting or format
-            alike = (astuple(search), request.alignments, request.scores, request.segment)
-            alike += (request.format or self.cfg.format,)
-            key = ("alone", i) if search.strategy == "sample" else alike
+            alike = (astuple(job.search), job.alignments, job.scores, job.segment, job.format)
+            key = ("alone", i) if job.search.strategy == "sample" else alike
             groups.setdefault(key, []).append(i)
         for members in groups.values():
             try:
-                for i, answer in zip(members, self.decode([jobs[i] for i in members]), strict=True):
+                for i, answer in zip(
+                    members, self.decode([taken[i] for i in members]), strict=True
+                ):
                     answers[i] = answer
             except SearchError as error:  # the same search for all of them
                 for i in members:
                     answers[i] = Refusal(f"search: {error}")
+            except Stopped:
+                for i in members:
+                    answers[i] = TimedOut(
+                        f"request timed out: not translated within timeout={self.cfg.timeout:g} s"
+                    )
             except Exception:  # noqa: BLE001 - isolate it: retry its requests one by one
                 log.exception("a batch of %d requests failed; retrying each alone", len(members))
                 for i in members:
                     try:
-                        answers[i] = self.decode([jobs[i]])[0]
+                        answers[i] = self.decode([taken[i]])[0]
+                    except Stopped:
+                        answers[i] = TimedOut(f"request timed out: timeout={self.cfg.timeout:g} s")
                     except Exception as error:  # noqa: BLE001 - this request's own failure
                         log.exception("a request failed")
                         first = str(error).splitlines()[0] if str(error) else ""
                         answers[i] = Failure(f"translation failed: {type(error).__name__} {first}")
         return answers
 
-    def decode(self, jobs: list[tuple[TranslateRequest, DecodeConfig]]) -> list[dict]:
-        """Requests alike (`predict`) decoded in one call."""
-        first_request, search = jobs[0]
-        lines = [line for request, _ in jobs for line in request.lines]
-        prefixes = None
-        if any(request.prefixes for request, _ in jobs):
-            prefixes = [p for r, _ in jobs for p in (r.prefixes or [""] * len(r.lines))]
-        segment = first_request.segment or self.cfg.segment
-        if (first_request.format or self.cfg.format) == "html":
-            found = translate_html(self.engine, lines, search, segment, self.splitter)
-        else:
-            found = translate_texts(
-                self.engine,
-                lines,
-                search,
-                segment,
-                self.splitter,
-                prefixes=prefixes,
-                alignments=first_request.alignments,
-                scores=first_request.scores,
+    def decode(self, taken: list[Taken]) -> list[dict]:
+        """Requests alike (`predict`) run as one job; its decoding stops between batches once
+        every one of them is past its time (or, in-process, gone: `gone`)."""
+        first = taken[0].job
+        job = replace(
+            first,
+            texts=[text for t in taken for text in t.job.texts],
+            prefixes=None,
+            single=False,
+        )
+        if any(t.job.prefixes for t in taken):
+            job.prefixes = [p for t in taken for p in (t.job.prefixes or [""] * len(t.job.texts))]
+        last = max(t.deadline for t in taken)
+
+        def stop() -> bool:
+            return time.monotonic() > last or all(t.gone() for t in taken)
+
+        plan = check(job, Limits.unbounded())
+        found = run(plan, engine_translator(self.engine, job, self.splitter, stop)).translations
+        answers, at = [], 0
+        for one in taken:
+            mine = found[at : at + len(one.job.texts)]
+            at += len(one.job.texts)
+            answers.append(
+                response(one.request, mine, self.model_name, self.engine.name, one.job.search)
             )
-        answers, first = [], 0
-        for request, _ in jobs:
-            mine = found[first : first + len(request.lines)]
-            first += len(request.lines)
-            answers.append(response(request, mine, self.model_name, self.engine.name, search))
         return answers
 
     def encode_response(self, answer) -> TranslateResponse:

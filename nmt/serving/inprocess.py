@@ -17,6 +17,7 @@ request that waited longer than `timeout` before a worker took it is answered 50
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -25,9 +26,11 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from nmt.jobs.job import JobError
+from nmt.serving.api import Failure
 from nmt.serving.schema import TranslateRequest, TranslateResponse
 
 log = logging.getLogger("nmt.serve")
@@ -118,6 +121,12 @@ class Batcher:
             free.release()
 
 
+async def client_left(request: Request) -> None:
+    """Return once the client has gone (its body is read: what comes next is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 class InProcessServer:
     """The FastAPI app (`app`, for build_server to add the page and the gate) and its run."""
 
@@ -145,6 +154,7 @@ class InProcessServer:
 
         @asynccontextmanager
         async def lifespan(app: FastAPI):
+            self.loop = asyncio.get_running_loop()
             task = asyncio.create_task(self.batcher.run())
             yield
             task.cancel()
@@ -153,8 +163,14 @@ class InProcessServer:
         self.app = app = FastAPI(lifespan=lifespan)
 
         @app.post("/translate")
-        async def translate(request: TranslateRequest) -> TranslateResponse:
-            answer = await self.batcher.answer(api.decode_request(request))
+        async def translate(request: TranslateRequest, raw: Request) -> TranslateResponse:
+            taken = api.decode_request(request)
+            watcher = asyncio.create_task(client_left(raw))
+            taken.gone = watcher.done
+            try:
+                answer = await self.batcher.answer(taken)
+            finally:
+                watcher.cancel()
             return answer if isinstance(answer, JSONResponse) else api.encode_response(answer)
 
         @app.get("/health", response_class=PlainTextResponse)
@@ -164,6 +180,17 @@ class InProcessServer:
         @app.get("/info")
         async def info() -> dict:
             return {"model": metadata, "server": {"in_process": True, "workers": workers}}
+
+    def submit(self, request: dict) -> dict:
+        """A /translate request's answer, from a thread of a route that runs a checked job
+        (nmt.serving.submit): queued to the batcher as any request is, no HTTP hop."""
+        taken = self.api.decode_request(TranslateRequest.model_validate(request))
+        answer = asyncio.run_coroutine_threadsafe(self.batcher.answer(taken), self.loop).result()
+        if isinstance(answer, JSONResponse):
+            raise JobError(answer.status_code, json.loads(answer.body)["detail"])
+        if isinstance(answer, Failure):
+            raise JobError(answer.status, str(answer))
+        return answer
 
     def run(self, host: str, port: int, log_level: str, drain_seconds: float) -> None:
         """Load the model (the port opens once it is loaded), then serve until stopped; on

@@ -11,24 +11,33 @@
 - POST /libretranslate/detect: `q` → [{"language", "confidence"}], best first, from py3langid
   restricted to the model's two languages (chosen by bench/bench_detect.py: as accurate as
   lingua on Multi30k, faster, a twentieth of its size).
-Errors have LibreTranslate's shape, {"error": "one line"}: 400 for a missing field, a
-language the model does not serve (naming the pair), a format or an alternatives count it
-cannot take; the server's own refusals keep their status. Texts are translated by the
-server's own POST /translate (loopback.py), in the same batches and under the same limits.
+Errors have LibreTranslate's shape, {"error": "one line"}: 400 for a body that is not JSON or
+a form, a missing field, a language the model does not serve (naming the pair), a format or
+an alternatives count it cannot take; the door's refusals (limits, keys) keep their status.
+The door (door.py) reads each body with this module's readers and checks its job before the
+route runs; texts are translated through the server's Submit (submit.py), in the same batches
+and under the same limits as /translate's; language detection runs in a thread.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from functools import cache
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from omegaconf import OmegaConf
 from starlette.concurrency import run_in_threadpool
+from starlette.formparsers import MultiPartException
 
 from nmt.config import CONF_DIR, ServeConfig
 from nmt.decoding.settings import DecodeConfig
-from nmt.serving.loopback import post_translate
+from nmt.jobs.job import Job, JobError
+from nmt.serving.door import Asked as DoorAsked
+from nmt.serving.door import Reader, replaying
+from nmt.serving.schema import TranslateRequest, request_job
+from nmt.serving.submit import Submit
 
 PREFIX = "/libretranslate"
 NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian"}
@@ -70,26 +79,40 @@ class LanguageID:
         return [(lang, round(100 * p, 2)) for lang, p in self.identifier.rank(text)]
 
 
-class Refused(Exception):
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
+@dataclass
+class Asked:
+    """A LibreTranslate translate request as read: the /translate body it stands for, whether
+    `q` was a list, how many alternatives, and whether the source is to be detected."""
+
+    body: dict
+    listed: bool
+    alternatives: int
+    detect: bool
 
 
-async def fields(request: Request) -> dict:
+async def fields(body: bytes, content_type: str) -> dict:
     """The request's fields, from JSON or a form (`q` a list where given several times)."""
-    if request.headers.get("content-type", "").startswith("application/json"):
+    if content_type.startswith("application/json"):
         try:
-            body = await request.json()
-        except ValueError:
-            raise Refused(400, "Invalid request: the body is not JSON") from None
-        if not isinstance(body, dict):
-            raise Refused(400, "Invalid request: the body must be a JSON object")
-        return body
-    form = await request.form()
+            found = json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: "[" nested 50,000 deep
+            raise JobError(400, "Invalid request: the body is not JSON") from None
+        if not isinstance(found, dict):
+            raise JobError(400, "Invalid request: the body must be a JSON object")
+        return found
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-type", content_type.encode())],
+    }
+    try:
+        form = await Request(scope, replaying(body, None)).form(max_files=0, max_fields=64)
+    except (MultiPartException, ValueError, AssertionError):
+        raise JobError(400, "Invalid request: the body is neither JSON nor a form") from None
     given = {key: form.get(key) for key in form}
     if len(form.getlist("q")) > 1:
         given["q"] = form.getlist("q")
+    await form.close()
     return given
 
 
@@ -99,67 +122,78 @@ def add_libretranslate(
     src_lang: str,
     tgt_lang: str,
     search: DecodeConfig,
-    internal: str,
-) -> None:
-    """The routes of the module docstring on `app`."""
+    submit: Submit,
+) -> dict[str, Reader]:
+    """The routes of the module docstring on `app`; returns the door's readers of their
+    bodies, by path."""
     identify = LanguageID([src_lang, tgt_lang])
     pair = f"this server translates {src_lang} to {tgt_lang}"
 
-    def translate(q, source: str, target: str, fmt: str, alternatives: int) -> dict:
+    async def read_translate(body: bytes, content_type: str) -> DoorAsked:
+        given = await fields(body, content_type)
+        for name in ("q", "source", "target"):
+            if given.get(name) in (None, ""):
+                raise JobError(400, f"Invalid request: missing {name} parameter")
+        q, source, target = given["q"], str(given["source"]), str(given["target"])
         texts = q if isinstance(q, list) else [q]
         if not all(isinstance(text, str) for text in texts):
-            raise Refused(400, "Invalid request: q must be a string or a list of strings")
-        detected = None
-        if source == "auto":
-            ranked = identify.rank(" ".join(texts))
-            detected = {"language": ranked[0][0], "confidence": ranked[0][1]}
-            source = ranked[0][0]
-        if (source, target) != (src_lang, tgt_lang):
-            raise Refused(400, f"{source} to {target} is not available: {pair}")
+            raise JobError(400, "Invalid request: q must be a string or a list of strings")
+        try:
+            alternatives = int(given.get("alternatives") or 0)
+        except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 is inf
+            raise JobError(400, "Invalid request: alternatives must be a number") from None
+        fmt = str(given.get("format") or "text")
+        if source != "auto" and (source, target) != (src_lang, tgt_lang):
+            raise JobError(400, f"{source} to {target} is not available: {pair}")
+        if target != tgt_lang:
+            raise JobError(400, f"auto to {target} is not available: {pair}")
         if fmt not in ("text", "html"):
-            raise Refused(400, f"Invalid request: format must be text or html, not {fmt!r}")
+            raise JobError(400, f"Invalid request: format must be text or html, not {fmt!r}")
         if not 0 <= alternatives <= MAX_ALTERNATIVES:
-            raise Refused(400, f"Invalid request: alternatives must be 0 to {MAX_ALTERNATIVES}")
+            raise JobError(400, f"Invalid request: alternatives must be 0 to {MAX_ALTERNATIVES}")
         if fmt == "html":
             alternatives = 0  # as LibreTranslate: alternatives are for text
-        try:
-            answer = post_translate(cfg, translate_body(texts, fmt, alternatives, search), internal)
-        except HTTPException as error:
-            raise Refused(error.status_code, str(error.detail)) from None
-        found = answer["translation"]
-        result: dict = {"translatedText": found if isinstance(q, list) else found[0]}
-        if alternatives:
-            others = [[h["text"] for h in nbest[1:]] for nbest in answer["nbest"]]
-            result["alternatives"] = others if isinstance(q, list) else others[0]
+        translate = translate_body(texts, fmt, alternatives, search)
+        request = TranslateRequest.model_validate(translate)
+        job = request_job(request, search, cfg.format, cfg.segment)
+        asked = Asked(translate, isinstance(q, list), alternatives, source == "auto")
+        key = given.get("api_key")
+        return DoorAsked(asked, job, key if isinstance(key, str) else None)
+
+    async def read_detect(body: bytes, content_type: str) -> DoorAsked:
+        given = await fields(body, content_type)
+        q = given.get("q")
+        if not isinstance(q, str) or not q:
+            raise JobError(400, "Invalid request: missing q parameter")
+        key = given.get("api_key")
+        return DoorAsked(q, Job(texts=[q]), key if isinstance(key, str) else None)
+
+    def translate(asked: Asked) -> dict:
+        texts = asked.body["text"]
+        detected = None
+        if asked.detect:
+            ranked = identify.rank(" ".join(texts))
+            detected = {"language": ranked[0][0], "confidence": ranked[0][1]}
+            if ranked[0][0] != src_lang:
+                raise JobError(400, f"{ranked[0][0]} to {tgt_lang} is not available: {pair}")
+        found = submit(asked.body)
+        result: dict = {
+            "translatedText": found["translation"] if asked.listed else found["translation"][0]
+        }
+        if asked.alternatives:
+            others = [[h["text"] for h in nbest[1:]] for nbest in found["nbest"]]
+            result["alternatives"] = others if asked.listed else others[0]
         if detected:
             result["detectedLanguage"] = detected
         return result
-
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"error": message.splitlines()[0]}, status_code=status)
 
     @app.post(PREFIX + "/translate", tags=["LibreTranslate"])
     async def libretranslate_translate(request: Request):
         """LibreTranslate's POST /translate."""
         try:
-            given = await fields(request)
-            for name in ("q", "source", "target"):
-                if given.get(name) in (None, ""):
-                    raise Refused(400, f"Invalid request: missing {name} parameter")
-            try:
-                alternatives = int(given.get("alternatives") or 0)
-            except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 is inf
-                raise Refused(400, "Invalid request: alternatives must be a number") from None
-            return await run_in_threadpool(
-                translate,
-                given["q"],
-                str(given["source"]),
-                str(given["target"]),
-                str(given.get("format") or "text"),
-                alternatives,
-            )
-        except Refused as refused:
-            return error(refused.status, str(refused))
+            return await run_in_threadpool(translate, request.scope["nmt"].request)
+        except JobError as error:
+            return JSONResponse({"error": str(error)}, status_code=error.status)
 
     @app.get(PREFIX + "/languages", tags=["LibreTranslate"])
     async def libretranslate_languages() -> list[dict]:
@@ -171,12 +205,9 @@ def add_libretranslate(
 
     @app.post(PREFIX + "/detect", tags=["LibreTranslate"])
     async def libretranslate_detect(request: Request):
-        """LibreTranslate's POST /detect, over the model's two languages."""
-        try:
-            given = await fields(request)
-            q = given.get("q")
-            if not isinstance(q, str) or not q:
-                raise Refused(400, "Invalid request: missing q parameter")
-        except Refused as refused:
-            return error(refused.status, str(refused))
-        return [{"language": lang, "confidence": conf} for lang, conf in identify.rank(q)]
+        """LibreTranslate's POST /detect, over the model's two languages (in a thread: the
+        event loop only waits)."""
+        ranked = await run_in_threadpool(identify.rank, request.scope["nmt"].request)
+        return [{"language": lang, "confidence": conf} for lang, conf in ranked]
+
+    return {PREFIX + "/translate": read_translate, PREFIX + "/detect": read_detect}

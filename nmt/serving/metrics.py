@@ -4,10 +4,9 @@ token when one is set), through prometheus-client, kept by the HTTP process:
 - nmt_requests_total{route, status}: answered requests of the translating routes;
 - nmt_request_seconds{route}: their latency, a histogram;
 - nmt_requests_in_flight{route}: accepted and not yet answered (queued or decoding);
-- nmt_request_texts{route}: texts per request, a histogram;
-- nmt_characters_total: characters sent to /translate (a file's or a LibreTranslate request's
-  texts once, through the routes' own calls).
-A route's own calls to /translate (loopback.py) count in characters only. And from the model
+- nmt_request_texts{route}: texts (a file's segments) per admitted request, a histogram;
+- nmt_characters_total: characters of the texts translated (a file's text, not its bytes).
+A route's own hops to /translate (submit.py) are not counted again. And from the model
 workers, where the batches are made:
 - nmt_batch_requests, nmt_batch_lines: requests and lines per decoded batch, histograms.
 LitServe's model workers are processes of their own: they write these to files in a folder
@@ -38,7 +37,7 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from nmt.serving.access import GUARDED, INTERNAL, body_fields, characters
+from nmt.serving.door import INTERNAL
 
 TEXTS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 LINES_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -120,31 +119,23 @@ def worker_metrics() -> bytes:
 
 
 class MetricsGate:
-    """ASGI middleware: counts the translating routes' requests into `metrics`; the routes'
-    own calls carry the secret `internal`; bodies are read up to `max_body` bytes, the most a
-    guarded route takes."""
+    """ASGI middleware: counts the requests of `routes` into `metrics`, around the door (it
+    counts what the door refuses too); the texts and characters of an admitted request are
+    read from what the door left in the scope, so the body is not read again."""
 
-    def __init__(self, app, *, metrics: Metrics, internal: str, max_body: int):
-        self.app, self.metrics = app, metrics
-        self.internal, self.max_body = internal.encode(), max_body
+    def __init__(self, app, *, metrics: Metrics, routes: list[str], internal: str):
+        self.app, self.metrics, self.routes = app, metrics, set(routes)
+        self.internal = internal.encode()
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path")
-        if scope["type"] != "http" or scope["method"] != "POST" or path not in GUARDED:
+        if scope["type"] != "http" or scope["method"] != "POST" or path not in self.routes:
             await self.app(scope, receive, send)
             return
-        chunks, size = [], 0
-
-        async def reading():
-            nonlocal size
-            message = await receive()
-            if message["type"] == "http.request" and size <= self.max_body:
-                chunks.append(message.get("body", b""))
-                size += len(chunks[-1])
-            return message
-
+        if hmac.compare_digest(dict(scope["headers"]).get(INTERNAL, b""), self.internal):
+            await self.app(scope, receive, send)  # a hop of the server's own
+            return
         status = 500
-        internal = hmac.compare_digest(dict(scope["headers"]).get(INTERNAL, b""), self.internal)
 
         async def sending(message):
             nonlocal status
@@ -153,22 +144,19 @@ class MetricsGate:
             await send(message)
 
         m = self.metrics
-        if not internal:
-            m.in_flight.labels(path).inc()
+        m.in_flight.labels(path).inc()
         start = time.perf_counter()
         try:
-            await self.app(scope, reading, sending)
+            await self.app(scope, receive, sending)
         finally:
-            body = b"".join(chunks)
-            fields = await body_fields(scope, body) if path != "/translate_file" else {}
-            if path == "/translate" and status == 200:
-                m.characters.inc(characters(path, fields, body))
-            if not internal:
-                m.in_flight.labels(path).dec()
-                m.requests.labels(path, str(status)).inc()
-                m.seconds.labels(path).observe(time.perf_counter() - start)
-                texts = fields.get("q" if path.startswith("/libre") else "text", [])
-                m.texts.labels(path).observe(len(texts) if isinstance(texts, list) else 1)
+            m.in_flight.labels(path).dec()
+            m.requests.labels(path, str(status)).inc()
+            m.seconds.labels(path).observe(time.perf_counter() - start)
+            admitted = scope.get("nmt")
+            if admitted is not None:
+                m.texts.labels(path).observe(len(admitted.plan.segments))
+                if status == 200:
+                    m.characters.inc(admitted.plan.characters)
 
 
 def add_metrics(app: FastAPI, metrics: Metrics, token: str | None) -> None:

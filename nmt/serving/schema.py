@@ -3,8 +3,8 @@
 A request: {"text": "A text." | ["text", ...], "prefix": same shape (optional),
 "search": {field of DecodeConfig: value, ...} (optional), "scores", "alignments": true
 (optional), "segment": "sentences" | "lines" (optional), "format": "text" | "html"
-(optional)}. The answer has `translation` in the
-shape of `text` (one translation per text: nmt.documents.translation),
+(optional), "api_key" (optional)}: a Job (nmt.jobs, `request_job`). The answer has
+`translation` in the shape of `text` (one translation per text: nmt.documents.translation),
 `nbest` (the same shape, each a list of {"text", "score"}, when search.nbest > 1), `scores`
 (the same shape, each {"confidence", "log_prob_per_token", "words": [{"word",
 "probability"}]} or null for an empty line, when asked), `alignments` (the same shape, each
@@ -29,6 +29,7 @@ from nmt.decoding.settings import (
     without_unread,
 )
 from nmt.inference.alignment import pharaoh
+from nmt.jobs.job import Job, JobError
 
 if TYPE_CHECKING:
     from nmt.documents.translation import Translation
@@ -98,6 +99,10 @@ class TranslateRequest(BaseModel):
         "server's (format=)",
     )
 
+    api_key: str | None = Field(
+        default=None, description="The API key, where the server asks for one (or Authorization)"
+    )
+
     @property
     def lines(self) -> list[str]:
         return [self.text] if isinstance(self.text, str) else self.text
@@ -141,20 +146,49 @@ class TranslateResponse(BaseModel):
     alignments: str | list[str] | None = None
 
 
-class RequestError(ValueError):
-    """A request we refuse: `status` (413 or 422) and a one-line message."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
 def parse_request(body: bytes) -> TranslateRequest:
-    """The request in `body`, or a 422 RequestError naming the first problem in one line."""
+    """The request in `body`, or a 422 JobError naming the first problem in one line."""
     try:
         return TranslateRequest.model_validate_json(body)
     except ValidationError as error:
-        raise RequestError(422, validation_message(error)) from None
+        raise JobError(422, validation_message(error)) from None
+
+
+def request_job(
+    request: TranslateRequest, default: DecodeConfig, server_format: str, server_segment: str
+) -> Job:
+    """The job a request asks for: its texts, the server's format and segmenting unless it
+    names its own, and its search (`request_search`); JobError 422 for a search field its
+    strategy ignores."""
+    refused = refused_fields(request, default)
+    if refused:
+        raise JobError(422, refused)
+    if request.prefix is not None and isinstance(request.prefix, str) != isinstance(
+        request.text, str
+    ):
+        raise JobError(422, "prefix must have the shape of text: one prefix per line")
+    return Job(
+        search=request_search(default, request),
+        texts=request.lines,
+        format=request.format or ("text" if server_format == "auto" else server_format),
+        segment=request.segment or server_segment,
+        prefixes=request.prefixes,
+        scores=request.scores,
+        alignments=request.alignments,
+        single=isinstance(request.text, str),
+    )
+
+
+def translate_reader(default: DecodeConfig, server_format: str, server_segment: str):
+    """The door's reader of POST /translate (nmt.serving.door.Reader)."""
+    from nmt.serving.door import Asked
+
+    async def read(body: bytes, content_type: str) -> Asked:
+        request = parse_request(body)
+        job = request_job(request, default, server_format, server_segment)
+        return Asked(request, job, request.api_key)
+
+    return read
 
 
 def validation_message(error: ValidationError) -> str:

@@ -3,12 +3,13 @@ and uvicorn underneath, model worker processes), for CTranslate2 one process (in
 its engine decodes in threads of its own, and LitServe's queues between processes cost it a
 fifth of its throughput, docs/benchmarks.md).
 
-Routes: POST /translate (checked by RequestGate, then batched into TranslationAPI.predict),
-POST /translate_file (files.py: a file's texts through /translate), LibreTranslate's API
-under /libretranslate (libretranslate.py), GET /metrics (metrics.py), GET /health (200 "ok"
-while every model worker is up with the model loaded, else 503 saying how many are:
-workers.py), GET /info (our ModelCard as "model"), GET / (the page,
-page.html), and FastAPI's /docs and /openapi.json.
+Routes: POST /translate (batched into TranslationAPI.predict), POST /translate_file
+(files.py), LibreTranslate's API under /libretranslate (libretranslate.py): each request of
+these passes the door first (door.py: its body read once, bounded; its job checked against
+the limits; its key and rate limits; all before any work). GET /metrics (metrics.py), GET
+/health (200 "ok" while every model worker is up with the model loaded, else 503 saying how
+many are: workers.py), GET /info (our ModelCard as "model", no server path), GET / (the
+page, page.html), and FastAPI's /docs and /openapi.json.
 """
 
 from __future__ import annotations
@@ -30,16 +31,22 @@ from nmt.config import ServeConfig
 from nmt.decoding.settings import check_search, describe_search
 from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
-from nmt.serving.access import AccessGate, parse_limit, read_keys
+from nmt.jobs.job import Limits
+from nmt.model import ModelConfig
+from nmt.serving.access import Access, parse_limit, read_keys
 from nmt.serving.api import TranslationAPI
-from nmt.serving.files import add_file_route
-from nmt.serving.gate import Limits, RequestGate
+from nmt.serving.door import FORM_OVERHEAD, Asked, Door, Route
+from nmt.serving.files import add_file_route, read_file_form
 from nmt.serving.inprocess import InProcessServer
-from nmt.serving.libretranslate import add_libretranslate
+from nmt.serving.libretranslate import PREFIX, add_libretranslate
+from nmt.serving.limit_storage import limit_storage
 from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
+from nmt.serving.schema import translate_reader
+from nmt.serving.submit import hop
 from nmt.serving.workers import ModelWorkers, watch_workers
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
+LIBRETRANSLATE_ROUTES = (PREFIX + "/translate", PREFIX + "/detect")
 
 
 def check_serve(cfg: ServeConfig) -> None:
@@ -51,7 +58,18 @@ def check_serve(cfg: ServeConfig) -> None:
         raise UsageError(f"port must be in 1024..65535, not {cfg.port}")
     if cfg.format == "docx":
         raise UsageError("format=docx is translate's: the server's texts are text or html")
-    for name in ("batch_requests", "max_body_bytes", "max_lines", "max_line_chars"):
+    for name in (
+        "batch_requests",
+        "max_body_bytes",
+        "max_lines",
+        "max_line_chars",
+        "max_file_bytes",
+        "max_file_segments",
+        "max_segment_words",
+        "max_segment_tags",
+        "max_inflated_bytes",
+        "max_search_cost",
+    ):
         if getattr(cfg, name) < 1:
             raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
     if cfg.workers < 0 or cfg.threads < 0:
@@ -84,18 +102,17 @@ def build_server(
     card = read_card(cfg)
     search, search_line = choose_search(card, cfg.decode, overrides)
     check_search(search, card.vocab_size)  # the default every request starts from, at start
-    limits = Limits(cfg.max_body_bytes, cfg.max_lines, cfg.max_line_chars)
+    limits = Limits.of(cfg, ModelConfig(**card.shape).max_positions)
     metadata = {
         "name": card.name,
-        "path": cfg.ckpt,
-        "ensemble": cfg.ensemble,
+        "ensemble": len(cfg.ensemble),
         "direction": f"{card.src_lang}-{card.tgt_lang}",
         "backend": cfg.backend,
         "shape": card.shape,
         "tokenizer": {"type": "sentencepiece", "vocab_size": card.vocab_size},
         "search": asdict(search),
         "search_text": describe_search(search),
-        "trained": card.info,
+        "trained": public_info(card.info),
         "batching": {
             "batch_requests": cfg.batch_requests,
             "batch_wait_ms": cfg.batch_wait_ms,
@@ -103,8 +120,7 @@ def build_server(
             "threads": cfg.threads,
             "max_tokens": max_tokens(cfg),
         },
-        "limits": asdict(limits),
-        "files": {"max_file_bytes": cfg.max_file_bytes, "max_file_segments": cfg.max_file_segments},
+        "limits": {"max_body_bytes": cfg.max_body_bytes, **asdict(limits)},
         "access": {  # what a client must know (never the keys)
             "keys": cfg.api_keys_file is not None,
             "limit_requests": cfg.limit_requests,
@@ -112,20 +128,20 @@ def build_server(
         },
         "version": version("nmt"),
     }
-    gate = {"path": "/translate", "limits": limits, "default": search, "format": cfg.format}
-    internal = secrets.token_urlsafe(24)  # marks the routes' own calls to /translate
+    internal = secrets.token_urlsafe(24)  # marks the routes' own hops to /translate
+    routes: dict[str, Route] = {}  # the door's, filled in as the routes are added
+    door = {"routes": routes, "limits": limits, "access": access(cfg), "internal": internal}
     metrics = Metrics()
-    access = access_settings(cfg, internal, metrics)
+    middlewares = [(Door, door), *outer_middlewares(cfg, metrics, internal)]
     if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
         server = InProcessServer(
             api, cfg.workers, cfg.batch_requests, cfg.batch_wait_ms / 1000, cfg.timeout, metadata
         )
-        server.app.add_middleware(RequestGate, **gate)
-        for middleware, settings in access:
+        for middleware, settings in middlewares:
             server.app.add_middleware(middleware, **settings)
-        add_routes(server.app, cfg, card, search, internal, metrics, metadata)
+        add_routes(server.app, cfg, card, search, server.submit, routes, metrics)
         return server, f"{card.name}: {search_line}"
     if cfg.metrics:
         share_worker_metrics()  # the model workers' batch sizes reach /metrics
@@ -137,55 +153,78 @@ def build_server(
         workers_per_device=cfg.workers,
         timeout=cfg.timeout,
         model_metadata=metadata,
-        middlewares=[(RequestGate, gate), *access],
+        middlewares=middlewares,
         restart_workers=True,  # a worker that dies is replaced, not the server shut down
         callbacks=[workers],
     )
     server.uvicorn_graceful_timeout = cfg.drain_seconds  # how long its HTTP process drains
     watch_workers(server, workers)  # its requests answered, /health telling
-    add_routes(server.app, cfg, card, search, internal, metrics, metadata)
+    add_routes(server.app, cfg, card, search, hop(cfg, internal), routes, metrics)
     return server, f"{card.name}: {search_line}"
 
 
-def add_routes(app, cfg: ServeConfig, card, search, internal: str, metrics, metadata) -> None:
-    """The routes beside /translate, the same for both servers: the page, files,
-    LibreTranslate's API, /metrics when asked, and one-line 422s."""
-    add_page(app, metadata)
-    add_file_route(app, cfg, card.tgt_lang, internal)
-    add_libretranslate(app, cfg, card.src_lang, card.tgt_lang, search, internal)
+def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metrics) -> None:
+    """The routes beside /translate, the same for both servers (the page, files,
+    LibreTranslate's API, /metrics when asked, one-line 422s), and the door's readers of
+    every translating route's body."""
+
+    async def read_file(body: bytes, content_type: str) -> Asked:
+        return await read_file_form(body, content_type, cfg.segment)
+
+    add_page(app, card)
+    add_file_route(app, submit, cfg.max_lines, card.tgt_lang)
+    readers = add_libretranslate(app, cfg, card.src_lang, card.tgt_lang, search, submit)
+    read_translate = translate_reader(search, cfg.format, cfg.segment)
+    routes["/translate"] = Route(read_translate, cfg.max_body_bytes, "max_body_bytes")
+    file_body = cfg.max_file_bytes + FORM_OVERHEAD
+    routes["/translate_file"] = Route(read_file, file_body, "max_file_bytes")
+    for path, reader in readers.items():
+        routes[path] = Route(reader, cfg.max_body_bytes, "max_body_bytes")
     if cfg.metrics:
         add_metrics(app, metrics, cfg.metrics_token)
     app.add_exception_handler(RequestValidationError, one_line_422)
 
 
-def access_settings(cfg: ServeConfig, internal: str, metrics: Metrics) -> list[tuple]:
-    """The keys and limits gate, the metrics and CORS, as (middleware, settings), when
-    configured, innermost first (Starlette runs the last added first)."""
-    found = []
+def access(cfg: ServeConfig) -> Access | None:
+    """The keys and rate limits, where the settings ask for any."""
     keys = read_keys(cfg.api_keys_file) if cfg.api_keys_file else None
     requests = parse_limit("limit_requests", cfg.limit_requests)
     chars = parse_limit("limit_chars", cfg.limit_chars)
-    if keys is not None or requests or chars:
-        settings = {"keys": keys, "requests": requests, "chars": chars, "internal": internal}
-        found.append((AccessGate, settings | {"max_body": cfg.max_file_bytes}))
-    if cfg.metrics:  # outermost: it counts what the gates refuse too
-        settings = {"metrics": metrics, "internal": internal, "max_body": cfg.max_file_bytes}
-        found.append((MetricsGate, settings))
+    if keys is None and not requests and not chars:
+        return None
+    return Access(keys, requests, chars, limit_storage(cfg.limits_storage))
+
+
+def outer_middlewares(cfg: ServeConfig, metrics: Metrics, internal: str) -> list[tuple]:
+    """The metrics (around the door: they count its refusals too) and CORS, outermost last
+    (Starlette runs the last added first)."""
+    found = []
+    if cfg.metrics:
+        translating = ["/translate", "/translate_file", *LIBRETRANSLATE_ROUTES]
+        found.append(
+            (MetricsGate, {"metrics": metrics, "routes": translating, "internal": internal})
+        )
     if cfg.cors_origins:
         cors = {"allow_origins": list(cfg.cors_origins), "allow_methods": ["GET", "POST"]}
         found.append((CORSMiddleware, cors | {"allow_headers": ["Authorization", "Content-Type"]}))
     return found
 
 
+def public_info(info: dict) -> dict:
+    """A model's provenance without the paths of the machine it was made on."""
+    return {k: len(v) if k == "averaged" else v for k, v in info.items()}
+
+
 def accelerator(device: str) -> str:
     return "auto" if device == "auto" else ("cpu" if device == "cpu" else "cuda")
 
 
-def add_page(app: FastAPI, metadata: dict) -> None:
+def add_page(app: FastAPI, card) -> None:
     """Serve page.html at / (in place of LitServe's "litserve running")."""
     page = resources.files("nmt.serving").joinpath("page.html").read_text(encoding="utf-8")
-    for key in ("direction", "name"):
-        page = page.replace("{{" + key + "}}", html.escape(metadata[key]))
+    names = {"direction": f"{card.src_lang}-{card.tgt_lang}", "name": card.name}
+    for key, value in names.items():
+        page = page.replace("{{" + key + "}}", html.escape(value))
     routes = app.router.routes
     routes[:] = [r for r in routes if getattr(r, "path", None) != "/"]
 

@@ -1,0 +1,145 @@
+"""`check(job, limits)`: a job read and counted before any costly work, or refused.
+
+A file is bounded by its bytes; a Word file by what it would inflate to, before it is unzipped
+(nmt.documents.docx_file.check_archive); an HTML page or a Word file is parsed once, in linear
+time, into the segments that will be translated (nmt.documents.markup.Pages), and each
+segment's characters, words and inline tags are counted before alignment and tag projection
+ever see them. Then the search's worst case is priced: per segment, the rows the search keeps
+(beams, or one) x the n-best x the longest output it allows (a * (characters + 1) + b
+tokens, at least min_len, at most the model's positions: a token holds at least a
+character), summed over the segments. The `Plan` keeps what was parsed, so running the job
+parses nothing again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nmt.decoding.penalties import output_length
+from nmt.documents.docx_file import DocxError, WordFile, check_archive
+from nmt.documents.html_tree import MarkupError
+from nmt.documents.markup import Pages
+from nmt.jobs.job import LINE_BREAKS, Job, JobError, Limits, decode_utf8
+
+
+@dataclass
+class Plan:
+    """A checked job: `segments`, the texts the translator gets; `pages`, the parsed documents
+    they came from (format html or docx); `word_file`, the Word file to write them back into;
+    `lines`, a text file's lines with their breaks; `characters`, the text to translate."""
+
+    job: Job
+    segments: list[str]
+    pages: Pages | None = None
+    word_file: WordFile | None = None
+    lines: list[str] | None = None
+
+    @property
+    def characters(self) -> int:
+        return sum(len(s) for s in self.segments)
+
+
+def check(job: Job, limits: Limits) -> Plan:
+    """The job's Plan, or JobError naming the first limit or rule it breaks."""
+    job.check_options()
+    plan = read(job, limits)
+    count(plan, limits)
+    return plan
+
+
+def read(job: Job, limits: Limits) -> Plan:
+    """Parse what the job holds into segments (bounded before each step)."""
+    if job.texts is not None:
+        if len(job.texts) > limits.max_lines:
+            raise JobError(
+                413, f"{len(job.texts)} lines: the limit is max_lines={limits.max_lines}"
+            )
+        for name, texts in (("line", job.texts), ("prefix", job.prefixes or [])):
+            for i, text in enumerate(texts):
+                if len(text) > limits.max_line_chars:
+                    raise JobError(
+                        413,
+                        f"{name} {i + 1} has {len(text)} characters: the limit is "
+                        f"max_line_chars={limits.max_line_chars}",
+                    )
+        if job.format == "html":
+            return with_pages(job, job.texts)
+        return Plan(job, list(job.texts))
+    data = job.data or b""
+    if len(data) > limits.max_file_bytes:
+        raise JobError(
+            413,
+            f"the file has {len(data)} bytes: the limit is max_file_bytes={limits.max_file_bytes}",
+        )
+    if job.format == "docx":
+        try:
+            check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
+        except DocxError as error:  # a zip bomb, or no zip at all
+            raise JobError(413 if "max_" in str(error) else 422, str(error)) from None
+        try:
+            word_file = WordFile(data)
+        except DocxError as error:
+            raise JobError(422, str(error)) from None
+        plan = with_pages(job, word_file.fragments)
+        plan.word_file = word_file
+        return plan
+    text = decode_utf8(data, job.name)
+    if job.format == "html":
+        return with_pages(job, [text])
+    lines = text.splitlines(keepends=True)
+    bodies = [line.rstrip(LINE_BREAKS) for line in lines]  # each line's break kept apart
+    return Plan(job, [b for b in bodies if b.strip()], lines=lines)
+
+
+def with_pages(job: Job, documents: list[str]) -> Plan:
+    try:
+        pages = Pages.plan(documents)
+    except MarkupError as error:
+        raise JobError(422, f"{job.name or 'the HTML'}: {error}") from None
+    return Plan(job, [s.text for s in pages.segments], pages=pages)
+
+
+def count(plan: Plan, limits: Limits) -> None:
+    """Refuse a plan over the segment limits or the search's cost budget."""
+    job, segments = plan.job, plan.segments
+    if job.data is not None and len(segments) > limits.max_file_segments:
+        raise JobError(
+            413,
+            f"{len(segments)} segments: the limit is max_file_segments={limits.max_file_segments}",
+        )
+    if job.data is not None or job.format == "html":
+        for i, text in enumerate(segments):
+            if len(text) > limits.max_line_chars:
+                raise JobError(
+                    413,
+                    f"segment {i + 1} has {len(text)} characters: the limit is "
+                    f"max_line_chars={limits.max_line_chars}",
+                )
+    for i, segment in enumerate(plan.pages.segments if plan.pages else []):
+        for name, found, limit in (
+            ("words", segment.word_count, limits.max_segment_words),
+            ("inline tags", segment.tag_count, limits.max_segment_tags),
+        ):
+            if found > limit:
+                setting = "max_segment_words" if name == "words" else "max_segment_tags"
+                raise JobError(
+                    413, f"segment {i + 1} has {found} {name}: the limit is {setting}={limit}"
+                )
+    cost = search_cost(job, segments, limits.max_output_tokens)
+    if cost > limits.max_search_cost:
+        raise JobError(
+            413,
+            f"the search could cost {cost:,} tokens (segments x beams x n-best x longest output): "
+            f"the limit is max_search_cost={limits.max_search_cost}",
+        )
+
+
+def search_cost(job: Job, segments: list[str], max_output: int) -> int:
+    """The most tokens the search may generate for these segments (the module docstring)."""
+    search = job.search
+    rows = (search.beam_size if search.strategy == "beam" else 1) * search.nbest
+    total = 0
+    for text in segments:
+        longest = output_length(search.max_len_a, len(text) + 1, search.max_len_b)
+        total += rows * min(max_output, max(longest, search.min_len, 1))
+    return total

@@ -1,0 +1,200 @@
+"""The one door of the routes that translate: POST /translate, /translate_file,
+/libretranslate/translate and /libretranslate/detect. Every request passes it, in this order,
+before any costly work:
+1. its body is read once, counted while it streams: past its route's limit (max_body_bytes,
+   or max_file_bytes and a form's overhead for a file) it is a 413 at once, and the rest is
+   read and dropped, never kept (a lingering close: `refuse`);
+2. its route's reader (`Reader`) turns the body into the route's request and a Job (422 for
+   a malformed body);
+3. its key is checked (401, 403: access.py);
+4. the job is checked against the limits (nmt.jobs.check, in a worker thread: parsing a
+   document is CPU work, and the event loop only waits): 413, 415 or 422 naming the rule;
+5. its requests and characters (a file's text, not its bytes) are counted against the rate
+   limits (429).
+The route then finds what was read and checked in `scope["nmt"]` (an `Admitted`) and parses
+nothing again. Refusals are one line in the route's shape: {"error"} under /libretranslate,
+{"detail"} elsewhere; none is logged. A hop of the server's own (a checked job's texts sent to
+LitServe's model workers: submit.py) carries the server's secret and passes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+
+from starlette.concurrency import run_in_threadpool
+
+from nmt.jobs.check import Plan, check
+from nmt.jobs.job import Job, JobError, Limits
+from nmt.serving.access import Access
+
+LIBRETRANSLATE = "/libretranslate"
+INTERNAL = b"x-nmt-internal"  # the header of the server's own hops
+FORM_OVERHEAD = 64 << 10  # a file's multipart form: its boundaries and other fields
+LINGER_SECONDS = 10.0  # after a 413 for its size, a body is read this long (20 MB at 2 MB/s)
+LINGER_BYTES = 64 << 20  # and this far; a client still sending after either may see a reset
+
+
+@dataclass
+class Asked:
+    """What a reader made of a body: the route's own request (its fields), the job, and the
+    API key named in the body (LibreTranslate's `api_key`, /translate's too)."""
+
+    request: object
+    job: Job
+    key: str | None = None
+
+
+@dataclass
+class Admitted:
+    """What the door hands its route in scope["nmt"]: the request and its checked job."""
+
+    request: object
+    plan: Plan
+
+
+# (body, content type) -> Asked, raising JobError for a malformed body
+Reader = Callable[[bytes, str], Awaitable[Asked]]
+
+
+@dataclass
+class Route:
+    reader: Reader
+    max_body: int  # bytes
+    setting: str  # the setting that bounds it, for the 413
+
+
+class Door:
+    """ASGI middleware: the steps of the module docstring for the POST routes in `routes`."""
+
+    def __init__(
+        self,
+        app,
+        *,
+        routes: dict[str, Route],
+        limits: Limits,
+        access: Access | None,
+        internal: str,
+    ):
+        self.app, self.routes, self.limits, self.access = app, routes, limits, access
+        self.internal = internal.encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if route is None or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if hmac.compare_digest(headers.get(INTERNAL, b""), self.internal):
+            await self.app(scope, receive, send)
+            return
+        shape = "error" if scope["path"].startswith(LIBRETRANSLATE) else "detail"
+        try:
+            body = await read_body(headers, receive, route)
+            if body is None:  # the client left before sending it all
+                return
+            content_type = headers.get(b"content-type", b"").decode("latin-1")
+            asked = await route.reader(body, content_type)
+            bearer = headers.get(b"authorization", b"")
+            key = bearer[7:].strip() if bearer[:7].lower() == b"bearer " else None
+            key = key or (asked.key.encode() if asked.key else None)
+            plan = await run_in_threadpool(self.admit, asked.job, key, client_address(scope))
+        except JobError as error:
+            unread = receive if isinstance(error, BodyTooBig) else None
+            extra = getattr(error, "headers", [])
+            await refuse(send, error.status, {shape: str(error)}, unread, extra)
+            return
+        scope["nmt"] = Admitted(asked.request, plan)  # the same scope the route gets
+        headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+        if scope["path"] == "/translate":  # JSON, whatever the client called it (curl -d)
+            headers.append((b"content-type", b"application/json"))
+        else:
+            headers.append((b"content-type", content_type.encode("latin-1")))
+        scope["headers"] = headers
+        await self.app(scope, replaying(body, receive), send)
+
+    def admit(self, job: Job, key: bytes | None, address: str) -> Plan:
+        """Steps 3 to 5 (in a thread: a document's parsing and a Redis store's answers
+        take time)."""
+        if self.access is not None:
+            self.access.check_key(key)
+        plan = check(job, self.limits)
+        if self.access is not None:
+            self.access.admit(key, address, plan.characters)
+        return plan
+
+
+def client_address(scope) -> str:
+    return (scope.get("client") or ("unknown",))[0]
+
+
+class BodyTooBig(JobError):
+    """A 413 raised before the body has been read to its end."""
+
+
+async def read_body(headers: dict, receive, route: Route) -> bytes | None:
+    """The whole body, or BodyTooBig as soon as it passes the route's limit (Content-Length
+    tells first where it is given); None if the client left."""
+    limit = route.max_body
+    too_big = BodyTooBig(413, f"the body exceeds {route.setting}={limit}")
+    length = headers.get(b"content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise too_big
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > limit:
+            raise too_big
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def replaying(body: bytes, receive):
+    """An ASGI receive that gives `body`, already read, first, then what `receive` gives."""
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def refuse(send, status: int, answer: dict, unread=None, extra: list | None = None) -> None:
+    """A JSON error response. Given `unread`, the receive of a body not read to its end, the
+    answer is sent, then the rest of the body read and dropped before the response ends and
+    the connection closes, as nginx's lingering close does: closing on a client that is still
+    sending resets the connection, and most clients then report the reset, not the answer."""
+    body = json.dumps(answer).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += extra or []
+    if unread is not None:
+        headers.append((b"connection", b"close"))  # what is left past the bounds is never read
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": unread is not None})
+    if unread is not None:
+        await drain(unread)
+        await send({"type": "http.response.body", "body": b""})
+
+
+async def drain(receive) -> None:
+    """Read and drop the rest of a request's body, within LINGER_SECONDS and LINGER_BYTES."""
+    dropped = 0
+    with suppress(TimeoutError):
+        async with asyncio.timeout(LINGER_SECONDS):
+            while dropped <= LINGER_BYTES:
+                message = await receive()
+                dropped += len(message.get("body", b""))
+                if not message.get("more_body", False):  # its end, or the client left
+                    return

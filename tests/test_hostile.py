@@ -1,0 +1,282 @@
+"""Hostile clients against a live nmt.serve, with its default limits, on both engines (LitServe
+with one torch model worker; CTranslate2 in one process): uploads and bodies past their
+limits, a Word zip bomb, a search cost bomb, quadratic pages and Word paragraphs, deep JSON,
+malformed markup, a file name in another script, a proxy in the environment.
+
+Each case asserts the status and a one-line body in the route's shape, the time it took,
+/health answering within a second while it runs, and the server's memory (all its processes)
+and /tmp staying bounded. Requests go to 127.0.0.1 only, each with a timeout.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+from conftest import ROOT
+
+from nmt.serving.launch import launched
+
+pytestmark = pytest.mark.xdist_group("serve")
+
+HEALTH_SECONDS = 1.0  # /health answers within this while a case runs
+MEMORY_MB = 400  # the server's processes grow by at most this much over a case
+TMP_MB = 20  # and /tmp by at most this much
+
+
+@pytest.fixture(scope="module", params=["torch", "ctranslate2"])
+def server(request, model_pt: Path, tmp_path_factory) -> Iterator[str]:
+    """The overfit model served with the default limits; a proxy that answers nothing is in
+    its environment (the server's own hops must not go through it)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env |= {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+    env.pop("no_proxy", None), env.pop("NO_PROXY", None)
+    if request.param == "torch":
+        args = [f"ckpt={model_pt}", "workers=1", "threads=1"]
+    else:
+        from nmt.ct2.model_dir import export
+        from nmt.inference.torch_engine import TorchEngine
+
+        engine = TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
+        out = export(engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
+        args = [f"ckpt={out}", "backend=ctranslate2", "workers=1", "threads=1"]
+    with launched([*args, "timeout=20"], env) as url:
+        yield url
+
+
+@dataclass
+class Outcome:
+    status: int
+    body: dict | list
+    seconds: float
+    slowest_health: float
+    grew_mb: float
+    tmp_grew_mb: float
+    headers: httpx.Headers
+
+
+def server_rss_mb(url: str) -> float:
+    """The resident memory of the server's process and all its children, in MB."""
+    port = url.rsplit(":", 1)[1]
+    main = [
+        p
+        for p in psutil.Process().children()
+        if any(f"port={port}" in part for part in p.cmdline())
+    ]
+    total = 0
+    for process in main + [c for p in main for c in p.children(recursive=True)]:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            continue
+    return total / 2**20
+
+
+def tmp_mb() -> float:
+    return shutil.disk_usage("/tmp").used / 2**20
+
+
+def attack(url: str, path: str, **request) -> Outcome:
+    """POST `request` to `path` while /health is asked every 0.1 s; what came of it."""
+    before, tmp_before = server_rss_mb(url), tmp_mb()
+    peak, done, health = [before], threading.Event(), []
+
+    def watch() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            try:
+                ok = httpx.get(url + "/health", timeout=5).status_code == 200
+            except httpx.HTTPError:
+                ok = False
+            health.append(time.perf_counter() - start if ok else float("inf"))
+            peak.append(server_rss_mb(url))
+            done.wait(0.1)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    start = time.perf_counter()
+    try:
+        reply = httpx.post(url + path, timeout=60, **request)
+    finally:
+        seconds = time.perf_counter() - start
+        done.set()
+        watcher.join()
+    try:
+        body = reply.json()
+    except ValueError:
+        body = {"not json": reply.text[:200]}
+    return Outcome(
+        reply.status_code,
+        body,
+        seconds,
+        max(health, default=0.0),
+        max(peak) - before,
+        tmp_mb() - tmp_before,
+        reply.headers,
+    )
+
+
+def assert_bounded(outcome: Outcome, seconds: float) -> None:
+    assert outcome.seconds < seconds, outcome
+    assert outcome.slowest_health < HEALTH_SECONDS, outcome
+    assert outcome.grew_mb < MEMORY_MB, outcome
+    assert outcome.tmp_grew_mb < TMP_MB, outcome
+
+
+def one_line(outcome: Outcome, field: str = "detail") -> str:
+    assert isinstance(outcome.body, dict) and set(outcome.body) == {field}, outcome.body
+    message = outcome.body[field]
+    assert message and "\n" not in message and "Traceback" not in message
+    return message
+
+
+def docx_bytes(document_xml: bytes) -> bytes:
+    """A minimal .docx whose word/document.xml is `document_xml` (deflated)."""
+    content_types = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/'
+        b'package/2006/content-types"><Default Extension="rels" ContentType="application/'
+        b'vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType='
+        b'"application/xml"/><Override PartName="/word/document.xml" ContentType="application/'
+        b'vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>'
+    )
+    rels = (
+        b'<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats'
+        b'.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.'
+        b'openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target='
+        b'"word/document.xml"/></Relationships>'
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", content_types)
+        z.writestr("_rels/.rels", rels)
+        z.writestr("word/document.xml", document_xml)
+    return out.getvalue()
+
+
+W = b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def word_document(body: bytes) -> bytes:
+    return b"<w:document " + W + b"><w:body>" + body + b"</w:body></w:document>"
+
+
+def upload(name: str, data: bytes) -> dict:
+    return {"files": {"file": (name, data)}}
+
+
+# --- the cases ---
+
+
+def test_an_upload_past_the_file_limit_is_refused_before_it_is_read(server):
+    outcome = attack(server, "/translate_file", **upload("big.txt", b"a" * (40 << 20)))
+    assert outcome.status == 413 and "max_file_bytes" in one_line(outcome)
+    assert_bounded(outcome, 10)
+
+
+def test_a_word_zip_bomb_is_refused_before_it_is_unzipped(server):
+    bomb = docx_bytes(word_document(b"<w:p/>" * 30_000_000))  # 180 MB inflated, ~180 KB
+    assert len(bomb) < 1_000_000
+    outcome = attack(server, "/translate_file", **upload("bomb.docx", bomb))
+    assert outcome.status == 413 and "max_inflated_bytes" in one_line(outcome)
+    assert_bounded(outcome, 5)
+
+
+def test_a_search_cost_bomb_is_refused_before_it_is_queued(server):
+    search = {"strategy": "beam", "beam_size": 64, "nbest": 64, "min_len": 1024}
+    body = {"text": ["A man rides a bike."] * 256, "search": search}
+    outcome = attack(server, "/translate", json=body)
+    assert outcome.status == 413 and "max_search_cost" in one_line(outcome)
+    assert_bounded(outcome, 5)
+
+
+def test_a_page_of_22000_inline_tags_is_refused_before_projection(server):
+    page = b"<p>" + b"<b>a</b> " * 22_000 + b"</p>"
+    outcome = attack(server, "/translate_file", **upload("page.html", page))
+    assert outcome.status == 413 and "max_segment_tags" in one_line(outcome)
+    assert_bounded(outcome, 5)
+
+
+def test_a_word_paragraph_of_100000_runs_is_refused_before_projection(server):
+    runs = b"<w:r><w:t>a</w:t></w:r>" * 100_000
+    outcome = attack(
+        server,
+        "/translate_file",
+        **upload("runs.docx", docx_bytes(word_document(b"<w:p>" + runs + b"</w:p>"))),
+    )
+    assert outcome.status == 413 and "max_segment_tags" in one_line(outcome)
+    assert_bounded(outcome, 10)
+
+
+def test_unterminated_comments_parse_in_linear_time(server):
+    page = b"<p>A man rides a bike.</p>" + b"<!--" * 100_000  # 400 KB
+    outcome = attack(server, "/translate_file", **upload("comments.html", page))
+    assert outcome.status in (200, 413, 422), outcome
+    if outcome.status != 200:
+        one_line(outcome)
+    assert_bounded(outcome, 10)
+
+
+def test_deep_json_to_libretranslate_is_a_400_in_its_shape(server):
+    outcome = attack(
+        server,
+        "/libretranslate/translate",
+        content=b"[" * 50_000,
+        headers={"Content-Type": "application/json"},
+    )
+    assert outcome.status == 400 and "JSON" in one_line(outcome, "error")
+    assert_bounded(outcome, 5)
+
+
+def test_a_huge_detect_query_is_refused_and_health_does_not_wait(server):
+    outcome = attack(server, "/libretranslate/detect", data={"q": "a " * (15 << 20)})
+    assert outcome.status == 413 and "max_body_bytes" in one_line(outcome, "error")
+    assert_bounded(outcome, 10)
+
+
+@pytest.mark.parametrize(
+    "path, request_",
+    [
+        ("/translate", {"json": {"text": "x <![ y", "format": "html"}}),
+        ("/translate_file", upload("odd.html", b"<p>Hi <![x]> there</p>")),
+    ],
+)
+def test_malformed_markup_is_translated_as_text_or_refused_never_a_500(server, path, request_):
+    outcome = attack(server, path, **request_)
+    assert outcome.status in (200, 422), outcome
+    if outcome.status == 422:
+        one_line(outcome)
+    assert_bounded(outcome, 20)
+
+
+def test_a_file_named_in_another_script_comes_back_under_its_name(server, overfit_pairs):
+    text = (overfit_pairs[0][0] + "\n").encode()
+    outcome = attack(server, "/translate_file", **upload("文档.txt", text))
+    assert outcome.status == 200, outcome
+    disposition = outcome.headers["content-disposition"]
+    assert "filename*=UTF-8''%E6%96%87%E6%A1%A3.de.txt" in disposition
+    assert 'filename="translation.de.txt"' in disposition
+    assert_bounded(outcome, 20)
+
+
+def test_libretranslate_answers_with_a_proxy_in_the_environment(server, overfit_pairs):
+    body = {"q": overfit_pairs[0][0], "source": "en", "target": "de"}
+    outcome = attack(server, "/libretranslate/translate", json=body)
+    assert outcome.status == 200 and outcome.body["translatedText"], outcome
+    assert_bounded(outcome, 20)
+
+
+def test_info_names_no_path_of_the_server(server, model_pt):
+    info = httpx.get(server + "/info", timeout=10).text
+    assert str(model_pt.parent) not in info and "/tmp" not in info
+    assert json.loads(info)["model"]["limits"]["max_search_cost"] > 0

@@ -1,0 +1,150 @@
+"""A request is a job (nmt.jobs): its rules and limits checked once, before the work, whoever
+sends it; decoding that stops between batches; the cache bounded in bytes; the keys file."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+from dataclasses import replace
+
+import pytest
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.jobs.check import check, search_cost
+from nmt.jobs.job import Job, JobError, Limits
+
+LIMITS = Limits(
+    max_lines=16,
+    max_line_chars=400,
+    max_file_bytes=100_000,
+    max_file_segments=50,
+    max_segment_words=40,
+    max_segment_tags=10,
+    max_inflated_bytes=1_000_000,
+    max_zip_ratio=100.0,
+    max_search_cost=200_000,
+    max_output_tokens=255,
+)
+
+
+def refused(job: Job, limits: Limits = LIMITS) -> JobError:
+    with pytest.raises(JobError) as caught:
+        check(job, limits)
+    assert "\n" not in str(caught.value)
+    return caught.value
+
+
+def test_each_limit_is_named_in_its_refusal():
+    beam = DecodeConfig(strategy="beam", beam_size=5, len_penalty=1.0)
+    cases = [
+        (Job(texts=["a"] * 17), 413, "max_lines=16"),
+        (Job(texts=["a" * 401]), 413, "max_line_chars=400"),
+        (Job(texts=["a"], prefixes=["b" * 401]), 413, "prefix 1 has 401"),
+        (Job(data=b"x" * 100_001, name="a.txt"), 413, "max_file_bytes"),
+        (Job(data=b"a\n" * 51, name="a.txt"), 413, "max_file_segments=50"),
+        (Job(data=b"<p>" + b"<b>a</b> " * 11 + b"</p>", format="html"), 413, "max_segment_tags"),
+        (Job(texts=["<p>" + "a " * 41 + "</p>"], format="html"), 413, "max_segment_words"),
+        (Job(texts=["A man."] * 16, search=replace(beam, beam_size=64, nbest=64)), 413, "cost"),
+        (Job(data=b"\xff\xfe", name="a.txt"), 422, "not UTF-8"),
+        (Job(texts=["a"], format="html", scores=True), 422, "drop scores"),
+        (Job(texts=["a"], segment="words"), 422, "segment"),
+        (Job(texts=["a", "b"], prefixes=["c"]), 422, "one prefix per line"),
+    ]
+    for job, status, named in cases:
+        error = refused(job)
+        assert error.status == status and named in str(error), (job, error)
+
+
+def test_a_search_costs_its_worst_case_and_a_plain_request_passes():
+    beam = DecodeConfig(strategy="beam", beam_size=5, len_penalty=1.0, max_len_a=1.0, max_len_b=50)
+    assert search_cost(Job(search=beam), ["abc"], 255) == 5 * (4 + 50)
+    assert search_cost(Job(search=replace(beam, min_len=1000)), ["abc"], 255) == 5 * 255
+    sample = DecodeConfig(strategy="sample", nbest=4)
+    assert search_cost(Job(search=sample), ["abc"], 255) == 4 * (4 + 50)
+    plan = check(Job(texts=["A man rides a bike."] * 16, search=beam), LIMITS)
+    assert plan.segments == ["A man rides a bike."] * 16
+
+
+def test_a_word_zip_bomb_is_refused_before_it_is_unzipped():
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("word/document.xml", b"<w:p/>" * 1_000_000)  # 6 MB of paragraphs
+    error = refused(Job(data=out.getvalue(), name="bomb.docx", format="docx"))
+    assert error.status == 413 and "max_inflated_bytes" in str(error)
+    garbage = refused(Job(data=b"PK not a zip", name="a.docx", format="docx"))
+    assert garbage.status == 422
+
+
+def test_a_files_characters_are_its_texts_not_its_bytes():
+    page = b"<html><head><style>p { color: red }</style></head><p>A <b>man</b>.</p></html>"
+    plan = check(Job(data=page, name="a.html", format="html"), LIMITS)
+    assert plan.characters == len("A man.")
+
+
+def test_decoding_stops_between_batches_when_told(overfit_engine, overfit_pairs):
+    from nmt.inference.engine import Stopped
+
+    lines = overfit_pairs[0][:8]
+    engine = overfit_engine
+    tokens = engine.planner.max_tokens
+    engine.planner.max_tokens = 40  # a batch or two a line
+    asked = []
+
+    def stop() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # let the first batch through
+
+    try:
+        with pytest.raises(Stopped):
+            engine.translate(lines, DecodeConfig(), stop=stop)
+        assert len(asked) == 2
+        assert engine.translate(lines, DecodeConfig(), stop=lambda: False)
+    finally:
+        engine.planner.max_tokens = tokens
+
+
+def test_a_request_past_its_time_is_answered_504_and_not_decoded(api_model, overfit_pairs):
+    from nmt.serving.api import TimedOut
+    from nmt.serving.schema import TranslateRequest
+
+    taken = api_model.decode_request(TranslateRequest(text=overfit_pairs[0][:4]))
+    taken.deadline = time.monotonic() - 1
+    (answer,) = api_model.predict([taken])
+    assert isinstance(answer, TimedOut) and answer.status == 504
+    gone = api_model.decode_request(TranslateRequest(text=overfit_pairs[0][:4]))
+    gone.gone = lambda: True
+    assert isinstance(api_model.predict([gone])[0], TimedOut)
+
+
+@pytest.fixture(scope="module")
+def api_model(model_pt):
+    from conftest import compose
+
+    from nmt.serving.api import TranslationAPI
+
+    cfg = compose("serve", [f"ckpt={model_pt}", "threads=1", "cache_sentences=0"])
+    api = TranslationAPI(cfg, [], "overfit")
+    api.setup("cpu")
+    return api
+
+
+def test_the_cache_holds_no_more_bytes_than_it_is_given():
+    from nmt.decoding.state import Hypothesis
+    from nmt.inference.cache import TranslationCache, entry_bytes
+
+    search = DecodeConfig()
+    hyp = Hypothesis(tokens=list(range(100)), score=0.0, log_prob=0.0)
+    key = TranslationCache.key("x" * 100, "", search, False, False)
+    cache = TranslationCache(1000, max_bytes=10 * entry_bytes(key, [hyp]))
+    for i in range(50):
+        cache.put(TranslationCache.key("x" * 98 + f"{i:02d}", "", search, False, False), [hyp])
+    assert len(cache.entries) == 10 and cache.bytes <= cache.max_bytes
+
+
+def test_the_keys_file_skips_blank_lines_comments_and_a_byte_order_mark(tmp_path):
+    from nmt.serving.access import read_keys
+
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes("\ufeffk-first\n\n   # an indented comment\n\tk-second  \n".encode())
+    assert read_keys(str(keys)) == [b"k-first", b"k-second"]
