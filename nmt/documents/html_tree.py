@@ -4,10 +4,10 @@ The standard library's tokenizer (html.parser) finds the tags, in linear time on
 (`tokenizable`: constructs it would scan the whole input for are read as text); every node
 keeps the raw text it came from, so `str(parse(html)) == html` for any input, valid or not,
 and whatever a translation leaves alone (attributes, comments, scripts, entities,
-indentation) is copied, never re-serialised. Nesting follows the tags as written, with HTML's void elements, its
-implied end tags (a `<p>`, `<li>`, `<td>`, `<tr>`, `<dt>`, `<dd>` or `<option>` the source
-leaves open ends where the next one, or a block for `<p>`, starts) and end tags that close
-what is still open inside them; a stray end tag is kept as raw text.
+indentation) is copied, never re-serialised. Nesting follows the tags as written, with
+HTML's void elements, its implied end tags (a `<p>`, `<li>`, `<td>`, `<tr>`, `<dt>`, `<dd>`
+or `<option>` the source leaves open ends where the next one, or a block for `<p>`, starts)
+and end tags that close what is still open inside them; a stray end tag is kept as raw text.
 """
 
 from __future__ import annotations

@@ -72,14 +72,15 @@ def read(job: Job, limits: Limits) -> Plan:
             f"the file has {len(data)} bytes: the limit is max_file_bytes={limits.max_file_bytes}",
         )
     if job.format == "docx":
+        where = f"{job.name}: " if job.name else ""
         try:
             check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
         except DocxError as error:  # a zip bomb, or no zip at all
-            raise JobError(413 if "max_" in str(error) else 422, str(error)) from None
+            raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
         try:
             word_file = WordFile(data)
         except DocxError as error:
-            raise JobError(422, str(error)) from None
+            raise JobError(422, where + str(error)) from None
         plan = with_pages(job, word_file.fragments)
         plan.word_file = word_file
         return plan
