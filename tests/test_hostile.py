@@ -185,7 +185,7 @@ def test_an_upload_past_the_file_limit_is_refused_before_it_is_read(server):
 
 
 def test_a_word_zip_bomb_is_refused_before_it_is_unzipped(server):
-    bomb = docx_bytes(word_document(b"<w:p/>" * 30_000_000))  # 180 MB inflated, ~180 KB
+    bomb = docx_bytes(word_document(b"<w:p/>" * 20_000_000))  # 120 MB inflated, ~120 KB
     assert len(bomb) < 1_000_000
     outcome = attack(server, "/translate_file", **upload("bomb.docx", bomb))
     assert outcome.status == 413 and "max_inflated_bytes" in one_line(outcome)
@@ -201,20 +201,26 @@ def test_a_search_cost_bomb_is_refused_before_it_is_queued(server):
 
 
 def test_a_page_of_22000_inline_tags_is_refused_before_projection(server):
-    page = b"<p>" + b"<b>a</b> " * 22_000 + b"</p>"
+    page = b"<p>" + b"<b>a</b> " * 22_000 + b"</p>"  # 198 KB: 41.9 s to its 413 before
     outcome = attack(server, "/translate_file", **upload("page.html", page))
-    assert outcome.status == 413 and "max_segment_tags" in one_line(outcome)
+    assert outcome.status == 413 and "segment 1 has" in one_line(outcome)
     assert_bounded(outcome, 5)
+    page = b"<p>" + b"<b>a</b> " * 300 + b"</p>"  # within the characters and the words
+    outcome = attack(server, "/translate_file", **upload("page.html", page))
+    assert outcome.status == 413 and "max_segment_tags=200" in one_line(outcome)
 
 
 def test_a_word_paragraph_of_100000_runs_is_refused_before_projection(server):
-    runs = b"<w:r><w:t>a</w:t></w:r>" * 100_000
-    outcome = attack(
-        server,
-        "/translate_file",
-        **upload("runs.docx", docx_bytes(word_document(b"<w:p>" + runs + b"</w:p>"))),
-    )
-    assert outcome.status == 413 and "max_segment_tags" in one_line(outcome)
+    def paragraph(runs: int) -> dict:
+        run = b'<w:r><w:t xml:space="preserve">a </w:t></w:r>'
+        return upload("runs.docx", docx_bytes(word_document(b"<w:p>" + run * runs + b"</w:p>")))
+
+    outcome = attack(server, "/translate_file", **paragraph(100_000))  # a 13 KB file
+    assert outcome.status == 413, outcome
+    assert "max_zip_ratio" in one_line(outcome) or "segment 1 has" in one_line(outcome)
+    assert_bounded(outcome, 10)
+    outcome = attack(server, "/translate_file", **paragraph(300))  # within chars and words
+    assert outcome.status == 413 and "max_segment_tags=200" in one_line(outcome)
     assert_bounded(outcome, 10)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import secrets
+from pathlib import PurePosixPath, PureWindowsPath
 from dataclasses import asdict, replace
 from importlib import resources
 from importlib.metadata import version
@@ -210,9 +211,16 @@ def outer_middlewares(cfg: ServeConfig, metrics: Metrics, internal: str) -> list
     return found
 
 
-def public_info(info: dict) -> dict:
-    """A model's provenance without the paths of the machine it was made on."""
-    return {k: len(v) if k == "averaged" else v for k, v in info.items()}
+def public_info(info):
+    """A model's provenance without the paths of the machine it was made on: each absolute
+    path (a source checkpoint, the averaged ones) as its file name alone."""
+    if isinstance(info, dict):
+        return {key: public_info(value) for key, value in info.items()}
+    if isinstance(info, list):
+        return [public_info(value) for value in info]
+    if isinstance(info, str) and (PurePosixPath(info).is_absolute() or PureWindowsPath(info).drive):
+        return PurePosixPath(info.replace("\\", "/")).name
+    return info
 
 
 def accelerator(device: str) -> str:
