@@ -4,6 +4,7 @@ Served = offline (alone and concurrent), the same one-line 4xx as the torch serv
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -123,9 +124,14 @@ def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
 def test_health_info_page_and_schema(server, exported):
     assert httpx.get(server + "/health", timeout=10).text == "ok"
     info = httpx.get(server + "/info", timeout=10).json()["model"]
-    assert info["backend"] == "ctranslate2" and info["path"] == str(exported)
+    assert info["backend"] == "ctranslate2" and str(exported) not in json.dumps(info)
     assert info["batching"]["workers"] == 2
-    assert info["limits"] == {"max_body_bytes": 20000, "max_lines": 16, "max_line_chars": 400}
+    limits = info["limits"]
+    assert (limits["max_body_bytes"], limits["max_lines"], limits["max_line_chars"]) == (
+        20000,
+        16,
+        400,
+    )
     page = httpx.get(server + "/", timeout=10)
     assert page.status_code == 200 and "en-de" in page.text
     schema = httpx.get(server + "/openapi.json", timeout=10).json()

@@ -55,12 +55,18 @@ def text_run(element) -> bool:
     )
 
 
+def empty_copy(element):
+    """`element`'s tag and attributes, none of its children (a copy of a run or a link, not
+    of all it holds: a run of n line breaks is copied once per line)."""
+    return element.makeelement(element.tag, element.attrib)
+
+
 def bare_copy(run):
     """A copy of `run` with its formatting alone (its rPr), none of its text."""
-    element = copy.deepcopy(run)
-    for child in list(element):
-        if child.tag != qn("w:rPr"):
-            element.remove(child)
+    element = empty_copy(run)
+    properties = run.find(qn("w:rPr"))
+    if properties is not None:
+        element.append(copy.deepcopy(properties))
     return element
 
 
@@ -131,7 +137,7 @@ def rebuild(container, translated: Element, nodes: list) -> None:
             continue
         flush()
         if node.tag == "a":
-            element = copy.deepcopy(source)
+            element = empty_copy(source)  # its children are all rebuilt
             rebuild(element, node, nodes)
             container.append(element)
         else:  # itself, not a copy: a text box inside is translated later, in place
@@ -213,9 +219,12 @@ def check_archive(data: bytes, max_inflated_bytes: int, max_ratio: float) -> Non
     """Refuse (DocxError, one line) a zip that is none, or one that would inflate past
     `max_inflated_bytes` in all, or any part over RATIO_FROM bytes past `max_ratio` times its
     compressed size (a zip bomb; Apache POI's ZipSecureFile checks the same), before any of
-    it is unzipped. The sizes are the zip directory's: zipfile never inflates a part past the
-    size the directory declares for it (ZipExtFile cuts what it inflates there and checks the
-    CRC), so a part cannot lie its way under the limits."""
+    it is unzipped."""
+    # The sizes are the central directory's, and they bound what python-docx can read:
+    # zipfile reads a part through ZipExtFile, whose _read1 (CPython 3.11 Lib/zipfile.py)
+    # inflates deflate at most max_length at a time and keeps `data[:self._left]`, _left
+    # starting at the directory's file_size; a part that inflates further is cut there and
+    # fails its CRC check. Other methods inflate a whole read at once: refused below.
     try:
         parts = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError, EOFError) as error:
@@ -223,17 +232,17 @@ def check_archive(data: bytes, max_inflated_bytes: int, max_ratio: float) -> Non
     total = 0
     for part in parts:
         if part.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            # bzip2 and lzma inflate a whole read at once, past any bound: Word never uses them
-            raise DocxError(f"not a .docx file: {part.filename} is not stored or deflated")
+            # (Word writes stored and deflated parts alone)
+            raise DocxError(f"not a .docx file: {part.filename!r} is not stored or deflated")
         total += part.file_size
         if total > max_inflated_bytes:
             raise DocxError(
                 f"the file inflates past max_inflated_bytes={max_inflated_bytes} "
-                f"(at {part.filename})"
+                f"(at {part.filename!r})"
             )
         ratio = part.file_size / max(part.compress_size, 1)
         if part.file_size > RATIO_FROM and ratio > max_ratio:
             raise DocxError(
-                f"{part.filename} inflates {ratio:.0f} times: the limit is "
+                f"{part.filename!r} inflates {ratio:.0f} times: the limit is "
                 f"max_zip_ratio={max_ratio:g}"
             )

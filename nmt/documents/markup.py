@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.html_tree import VOID, Element, MarkupError, Raw, Text, parse
+from nmt.documents.html_tree import VOID, Element, Raw, Text, parse
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.tag_projection import Span, project
 from nmt.documents.translation import Translation, translate_texts
@@ -36,6 +36,7 @@ INLINE = frozenset(
 )
 UNTOUCHED = frozenset("script style pre textarea svg math template".split())
 WORD = re.compile(r"\S+")
+AFFIX = 8  # the most punctuation a tag leaves outside it (Span.head, Span.tail)
 NEWLINES = re.compile(r"[\n\r\f\v]")
 
 
@@ -44,31 +45,37 @@ def untouched(node: Element) -> bool:
     return node.tag in UNTOUCHED or node.attrs.get("translate") == "no" or "notranslate" in classes
 
 
-def inline(node: Element | Raw) -> bool:
-    """Part of a segment: text, a comment, or an inline element with no block inside."""
+def inline(node: Element | Raw, known: dict[int, bool]) -> bool:
+    """Part of a segment: text, a comment, or an inline element with no block inside
+    (`known`: the answers so far, by node id, so that each node is looked at once)."""
     if not isinstance(node, Element):
         return True
-    if node.tag not in INLINE:
-        return False
-    return untouched(node) or all(inline(child) for child in node.children)
+    if id(node) not in known:
+        answer = node.tag in INLINE
+        if answer and not untouched(node):
+            for child in node.children:
+                answer = answer and inline(child, known)
+        known[id(node)] = answer
+    return known[id(node)]
 
 
 @dataclass
 class Segment:
     """A run of inline nodes; `text`: their plain text, line breaks inside made spaces;
     `spans`: their elements as tag_projection spans, nested as in the source; `word_count`,
-    `tag_count`: its whitespace words and elements (nested ones too), which bound the work of
-    placing them (nmt.jobs.check)."""
+    `tag_count`: its whitespace words and elements (nested ones too), known before any
+    translation, which bound the work of placing them (nmt.jobs.check)."""
 
     nodes: list[Element | Raw]
     text: str = ""
     spans: list[Span] = field(default_factory=list)
+    word_count: int = field(init=False, default=0)
+    tag_count: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         parts: list[str] = []
         chars: list[tuple[Span, int, int]] = []
-        self._length = 0  # of parts, so far
-        self.spans = self._collect(self.nodes, parts, chars)
+        self.spans, _ = _collect(self.nodes, parts, chars, 0)
         text = "".join(parts)
         body = text.strip()
         if body:  # the whitespace around the run stays as it is; inside, a break is a space
@@ -81,46 +88,63 @@ class Segment:
         self.word_count, self.tag_count = len(words), len(chars)
         for span, start, end in chars:  # words in order: found by bisection, not by a scan
             if end > start:  # a point has no words, even inside one
-                span.words = set(range(bisect_right(ends, start), bisect_left(starts, end)))
+                span.words = range(bisect_right(ends, start), bisect_left(starts, end))
             span.at = bisect_left(starts, start)
             before = start > 0 and text[start - 1].isspace()
             span.spaced = (before, before and end < len(text) and text[end].isspace())
             if span.words:
-                head = text[words[min(span.words)][0] : start]
-                tail = text[end : words[max(span.words)][1]]
-                span.head = head if not any(c.isalnum() for c in head) else ""
-                span.tail = tail if not any(c.isalnum() for c in tail) else ""
-
-    def _collect(self, nodes, parts: list[str], chars: list) -> list[Span]:
-        """Spans of `nodes`' elements; their text appended to `parts`; (span, start, end)
-        character offsets appended to `chars`."""
-        spans = []
-        for node in nodes:
-            start = self._length
-            if isinstance(node, Text):
-                parts.append(node.text)
-                self._length += len(node.text)
-                continue
-            span = Span(set(), node=node)
-            if isinstance(node, Element) and not untouched(node) and node.tag not in VOID:
-                span.children = self._collect(node.children, parts, chars)
-            chars.append((span, start, self._length))
-            spans.append(span)
-        return spans
+                span.head = affix(text, words[span.words[0]][0], start)
+                span.tail = affix(text, end, words[span.words[-1]][1])
 
     def render(self, translation: Translation) -> str:
         """The run with `translation`'s best text and every element placed on it."""
         if not translation.alternatives:
             return "".join(map(str, self.nodes))
         target = translation.text
-        source_count = len(WORD.findall(self.text))
         words = [m.span() for m in WORD.finditer(target)]
-        project(self.spans, translation.alignments[0], source_count, len(words))
-        return _emit(self.spans, 0, len(target), target, words)
+        project(self.spans, translation.alignments[0], self.word_count, len(words))
+        pieces: list[str] = []
+        _emit(self.spans, 0, len(target), target, words, pieces)
+        return "".join(pieces)
 
 
-def _emit(spans: list[Span], lo: int, hi: int, target: str, words: list[tuple[int, int]]) -> str:
-    """target[lo:hi], escaped, with `spans` placed on its words."""
+def affix(text: str, start: int, end: int) -> str:
+    """text[start:end] where it is a little punctuation (AFFIX characters at most, no letter
+    or digit), else ""."""
+    piece = text[start:end] if end - start <= AFFIX else ""
+    return "" if any(c.isalnum() for c in piece) else piece
+
+
+def _collect(
+    nodes: list[Element | Raw], parts: list[str], chars: list, length: int
+) -> tuple[list[Span], int]:
+    """Spans of `nodes`' elements, their text appended to `parts` (`length` characters so
+    far) and (span, start, end) character offsets to `chars`; returns the spans and the new
+    length."""
+    spans = []
+    for node in nodes:
+        start = length
+        if isinstance(node, Text):
+            parts.append(node.text)
+            length += len(node.text)
+            continue
+        span = Span(set(), node=node)
+        if isinstance(node, Element) and not untouched(node) and node.tag not in VOID:
+            span.children, length = _collect(node.children, parts, chars, length)
+        chars.append((span, start, length))
+        spans.append(span)
+    return spans, length
+
+
+def _emit(
+    spans: list[Span],
+    lo: int,
+    hi: int,
+    target: str,
+    words: list[tuple[int, int]],
+    pieces: list[str],
+) -> None:
+    """Append target[lo:hi], escaped, with `spans` placed on its words, to `pieces`."""
     placed = []
     for span in spans:
         a, b = span.target
@@ -136,27 +160,28 @@ def _emit(spans: list[Span], lo: int, hi: int, target: str, words: list[tuple[in
             while span.spaced[0] and not span.words and a > 0 and at < hi and target[at].isspace():
                 at += 1  # after the space, as in the source
             placed.append((min(max(at, lo), hi), min(max(at, lo), hi), span))
-    pieces, cursor = [], lo
+    cursor = lo
     for start, end, span in sorted(placed, key=lambda p: (p[0], p[1] > p[0])):
         start, end = max(start, cursor), max(end, start, cursor)
         pieces.append(html.escape(target[cursor:start], quote=False))
         node = span.node
         if isinstance(node, Element) and span.words and not untouched(node):
             # (an empty range: its words went to a sibling; it keeps its points)
-            inner = _emit(span.children, start, end, target, words)
-            pieces.append(node.start + inner + (node.end or f"</{node.tag}>"))
+            pieces.append(node.start)
+            _emit(span.children, start, end, target, words, pieces)
+            pieces.append(node.end or f"</{node.tag}>")
         else:  # copied as it was
             spaced = span.spaced[1] and not span.words and target[end : end + 1] != " "
             pieces.append(str(node) + (" " if spaced else ""))
         cursor = end
     pieces.append(html.escape(target[cursor:hi], quote=False))
-    return "".join(pieces)
 
 
 def plan(root: Element) -> list[str | Segment]:
     """The document as raw pieces to copy and segments to translate, in order."""
     out: list[str | Segment] = []
     run: list[Element | Raw] = []
+    known: dict[int, bool] = {}
 
     def flush() -> None:
         if run:
@@ -167,7 +192,7 @@ def plan(root: Element) -> list[str | Segment]:
     def block(element: Element) -> None:
         out.append(element.start)
         for child in element.children:
-            if inline(child):
+            if inline(child, known):
                 run.append(child)
                 continue
             flush()
@@ -226,11 +251,8 @@ class Pages:
 
     @classmethod
     def plan(cls, documents: list[str]) -> Pages:
-        """MarkupError (one line) for markup too deeply nested to walk."""
-        try:
-            return cls(documents, [plan(parse(document)) for document in documents])
-        except RecursionError:  # elements nested thousands deep, each closed
-            raise MarkupError("the HTML nests its elements too deeply to translate") from None
+        """html_tree.MarkupError (one line) for a document nested too deeply (MAX_DEPTH)."""
+        return cls(documents, [plan(parse(document)) for document in documents])
 
     def render(self, found: list[Translation]) -> list[Translation]:
         """One Translation per document: its one alternative the translated document, scored

@@ -1,6 +1,6 @@
 """Where a source sentence's inline tags go in its translation, from the word alignment.
 
-A tag covers a set of source words; it goes around the target words aligned to them, as one
+A tag covers a run of source words; it goes around the target words aligned to them, as one
 contiguous range (from the first to the last aligned word). Source words with no link borrow
 the links of the nearest aligned source word. Ranges are then made to nest as the source
 tags did: a child is clipped to its parent, and of two siblings that overlap the later one
@@ -9,7 +9,8 @@ own: an image, a comment, an empty anchor) sits after the target words of the so
 before it, or before those of the word after it.
 
 Word indices are whitespace words; a range (start, end) is half-open, start == end an empty
-range at that boundary.
+range at that boundary. Placing n words' tags costs O(n log n): each word's aligned range is
+found once (`extents`), each tag's from a table of runs (`Runs`), in O(1).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Span:
-    """A tag over `words` (source word indices; empty for a point at boundary `at`) and its
-    children; `target`: the range found for it."""
+    """A tag over `words` (source word indices, a range: a set is taken as the run from its
+    least to its greatest; empty for a point at boundary `at`) and its children; `target`:
+    the range found for it."""
 
-    words: set[int]
+    words: range | set[int]
     at: int = 0
     children: list[Span] = field(default_factory=list)
     target: tuple[int, int] = (0, 0)
@@ -35,30 +37,59 @@ class Span:
     # space, not onto the word before; with one after it too, it keeps one after it
     spaced: tuple[bool, bool] = (False, False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.words, range):
+            self.words = range(min(self.words), max(self.words) + 1) if self.words else range(0)
 
-def targets_of(links: list[tuple[int, int]], source_count: int) -> list[list[int]]:
-    """Per source word, its aligned target words; an unaligned word borrows the nearest
-    aligned word's (the earlier on a tie)."""
-    aligned: list[list[int]] = [[] for _ in range(source_count)]
+
+def extents(links: list[tuple[int, int]], source_count: int) -> list[tuple[int, int] | None]:
+    """Per source word, the target range (first, last + 1) of its links; an unaligned word
+    borrows the nearest aligned word's (the earlier on a tie); None where none is aligned."""
+    found: list[tuple[int, int] | None] = [None] * source_count
     for s, t in links:
         if s < source_count:
-            aligned[s].append(t)
-    # the nearest aligned word before and after each word, in two sweeps (linear)
+            start, end = found[s] or (t, t + 1)
+            found[s] = (min(start, t), max(end, t + 1))
+    # the nearest aligned word before and after each word, in two sweeps
     before, after = [None] * source_count, [None] * source_count
     last = None
     for s in range(source_count):
-        last = s if aligned[s] else last
+        last = s if found[s] else last
         before[s] = last
     last = None
     for s in reversed(range(source_count)):
-        last = s if aligned[s] else last
+        last = s if found[s] else last
         after[s] = last
-    found = []
+    borrowed = []
     for s in range(source_count):
         b, a = before[s], after[s]
         nearest = b if a is None or (b is not None and s - b <= a - s) else a
-        found.append(aligned[s] or (aligned[nearest] if nearest is not None else []))
-    return found
+        borrowed.append(found[nearest] if nearest is not None else None)
+    return borrowed
+
+
+class Runs:
+    """The target range of any run of source words in O(1): a sparse table of the least
+    start and greatest end over each run of 2**k words (n log n entries)."""
+
+    def __init__(self, found: list[tuple[int, int] | None]):
+        self.starts = [[f[0] if f else float("inf") for f in found]]
+        self.ends = [[f[1] if f else -1 for f in found]]
+        width = 1
+        while 2 * width <= len(found):
+            starts, ends = self.starts[-1], self.ends[-1]
+            self.starts.append(list(map(min, starts, starts[width:])))
+            self.ends.append(list(map(max, ends, ends[width:])))
+            width *= 2
+
+    def __call__(self, first: int, stop: int) -> tuple[int, int] | None:
+        """(first target, last target + 1) of source words first..stop-1; None if none."""
+        if stop <= first:
+            return None
+        k = (stop - first).bit_length() - 1
+        other = stop - (1 << k)
+        end = max(self.ends[k][first], self.ends[k][other])
+        return (min(self.starts[k][first], self.starts[k][other]), end) if end >= 0 else None
 
 
 def project(
@@ -66,30 +97,31 @@ def project(
 ) -> None:
     """Set `target` of every span (and its children) for a translation of `target_count`
     words."""
-    aligned = targets_of(links, source_count)
-    _place(spans, aligned, (0, target_count), source_count)
+    found = extents(links, source_count)
+    _place(spans, found, Runs(found), (0, target_count), source_count)
 
 
-def _boundary(span: Span, aligned: list[list[int]], source_count: int, default: int) -> int:
-    """The target boundary of a point at source boundary `span.at` (`default` where no
-    word is aligned at all)."""
-    if 0 < span.at <= source_count and aligned[span.at - 1]:
-        return max(aligned[span.at - 1]) + 1
-    if span.at < source_count and aligned[span.at]:
-        return min(aligned[span.at])
+def _boundary(at: int, found: list[tuple[int, int] | None], default: int) -> int:
+    """The target boundary of a point at source boundary `at` (`default` where no word is
+    aligned at all)."""
+    if 0 < at <= len(found) and found[at - 1]:
+        return found[at - 1][1]
+    if at < len(found) and found[at]:
+        return found[at][0]
     return default
 
 
 def _place(
-    spans: list[Span], aligned: list[list[int]], parent: tuple[int, int], source_count: int
+    spans: list[Span],
+    found: list[tuple[int, int] | None],
+    runs: Runs,
+    parent: tuple[int, int],
+    source_count: int,
 ) -> None:
     lo, hi = parent
     for span in spans:
-        targets = [t for s in span.words if s < source_count for t in aligned[s]]
-        if targets:
-            start, end = min(targets), max(targets) + 1
-        else:
-            start = end = _boundary(span, aligned, source_count, default=hi)
+        aligned = runs(span.words.start, min(span.words.stop, source_count))
+        start, end = aligned or (_boundary(span.at, found, default=hi),) * 2
         start, end = min(max(start, lo), hi), min(max(end, lo), hi)
         span.target = (start, max(start, end))
     placed_end = lo
@@ -100,4 +132,4 @@ def _place(
             end = max(end, start)
         span.target = (start, end)
         placed_end = max(placed_end, end)
-        _place(span.children, aligned, span.target, source_count)
+        _place(span.children, found, runs, span.target, source_count)

@@ -106,7 +106,7 @@ async def fields(body: bytes, content_type: str) -> dict:
         "headers": [(b"content-type", content_type.encode())],
     }
     try:
-        form = await Request(scope, replaying(body, None)).form(max_files=0, max_fields=64)
+        form = await Request(scope, replaying(body, None)).form(max_files=4, max_fields=64)
     except (MultiPartException, ValueError, AssertionError):
         raise JobError(400, "Invalid request: the body is neither JSON nor a form") from None
     given = {key: form.get(key) for key in form}

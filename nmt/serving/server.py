@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import html
 import secrets
-from pathlib import PurePosixPath, PureWindowsPath
 from dataclasses import asdict, replace
 from importlib import resources
 from importlib.metadata import version
+from pathlib import PurePosixPath, PureWindowsPath
 
 import litserve as ls
 from fastapi import FastAPI, Request
