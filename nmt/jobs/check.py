@@ -54,14 +54,8 @@ def read(job: Job, limits: Limits) -> Plan:
             raise JobError(
                 413, f"{len(job.texts)} lines: the limit is max_lines={limits.max_lines}"
             )
-        for name, texts in (("line", job.texts), ("prefix", job.prefixes or [])):
-            for i, text in enumerate(texts):
-                if len(text) > limits.max_line_chars:
-                    raise JobError(
-                        413,
-                        f"{name} {i + 1} has {len(text)} characters: the limit is "
-                        f"max_line_chars={limits.max_line_chars}",
-                    )
+        check_characters("line", job.texts, limits.max_line_chars)
+        check_characters("prefix", job.prefixes or [], limits.max_line_chars)
         if job.format == "html":
             return with_pages(job, job.texts)
         return Plan(job, list(job.texts))
@@ -109,13 +103,7 @@ def count(plan: Plan, limits: Limits) -> None:
             f"{len(segments)} segments: the limit is max_file_segments={limits.max_file_segments}",
         )
     if job.data is not None or job.format == "html":
-        for i, text in enumerate(segments):
-            if len(text) > limits.max_line_chars:
-                raise JobError(
-                    413,
-                    f"segment {i + 1} has {len(text)} characters: the limit is "
-                    f"max_line_chars={limits.max_line_chars}",
-                )
+        check_characters("segment", segments, limits.max_line_chars)
     for i, segment in enumerate(plan.pages.segments if plan.pages else []):
         for name, found, limit in (
             ("words", segment.word_count, limits.max_segment_words),
@@ -133,6 +121,15 @@ def count(plan: Plan, limits: Limits) -> None:
             f"the search could cost {cost:,} tokens (segments x beams x n-best x longest output): "
             f"the limit is max_search_cost={limits.max_search_cost}",
         )
+
+
+def check_characters(name: str, texts: list[str], limit: int) -> None:
+    for i, text in enumerate(texts):
+        if len(text) > limit:
+            raise JobError(
+                413,
+                f"{name} {i + 1} has {len(text)} characters: the limit is max_line_chars={limit}",
+            )
 
 
 def search_cost(job: Job, segments: list[str], max_output: int) -> int:

@@ -27,6 +27,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
+from starlette.formparsers import MultiPartException
+from starlette.requests import Request
 
 from nmt.jobs.check import Plan, check
 from nmt.jobs.job import Job, JobError, Limits
@@ -126,6 +128,20 @@ class Door:
         if self.access is not None:
             self.access.admit(key, address, plan.characters)
         return plan
+
+
+async def read_form(body: bytes, content_type: str, max_files: int, status: int):
+    """A form body (urlencoded or multipart, its file parts spooled within the body's bound)
+    as Starlette's FormData; JobError `status` for a body that is no such form."""
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "headers": [(b"content-type", content_type.encode())],
+    }
+    try:
+        return await Request(scope, replaying(body, None)).form(max_files=max_files, max_fields=64)
+    except (MultiPartException, ValueError, AssertionError) as error:
+        raise JobError(status, f"the body is not a form: {error}") from None
 
 
 def client_address(scope) -> str:

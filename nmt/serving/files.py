@@ -22,11 +22,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
-from starlette.formparsers import MultiPartException
 
 from nmt.jobs.job import Job, JobError, file_format
 from nmt.jobs.run import run
-from nmt.serving.door import Asked, replaying
+from nmt.serving.door import Asked, read_form
 from nmt.serving.submit import Submit, translator
 
 MEDIA = {
@@ -56,17 +55,7 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
 
 async def read_file_form(body: bytes, content_type: str, server_segment: str) -> Asked:
     """The door's reader of /translate_file: the form's file as a Job."""
-    from starlette.requests import Request as Form
-
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "headers": [(b"content-type", content_type.encode())],
-    }
-    try:
-        form = await Form(scope, replaying(body, None)).form(max_files=1, max_fields=8)
-    except (MultiPartException, ValueError, AssertionError) as error:
-        raise JobError(422, f"not a form with a file: {error}") from None
+    form = await read_form(body, content_type, max_files=1, status=422)
     try:
         upload, segment = form.get("file"), form.get("segment")
         if not isinstance(upload, UploadFile):

@@ -29,13 +29,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from omegaconf import OmegaConf
 from starlette.concurrency import run_in_threadpool
-from starlette.formparsers import MultiPartException
 
 from nmt.config import CONF_DIR, ServeConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.jobs.job import Job, JobError
 from nmt.serving.door import Asked as DoorAsked
-from nmt.serving.door import Reader, replaying
+from nmt.serving.door import Reader, read_form
 from nmt.serving.schema import TranslateRequest, request_job
 from nmt.serving.submit import Submit
 
@@ -100,15 +99,7 @@ async def fields(body: bytes, content_type: str) -> dict:
         if not isinstance(found, dict):
             raise JobError(400, "Invalid request: the body must be a JSON object")
         return found
-    scope = {
-        "type": "http",
-        "method": "POST",
-        "headers": [(b"content-type", content_type.encode())],
-    }
-    try:
-        form = await Request(scope, replaying(body, None)).form(max_files=4, max_fields=64)
-    except (MultiPartException, ValueError, AssertionError):
-        raise JobError(400, "Invalid request: the body is neither JSON nor a form") from None
+    form = await read_form(body, content_type, max_files=4, status=400)
     given = {key: form.get(key) for key in form}
     if len(form.getlist("q")) > 1:
         given["q"] = form.getlist("q")
