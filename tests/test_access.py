@@ -250,6 +250,13 @@ def test_characters_count_whatever_the_content_type_and_a_refusal_counts_for_not
     assert "51 characters" in too_many.json()["error"]
 
 
+def test_translates_json_names_its_key_as_the_guide_says():
+    gate = access_gate(keys=[KEYS[0].encode()])
+    for key, status in ((KEYS[0], 200), ("x", 403), (None, 401)):
+        body = {"text": "A.", "api_key": key} if key else {"text": "A."}
+        assert call(gate, "/translate", json=body).status_code == status
+
+
 def test_a_multipart_form_names_its_key():
     gate = access_gate(keys=[KEYS[0].encode()])
     lt = {"q": "A.", "source": "en", "target": "de"}
