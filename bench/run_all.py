@@ -31,6 +31,7 @@ for script in (
     "bench_inference.py",
     "bench_splitters.py",
     "bench_detect.py",
+    "bench_document_scaling.py",
 ):
     run(str(HERE / script))
 ckpt = os.environ.get("NMT_BENCH_CKPT")

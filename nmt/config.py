@@ -439,6 +439,8 @@ class ServeConfig(SegmentConfig, InferenceConfig):
     # it allows, in tokens (nmt/jobs/check.py). Each answered with a 413 naming it.
     max_segment_words: int = 400
     max_segment_tags: int = 200
+    # An HTML text's or file's tags (its "<"s) or a Word file's runs, counted before parsing
+    max_file_tags: int = 50_000
     max_search_cost: int = 20_000_000
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none

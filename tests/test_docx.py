@@ -4,6 +4,7 @@ tables, headers, links and everything else kept; `translate input=FILE` picks th
 from __future__ import annotations
 
 import io
+import zipfile
 
 import docx
 import pytest
@@ -13,7 +14,15 @@ from docx.oxml.ns import qn
 from docx.text.run import Run
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.docx_file import DocxError, paragraphs, translate_docx
+from nmt.documents.docx_file import (
+    DocxError,
+    WordFile,
+    check_archive,
+    paragraphs,
+    translate_docx,
+    translate_word_file,
+)
+from nmt.documents.markup import Pages, translate_pages
 from nmt.documents.translation import translate_texts
 
 GREEDY = DecodeConfig(strategy="greedy")
@@ -183,3 +192,89 @@ def test_links_page_break_hints_text_boxes_and_line_breaks_keep_their_place():
     assert [t.text for t in insertion.iter(qn("w:t"))] == ["INSERTED"]
     boxes = list(found.element.body.iter(qn("w:txbxContent")))
     assert [t.text for box in boxes for t in box.iter(qn("w:t"))] == ["INNER BOX"]
+
+
+def zipped(parts: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", method) as archive:
+        for name, data in parts.items():
+            archive.writestr(name, data)
+    return out.getvalue()
+
+
+def test_a_zip_bomb_is_refused_from_its_directory_before_it_is_unzipped():
+    """The declared sizes are checked, in all and per part (Apache POI's ZipSecureFile):
+    5 MB of zeros deflate 1000 times; a small part may deflate as much."""
+    bomb = zipped({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"\0" * 5_000_000})
+    assert len(bomb) < 10_000
+    with pytest.raises(
+        DocxError, match=r"^'word/document.xml' inflates \d+ times: the limit is max_zip_ratio=100$"
+    ):
+        check_archive(bomb, 100_000_000, 100.0)
+    with pytest.raises(
+        DocxError,
+        match=r"^the file inflates past max_inflated_bytes=1000000 \(at 'word/document.xml'\)$",
+    ):
+        check_archive(bomb, 1_000_000, 1e9)
+    check_archive(zipped({"word/styles.xml": b"\0" * 500_000}), 1_000_000, 100.0)
+    with pytest.raises(DocxError, match="^not a .docx file: not a zip archive"):
+        check_archive(b"PK not a zip", 1_000_000, 100.0)
+    with pytest.raises(DocxError, match="'word/document.xml' is not stored or deflated"):
+        check_archive(zipped({"word/document.xml": b"<w/>"}, zipfile.ZIP_LZMA), 1_000_000, 100.0)
+    real = io.BytesIO()
+    docx.Document().save(real)
+    check_archive(real.getvalue(), 1_000_000, 100.0)
+
+
+def test_a_word_file_is_read_once_counted_then_written_as_translate_word_file_does():
+    document = docx.Document()
+    document.add_paragraph("A dog runs.")
+    document.add_paragraph("")
+    document.add_paragraph("Two men.").runs[0].bold = True
+    data = io.BytesIO()
+    document.save(data)
+    word = WordFile(data.getvalue())
+    assert len(word.fragments) == 2  # the empty paragraph has nothing to translate
+    pages = Pages.plan(word.fragments)
+    assert [(s.text, s.word_count, s.tag_count) for s in pages.segments] == [
+        ("A dog runs.", 3, 1),
+        ("Two men.", 2, 1),
+    ]
+    found = pages.render(uppercase_translator([s.text for s in pages.segments], [1, 2]))
+    out = word.translated([t.text for t in found])
+    whole = translate_word_file(
+        data.getvalue(), lambda p: [t.text for t in translate_pages(uppercase_translator, p)]
+    )
+    assert texts(out) == texts(whole) == ["A DOG RUNS.", "", "TWO MEN."]
+    assert docx.Document(io.BytesIO(out)).paragraphs[2].runs[0].bold
+    with pytest.raises(DocxError, match="not a .docx file"):
+        WordFile(b"PK not a zip")
+
+
+def test_a_paragraph_of_many_runs_and_line_breaks_is_read_and_rebuilt_whole():
+    """3000 runs of one letter each (one word, 3000 tags) and a bold run of 500 line breaks:
+    each line rebuilt as a copy of its run's formatting alone, not of all its breaks."""
+    document = docx.Document()
+    letters = document.add_paragraph()
+    for _ in range(3000):
+        letters.add_run("a")
+    broken = document.add_paragraph().add_run("x")
+    broken.bold = True
+    for _ in range(500):
+        broken.add_break()
+        broken.add_text("y")
+    data = io.BytesIO()
+    document.save(data)
+    word = WordFile(data.getvalue())
+    assert [f.count("<span") for f in word.fragments] == [3000, 501]
+    pages = Pages.plan(word.fragments)
+    assert [(s.word_count, s.tag_count) for s in pages.segments] == [(1, 3000), (1, 1)] + [
+        (1, 1)
+    ] * 500  # each line of the broken run its own segment, as after a <br>
+    found = pages.render(uppercase_translator([s.text for s in pages.segments], [1] * 502))
+    out = docx.Document(io.BytesIO(word.translated([t.text for t in found])))
+    assert out.paragraphs[0].text == "A" * 3000
+    assert out.paragraphs[1].text == "X" + "\nY" * 500
+    runs = out.paragraphs[1].runs
+    assert len(runs) == 1001 and all(r.bold for r in runs)
+    assert sum(1 for _ in out.paragraphs[1]._p.iter(qn("w:br"))) == 500

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from html import escape
+from html.parser import HTMLParser
 
 import pytest
 from conftest import run_module, uppercase_translator
@@ -12,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.html_tree import parse, tag_tree
-from nmt.documents.markup import Segment, plan, translate_html
+from nmt.documents.html_tree import MAX_DEPTH, Element, MarkupError, Raw, Text, parse, tag_tree
+from nmt.documents.markup import Pages, Segment, plan, translate_html
 from nmt.documents.tag_projection import Span, project
 from nmt.documents.translation import Translation, translate_texts
 
@@ -101,6 +102,126 @@ def test_a_long_page_of_unclosed_paragraphs_translates_and_deep_nesting_is_one_e
     assert translate_pages(uppercase_translator, [page])[0].text == "<p>A DOG RUNS." * 990
     with pytest.raises(ValueError, match="nests its elements too deeply"):
         translate_pages(uppercase_translator, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
+
+
+# --- hostile markup: read in linear time, as text or comments, or refused in one line ---
+
+MALFORMED = [
+    "x <![ y",  # html.parser: AssertionError
+    "<p>Hi <![x]> there</p>",  # (a bogus comment, as browsers read it)
+    "<p>A <![CDATA[b]]> c <![if !IE]>d<![endif]></p>",
+    "<!--" * 300,  # CVE-2025-6069's shapes: each searched for to the end of the input
+    "<p>a</p>" + "<!--a>" * 300,  # a comment nothing closes, before a ">"
+    "<![" * 300,
+    "<?" * 300,
+    "</" * 300,
+    "<!" * 300,
+    "<a b='" * 300,
+    "<p>" + "<a x='" * 300 + ">",
+    "<script>" + "</" * 300,
+    "<p>A dog &amp runs <",
+]
+
+
+@pytest.mark.parametrize("page", MALFORMED)
+def test_malformed_markup_is_text_or_a_comment_and_comes_back_byte_for_byte(page):
+    from nmt.documents.markup import translate_pages
+
+    assert str(parse(page)) == page
+    translate_pages(uppercase_translator, [page])  # no AssertionError, no RecursionError
+
+
+HOSTILE = st.sampled_from(
+    ["<!--", "-->", "--", "<![", "]]>", "<![CDATA[", "<?", "</", "<!", "<a b='", "'", '"', "=",
+     ">", "<", "<script>", "</script>", "<p>", "<b>", "</b>", "x", " ", "\n", "&#", "&a", "\x00"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.lists(HOSTILE, max_size=40).map("".join), st.text(max_size=40)))
+def test_any_markup_is_read_byte_for_byte_or_refused_in_one_line(source):
+    try:
+        root = parse(source)
+    except MarkupError as error:
+        assert "\n" not in str(error)
+    else:
+        assert str(root) == source
+
+
+def test_an_unclosed_construct_is_text_and_a_marked_section_a_comment():
+    from nmt.documents.markup import translate_pages
+
+    assert [s.text for s in Pages.plan(["x <![ y"]).segments] == ["x <![ y"]
+    hi = parse("<p>Hi <![x]> there</p>").children[0]
+    assert [type(c) for c in hi.children] == [Text, Raw, Text] and str(hi.children[1]) == "<![x]>"
+    found = translate_pages(uppercase_translator, ["<p>Hi <![x]> there</p>"])[0].text
+    assert found == "<p>HI <![x]> THERE</p>"  # kept as written, where it was
+    root = parse("<p>a</p>" + "<!--a>" * 3)
+    assert [str(c) for c in root.children] == ["<p>a</p>", "<!--a>" * 3]
+    assert [type(c) for c in root.children] == [Element, Text]
+
+
+def test_a_comment_with_no_end_after_it_is_never_searched_for_one(monkeypatch):
+    """html.parser searches the rest of the input for the end of each `<!--` (quadratic on a
+    page of them, CVE-2025-6069): only the one comment that has an end is searched."""
+    searched = []
+    search = HTMLParser.parse_comment
+
+    def counted(self, i, report=1):
+        searched.append(i)
+        return search(self, i, report)
+
+    monkeypatch.setattr(HTMLParser, "parse_comment", counted)
+    page = "<!-- closed --><p>a</p>" + "<!--a>" * 500 + "<!--" * 500
+    root = parse(page)
+    assert str(root) == page and len(searched) == 1
+    assert [type(c) for c in root.children] == [Raw, Element, Text]
+
+
+def test_elements_nested_deeper_than_max_depth_are_one_markup_error():
+    from nmt.documents.markup import translate_pages
+
+    deepest = "<span>" * MAX_DEPTH + "A dog." + "</span>" * MAX_DEPTH
+    assert translate_pages(uppercase_translator, [deepest])[0].text == deepest.replace(
+        "A dog.", "A DOG."
+    )  # every walk of the tree (plan, spans, projection, rendering) within the stack
+    for page in ("<b>" * (MAX_DEPTH + 1), "<div>" * 10_000):
+        with pytest.raises(MarkupError, match=f"more than {MAX_DEPTH} inside") as refused:
+            Pages.plan([page])
+        assert "\n" not in str(refused.value)
+
+
+def test_pages_are_parsed_once_counted_then_rendered_around_their_translations():
+    documents = [
+        "<p>A <b>big <i>dog</i></b> runs.<img src=x></p><p>Two men.</p>",
+        "<pre>kept</pre>",
+        "<ul><li>One <a href=x>cat</a></ul>",
+    ]
+    pages = Pages.plan(documents)
+    assert [s.text for s in pages.segments] == ["A big dog runs.", "Two men.", "One cat"]
+    counts = [(s.word_count, s.tag_count) for s in pages.segments]
+    assert counts == [(4, 3), (2, 0), (2, 1)]  # b, i (inside b) and the image
+    found = uppercase_translator([s.text for s in pages.segments], [1, 1, 3])
+    assert [t.text for t in pages.render(found)] == [  # as translate_pages gave before Pages
+        "<p>A <b>BIG <i>DOG</i></b> RUNS.<img src=x></p><p>TWO MEN.</p>",
+        "<pre>kept</pre>",
+        "<ul><li>ONE <a href=x>CAT</a></ul>",
+    ]
+
+
+def test_many_tags_in_one_word_keep_their_order_and_little_punctuation_outside():
+    """Tags side by side in one word share it; the punctuation a tag leaves outside it is
+    a few characters of its word, never the rest of a long word (linear, not quadratic)."""
+    from nmt.documents.markup import translate_pages
+
+    page = "<p>" + "<b>a</b>" * 2000 + "</p>"
+    (segment,) = Pages.plan([page]).segments
+    assert (segment.word_count, segment.tag_count) == (1, 2000)
+    assert all(not s.head and not s.tail for s in segment.spans)
+    found = translate_pages(uppercase_translator, [page])[0].text
+    assert found == "<p><b>" + "A" * 2000 + "</b>" + "<b></b>" * 1999 + "</p>"
+    (quoted,) = Pages.plan(['<p>"<b>Hi</b>" and ' + "!" * 40 + "<i>x</i></p>"]).segments
+    assert [(s.head, s.tail) for s in quoted.spans] == [('"', '"'), ("", "")]
 
 
 # --- where tags go: the projection, with alignments given ---

@@ -21,6 +21,7 @@ LIMITS = Limits(
     max_file_segments=50,
     max_segment_words=40,
     max_segment_tags=10,
+    max_file_tags=100,
     max_inflated_bytes=1_000_000,
     max_zip_ratio=100.0,
     max_search_cost=200_000,
@@ -46,6 +47,8 @@ def test_each_limit_is_named_in_its_refusal():
         (Job(data=b"<p>" + b"<b>a</b> " * 11 + b"</p>", format="html"), 413, "max_segment_tags"),
         (Job(texts=["<p>" + "a " * 41 + "</p>"], format="html"), 413, "max_segment_words"),
         (Job(texts=["A man."] * 16, search=replace(beam, beam_size=64, nbest=64)), 413, "cost"),
+        (Job(data=b"<br>" * 101, name="a.html", format="html"), 413, "max_file_tags=100"),
+        (Job(texts=["<br>" * 60] * 2, format="html"), 413, "max_file_tags=100"),
         (Job(data=b"\xff\xfe", name="a.txt"), 422, "not UTF-8"),
         (Job(texts=["a"], format="html", scores=True), 422, "drop scores"),
         (Job(texts=["a"], segment="words"), 422, "segment"),
@@ -74,6 +77,15 @@ def test_a_word_zip_bomb_is_refused_before_it_is_unzipped():
     assert error.status == 413 and "max_inflated_bytes" in str(error)
     garbage = refused(Job(data=b"PK not a zip", name="a.docx", format="docx"))
     assert garbage.status == 422
+
+
+def test_a_word_files_runs_are_counted_before_it_is_read():
+    run = b'<w:r><w:t xml:space="preserve">a </w:t></w:r>'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("word/document.xml", b"<w:document><w:p>" + run * 101 + b"</w:p></w:document>")
+    error = refused(Job(data=out.getvalue(), name="runs.docx", format="docx"))
+    assert error.status == 413 and "max_file_tags=100" in str(error)
 
 
 def test_a_files_characters_are_its_texts_not_its_bytes():

@@ -232,11 +232,11 @@ def parse(source: str) -> Element:
 def close_implied(open_: _Open, tag: str) -> None:
     """Close the elements a start `tag` ends (IMPLIED_END, ENDS_P: the outermost open one
     below the nearest element of its boundary) and what is open inside them."""
+    if tag not in IMPLIED_END and tag not in ENDS_P:
+        return
     ends, boundary = IMPLIED_END.get(tag, (set(), set()))
     if tag in ENDS_P:
         ends, boundary = ends | {"p"}, boundary | P_BOUNDARY
-    if not ends:
-        return
     below = max((open_.innermost(b) for b in boundary), default=0)
     outermost = open_.outermost(ends, below)
     if outermost is not None:

@@ -9,8 +9,9 @@ own: an image, a comment, an empty anchor) sits after the target words of the so
 before it, or before those of the word after it.
 
 Word indices are whitespace words; a range (start, end) is half-open, start == end an empty
-range at that boundary. Placing n words' tags costs O(n log n): each word's aligned range is
-found once (`extents`), each tag's from a table of runs (`Runs`), in O(1).
+range at that boundary. Each source word's aligned range is found once (`extents`), each
+tag's in O(1) from a table of runs of words (`Runs`, n log n to build): placing t tags on
+n words costs O(n log n + t log t), however they nest.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """`check(job, limits)`: a job read and counted before any costly work, or refused.
 
 A file is bounded by its bytes; a Word file by what it would inflate to, before it is unzipped
-(nmt.documents.docx_file.check_archive); an HTML page or a Word file is parsed once, in linear
+(nmt.documents.docx_file.check_archive); an HTML page by its `<`s and a Word file by its runs
+(`max_file_tags`), counted before either is parsed; then either is parsed once, in linear
 time, into the segments that will be translated (nmt.documents.markup.Pages), and each
 segment's characters, words and inline tags are counted before alignment and tag projection
 ever see them. Then the search's worst case is priced: per segment, the rows the search keeps
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nmt.decoding.penalties import output_length
-from nmt.documents.docx_file import DocxError, WordFile, check_archive
+from nmt.documents.docx_file import DocxError, WordFile, check_archive, count_runs
 from nmt.documents.html_tree import MarkupError
 from nmt.documents.markup import Pages
 from nmt.jobs.job import LINE_BREAKS, Job, JobError, Limits, decode_utf8
@@ -57,7 +58,7 @@ def read(job: Job, limits: Limits) -> Plan:
         check_characters("line", job.texts, limits.max_line_chars)
         check_characters("prefix", job.prefixes or [], limits.max_line_chars)
         if job.format == "html":
-            return with_pages(job, job.texts)
+            return with_pages(job, job.texts, limits)
         return Plan(job, list(job.texts))
     data = job.data or b""
     if len(data) > limits.max_file_bytes:
@@ -71,22 +72,28 @@ def read(job: Job, limits: Limits) -> Plan:
             check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
         except DocxError as error:  # a zip bomb, or no zip at all
             raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
+        runs = count_runs(data, limits.max_file_tags)
+        if runs > limits.max_file_tags:
+            raise JobError(413, f"{where}over {runs} runs: the limit is {file_tags(limits)}")
         try:
             word_file = WordFile(data)
         except DocxError as error:
             raise JobError(422, where + str(error)) from None
-        plan = with_pages(job, word_file.fragments)
+        plan = with_pages(job, word_file.fragments, Limits.unbounded())
         plan.word_file = word_file
         return plan
     text = decode_utf8(data, job.name)
     if job.format == "html":
-        return with_pages(job, [text])
+        return with_pages(job, [text], limits)
     lines = text.splitlines(keepends=True)
     bodies = [line.rstrip(LINE_BREAKS) for line in lines]  # each line's break kept apart
     return Plan(job, [b for b in bodies if b.strip()], lines=lines)
 
 
-def with_pages(job: Job, documents: list[str]) -> Plan:
+def with_pages(job: Job, documents: list[str], limits: Limits) -> Plan:
+    tags = sum(document.count("<") for document in documents)  # at most, before parsing
+    if tags > limits.max_file_tags:
+        raise JobError(413, f"{tags} tags: the limit is {file_tags(limits)}")
     try:
         pages = Pages.plan(documents)
     except MarkupError as error:
@@ -121,6 +128,10 @@ def count(plan: Plan, limits: Limits) -> None:
             f"the search could cost {cost:,} tokens (segments x beams x n-best x longest output): "
             f"the limit is max_search_cost={limits.max_search_cost}",
         )
+
+
+def file_tags(limits: Limits) -> str:
+    return f"max_file_tags={limits.max_file_tags}"
 
 
 def check_characters(name: str, texts: list[str], limit: int) -> None:

@@ -34,15 +34,16 @@ class JobError(ValueError):
 @dataclass(frozen=True)
 class Limits:
     """How much one job may ask (the server's settings: ServeConfig). Texts, segments and
-    their characters bound the parsing; words and inline tags per segment bound alignment and
-    tag projection; a search's cost (segments x beams x n-best x the longest output it
-    allows, in tokens) bounds the decoding. A .docx is refused before it is unzipped past
-    `max_inflated_bytes` or `max_zip_ratio`."""
+    their characters, and a file's tags (or Word runs), bound the parsing; words and inline
+    tags per segment bound alignment and tag projection; a search's cost (segments x beams x
+    n-best x the longest output it allows, in tokens) bounds the decoding. A .docx is refused
+    before it is unzipped past `max_inflated_bytes` or `max_zip_ratio`."""
 
     max_lines: int
     max_line_chars: int
     max_file_bytes: int
     max_file_segments: int
+    max_file_tags: int
     max_segment_words: int
     max_segment_tags: int
     max_inflated_bytes: int

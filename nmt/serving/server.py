@@ -68,6 +68,7 @@ def check_serve(cfg: ServeConfig) -> None:
         "max_file_segments",
         "max_segment_words",
         "max_segment_tags",
+        "max_file_tags",
         "max_inflated_bytes",
         "max_search_cost",
     ):
