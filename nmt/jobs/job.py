@@ -15,7 +15,8 @@ from pathlib import Path
 
 from nmt.decoding.settings import DecodeConfig
 
-FORMATS = ("text", "html", "docx")
+TEXT_FORMATS = ("text", "html")  # what a text may be (docx is a file's alone)
+FORMATS = (*TEXT_FORMATS, "docx")
 SEGMENTS = ("sentences", "lines")
 # A file's format by its suffix: translate's format=auto and POST /translate_file.
 FILE_FORMATS = {".txt": "text", ".md": "text", ".html": "html", ".htm": "html", ".docx": "docx"}

@@ -111,12 +111,9 @@ class Door:
             await refuse(send, error.status, {shape: str(error)}, unread, extra)
             return
         scope["nmt"] = Admitted(asked.request, plan)  # the same scope the route gets
-        headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
         if scope["path"] == "/translate":  # JSON, whatever the client called it (curl -d)
-            headers.append((b"content-type", b"application/json"))
-        else:
-            headers.append((b"content-type", content_type.encode("latin-1")))
-        scope["headers"] = headers
+            kept = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+            scope["headers"] = [*kept, (b"content-type", b"application/json")]
         await self.app(scope, replaying(body, receive), send)
 
     def admit(self, job: Job, key: bytes | None, address: str) -> Plan:

@@ -29,7 +29,7 @@ from nmt.decoding.settings import (
     without_unread,
 )
 from nmt.inference.alignment import pharaoh
-from nmt.jobs.job import Job, JobError
+from nmt.jobs.job import SEGMENTS, TEXT_FORMATS, Job, JobError
 
 if TYPE_CHECKING:
     from nmt.documents.translation import Translation
@@ -86,13 +86,13 @@ class TranslateRequest(BaseModel):
         default=False,
         description="Also give each line's word alignment, Pharaoh 'source-target' pairs",
     )
-    segment: Literal["sentences", "lines"] | None = Field(
+    segment: Literal[SEGMENTS] | None = Field(
         default=None,
         description="sentences: each text is cut into sentences and joined back with its own "
         "whitespace; lines: each text is one segment; default: the server's (segment=)",
     )
 
-    format: Literal["text", "html"] | None = Field(
+    format: Literal[TEXT_FORMATS] | None = Field(
         default=None,
         description="text: plain text; html: each text is an HTML document or fragment, "
         "translated with its tags kept (no prefix, scores, alignments or nbest); default: the "
