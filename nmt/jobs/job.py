@@ -68,8 +68,7 @@ class Limits:
 
 @dataclass
 class Job:
-    """One request (see the module docstring). `texts` or `data`, never both; `single`: the
-    texts came as one string, not a list (the answer takes the same shape)."""
+    """One request (see the module docstring): `texts` or `data`, never both."""
 
     search: DecodeConfig = field(default_factory=DecodeConfig)
     texts: list[str] | None = None
@@ -80,7 +79,6 @@ class Job:
     prefixes: list[str] | None = None
     scores: bool = False
     alignments: bool = False
-    single: bool = False
 
     def check_options(self) -> None:
         """Refuse (JobError 422) settings that cannot go together, before reading anything."""

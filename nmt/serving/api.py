@@ -128,21 +128,22 @@ class TranslationAPI(ls.LitAPI):
                     answers[i] = Refusal(f"search: {error}")
             except Stopped:
                 for i in members:
-                    answers[i] = TimedOut(
-                        f"request timed out: not translated within timeout={self.cfg.timeout:g} s"
-                    )
+                    answers[i] = self.timed_out()
             except Exception:  # noqa: BLE001 - isolate it: retry its requests one by one
                 log.exception("a batch of %d requests failed; retrying each alone", len(members))
                 for i in members:
                     try:
                         answers[i] = self.decode([taken[i]])[0]
                     except Stopped:
-                        answers[i] = TimedOut(f"request timed out: timeout={self.cfg.timeout:g} s")
+                        answers[i] = self.timed_out()
                     except Exception as error:  # noqa: BLE001 - this request's own failure
                         log.exception("a request failed")
                         first = str(error).splitlines()[0] if str(error) else ""
                         answers[i] = Failure(f"translation failed: {type(error).__name__} {first}")
         return answers
+
+    def timed_out(self) -> TimedOut:
+        return TimedOut(f"request timed out: not translated within timeout={self.cfg.timeout:g} s")
 
     def decode(self, taken: list[Taken]) -> list[dict]:
         """Requests alike (`predict`) run as one job; its decoding stops between batches once
@@ -152,7 +153,6 @@ class TranslationAPI(ls.LitAPI):
             first,
             texts=[text for t in taken for text in t.job.texts],
             prefixes=None,
-            single=False,
         )
         if any(t.job.prefixes for t in taken):
             job.prefixes = [p for t in taken for p in (t.job.prefixes or [""] * len(t.job.texts))]

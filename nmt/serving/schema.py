@@ -175,7 +175,6 @@ def request_job(
         prefixes=request.prefixes,
         scores=request.scores,
         alignments=request.alignments,
-        single=isinstance(request.text, str),
     )
 
 
