@@ -43,6 +43,33 @@ class TokenizerConfig:
     num_threads: int = 2
 
 
+AUGMENT_VIEWS = ("merged", "numbers", "unpunctuated", "upper", "title")
+
+
+@dataclass
+class AugmentConfig:
+    """The share of training pairs shown in each view per epoch, both sides changed alike
+    (nmt.data.augmentation); 0 = never. Upper and title case exclude each other; the other
+    views combine with them. `numbers` needs data.word_alignments (it writes at linked words)."""
+
+    upper: float = 0.0  # ALL CAPS
+    title: float = 0.0  # Every Word Capitalised
+    unpunctuated: float = 0.0  # the final . ! ? removed
+    numbers: float = 0.0  # digits at a pair of linked words, replacing a number or put before
+    merged: float = 0.0  # the pair and the next one as one pair
+
+    def __post_init__(self) -> None:
+        for view in AUGMENT_VIEWS:
+            if not 0.0 <= getattr(self, view) <= 1.0:
+                raise ValueError(
+                    f"data.augment.{view} must be in [0, 1], got {getattr(self, view)}"
+                )
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, view) > 0 for view in AUGMENT_VIEWS)
+
+
 @dataclass
 class DataConfig:
     """Where the parallel text comes from and how it is cleaned and batched.
@@ -87,8 +114,15 @@ class DataConfig:
     # cached with the encoded data: for guided alignment (optim.alignment_weight). Needs
     # `pip install eflomal`; not with bpe_dropout or bidirectional_epochs.
     word_alignments: bool = False
+    # Views of the training pairs drawn anew each epoch (ALL CAPS, Title Case, no final
+    # punctuation, numbers, merged pairs), cached per epoch under the data's fingerprint.
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
 
     def __post_init__(self) -> None:
+        if self.augment.numbers > 0 and not self.word_alignments:
+            raise ValueError(
+                "data.augment.numbers writes at linked words: set data.word_alignments=true"
+            )
         if not 0.0 <= self.bpe_dropout < 1.0:
             raise ValueError(f"data.bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
         if self.bidirectional_epochs < 0:

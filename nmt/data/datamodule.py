@@ -10,6 +10,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from nmt.config import DataConfig, TokenizerConfig
+from nmt.data.augmentation import augment_epoch
 from nmt.data.batching import (
     BothDirections,
     IndexedPairs,
@@ -39,9 +40,11 @@ class TranslationDataModule(L.LightningDataModule):
 
     Training batches are shuffled and sharded across the trainer's ranks; the Trainer must run
     with use_distributed_sampler=False to keep this sampler. With data.bpe_dropout, training
-    pairs are segmented anew each epoch (SampledPairs). With data.bidirectional_epochs, the
-    loader of those first epochs reads every pair in both directions (BothDirections), so the
-    Trainer must ask for a loader each epoch (reload_dataloaders_every_n_epochs=1).
+    pairs are segmented anew each epoch (SampledPairs). With data.augment, some pairs are shown
+    in other views, drawn anew each epoch (nmt.data.augmentation). With
+    data.bidirectional_epochs, the loader of those first epochs reads every pair in both
+    directions (BothDirections). With either of the last two, the Trainer must ask for a loader
+    each epoch (reload_dataloaders_every_n_epochs=1).
     Validation and test batches are sorted by length and every rank sees every line (the loss
     is a cheap forward pass; validation decoding is split across ranks by the module);
     batch.indices give each output's line.
@@ -85,8 +88,18 @@ class TranslationDataModule(L.LightningDataModule):
             else (trainer.global_rank, trainer.world_size, trainer.current_epoch)
         )
         both_directions = epoch < self.data_cfg.bidirectional_epochs
+        train = self.encoded["train"]
+        if self.data_cfg.augment.active:
+            train = augment_epoch(
+                train,
+                self.tokenizer,
+                self.data_cfg.augment,
+                self.seed,
+                epoch,
+                self.data_cfg.max_len,
+            )
         loader = self._loader(
-            "train", self.data_cfg.max_tokens, True, world_size, rank, both_directions
+            "train", train, self.data_cfg.max_tokens, True, world_size, rank, both_directions
         )
         if self._resume and 0 < self._resume["batches_done"] < len(loader.batch_sampler):
             # Resuming mid-epoch: Lightning goes on counting from batches_done, the sampler
@@ -107,18 +120,20 @@ class TranslationDataModule(L.LightningDataModule):
         self._resume = dict(state)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("valid", self.data_cfg.eval_max_tokens, False, 1, 0)
+        return self._loader(
+            "valid", self.encoded["valid"], self.data_cfg.eval_max_tokens, False, 1, 0
+        )
 
     def _loader(
         self,
         role: str,
+        ds: datasets.Dataset,
         max_tokens: int,
         shuffle: bool,
         num_replicas: int,
         rank: int,
         both_directions: bool = False,
     ) -> DataLoader:
-        ds = self.encoded[role]
         src_lens, tgt_lens = token_lengths(ds)
         if both_directions:
             src_lens, tgt_lens = BothDirections.lengths(src_lens, tgt_lens)

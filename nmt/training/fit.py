@@ -210,8 +210,11 @@ def build_trainer(
         callbacks=build_callbacks(cfg, run_dir / "checkpoints", band),
         logger=run_loggers(run_dir, resumed_step),
         use_distributed_sampler=False,  # our token-based batch sampler shards by rank itself
-        # Bidirectional epochs read another loader than the ones after them (the data module).
-        reload_dataloaders_every_n_epochs=1 if cfg.data.bidirectional_epochs else 0,
+        # Bidirectional epochs read another loader than the ones after them, and augmented
+        # epochs each their own views (the data module).
+        reload_dataloaders_every_n_epochs=(
+            1 if cfg.data.bidirectional_epochs or cfg.data.augment.active else 0
+        ),
         plugins=[SafeCheckpointIO()],
     )
     if cfg.on_nonfinite_loss == "skip" and trainer.world_size > 1:

@@ -1,0 +1,291 @@
+"""Training pairs shown as people write: in ALL CAPS, in Title Case, without their final
+punctuation, with numbers, or two pairs run together (data.augment).
+
+Each view changes both sides alike and keeps the pair's word alignment true, so guided
+alignment still trains on real links. Which pairs get which view is drawn from
+(seed, epoch, row) alone: every rank and a resumed run see the same views, and each epoch
+other ones. `augment_epoch` writes an epoch's views through `Dataset.map`, so they are cached
+under the data's fingerprint and the batch sampler packs their real lengths.
+
+Why not OpusTrainer's modifiers: they draw from Python's global `random` (not a function of
+the row and the epoch, so ranks and a resumed run would disagree), read and write tab-separated
+lines rather than our Arrow columns of ids and links, have no aligned number substitution, and
+the package pins sentencepiece==0.1.99 against our 0.2.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import datasets
+import numpy as np
+
+from nmt.config import AUGMENT_VIEWS, AugmentConfig
+from nmt.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+Words = list[str]
+Links = list[tuple[int, int]]  # (source word, target word)
+
+VIEWS = AUGMENT_VIEWS  # applied in this order
+FINAL_PUNCTUATION = ".!?…"
+# Number words that eflomal links one to one: en -> de, replaced by digits on both sides.
+NUMBER_WORDS = {
+    "one": {"ein", "eine", "eins", "einen", "einem", "einer"},
+    "two": {"zwei"},
+    "three": {"drei"},
+    "four": {"vier"},
+    "five": {"fünf"},
+    "six": {"sechs"},
+    "seven": {"sieben"},
+    "eight": {"acht"},
+    "nine": {"neun"},
+    "ten": {"zehn"},
+    "eleven": {"elf"},
+    "twelve": {"zwölf"},
+}
+DIGITS = re.compile(r"\d+")
+
+
+@dataclass
+class Pair:
+    """One training pair as the aligner read it: words of each side and their links."""
+
+    src: Words
+    tgt: Words
+    links: Links
+
+
+def upper(pair: Pair) -> Pair:
+    """ALL CAPS on both sides ("ß" becomes "SS", within its word: the links hold)."""
+    return Pair([w.upper() for w in pair.src], [w.upper() for w in pair.tgt], pair.links)
+
+
+def title(pair: Pair) -> Pair:
+    """Every word's first letter in capitals, the rest as it was, on both sides."""
+
+    def cap(words: Words) -> Words:
+        return [w[:1].upper() + w[1:] for w in words]
+
+    return Pair(cap(pair.src), cap(pair.tgt), pair.links)
+
+
+def unpunctuated(pair: Pair) -> Pair | None:
+    """The final . ! ? … gone from both sides; None where the source has none, or where a side
+    would be left empty. Last words that were only punctuation go, with their links."""
+    if not pair.src or not pair.src[-1] or pair.src[-1][-1] not in FINAL_PUNCTUATION:
+        return None
+    src, tgt = _strip_end(pair.src), _strip_end(pair.tgt)
+    if not src or not tgt:
+        return None
+    links = [(s, t) for s, t in pair.links if s < len(src) and t < len(tgt)]
+    return Pair(src, tgt, links)
+
+
+def _strip_end(words: Words) -> Words:
+    words = list(words)
+    while words and not words[-1].rstrip(FINAL_PUNCTUATION):
+        words.pop()
+    if words:
+        words[-1] = words[-1].rstrip(FINAL_PUNCTUATION)
+    return words
+
+
+def numbers(pair: Pair, rng: np.random.Generator) -> Pair | None:
+    """A number on both sides at aligned words: it replaces a number (or number word) linked
+    one to one with its translation, else it goes in before a word pair linked one to one.
+    None where no word pair is linked one to one."""
+    one_to_one = _one_to_one(pair.links)
+    if not one_to_one:
+        return None
+    number = random_number(rng)
+    numeric = [(s, t) for s, t in one_to_one if _same_number(pair.src[s], pair.tgt[t])]
+    if numeric:
+        s, t = numeric[rng.integers(len(numeric))]
+        src, tgt = list(pair.src), list(pair.tgt)
+        src[s], tgt[t] = _put_number(src[s], number), _put_number(tgt[t], number)
+        return Pair(src, tgt, pair.links)
+    s, t = one_to_one[rng.integers(len(one_to_one))]
+    src = pair.src[:s] + [number] + pair.src[s:]
+    tgt = pair.tgt[:t] + [number] + pair.tgt[t:]
+    links = [(a + (a >= s), b + (b >= t)) for a, b in pair.links] + [(s, t)]
+    return Pair(src, tgt, sorted(links))
+
+
+def _one_to_one(links: Links) -> Links:
+    """The links whose two words have no other link."""
+    src_count = Counter(s for s, _ in links)
+    tgt_count = Counter(t for _, t in links)
+    return sorted((s, t) for s, t in links if src_count[s] == 1 and tgt_count[t] == 1)
+
+
+def _core(word: str) -> str:
+    return word.strip(FINAL_PUNCTUATION + ",;:\"'()").lower()
+
+
+def _same_number(src_word: str, tgt_word: str) -> bool:
+    """Whether two linked words say the same number: the same digits, or number words."""
+    s, t = _core(src_word), _core(tgt_word)
+    if DIGITS.fullmatch(s):
+        return s == t
+    return t in NUMBER_WORDS.get(s, ())
+
+
+def _put_number(word: str, number: str) -> str:
+    """The word with its core (the word less surrounding punctuation) replaced by `number`."""
+    core = _core(word)
+    start = word.lower().find(core)
+    return word[:start] + number + word[start + len(core) :]
+
+
+def random_number(rng: np.random.Generator) -> str:
+    """Digits as they come in text: a count, a hundreds figure, a year or a model number."""
+    kind = rng.random()
+    if kind < 0.4:
+        return str(rng.integers(2, 21))
+    if kind < 0.7:
+        return str(rng.integers(21, 1000))
+    if kind < 0.85:
+        return str(rng.integers(1900, 2031))
+    return str(rng.integers(1000, 100_000))
+
+
+def merged(first: Pair, second: Pair) -> Pair:
+    """Two pairs as one: sources, then targets, joined, the second's links moved along."""
+    ds, dt = len(first.src), len(first.tgt)
+    links = first.links + [(s + ds, t + dt) for s, t in second.links]
+    return Pair(first.src + second.src, first.tgt + second.tgt, links)
+
+
+def draw_views(n: int, shares: AugmentConfig, seed: int, epoch: int) -> dict[str, np.ndarray]:
+    """view -> (n,) bool: which of an epoch's rows get it. Upper and title case exclude each
+    other; the other views combine. Drawn from (seed, epoch) alone."""
+    rng = np.random.default_rng([seed, epoch, 0xA06])
+    draws = {view: rng.random(n) for view in VIEWS}
+    chosen = {view: draws[view] < getattr(shares, view) for view in VIEWS}
+    chosen["title"] &= ~chosen["upper"]
+    return chosen
+
+
+def augment_rows(
+    rows: dict[str, list],
+    tokenizer: Tokenizer,
+    chosen: dict[str, np.ndarray],
+    seed: int,
+    epoch: int,
+    max_len: int,
+) -> tuple[dict[str, list], list[list[str]]]:
+    """The rows (src, tgt, src_ids, tgt_ids, optional word_align; row i is the epoch's
+    row i) with their chosen views applied, re-encoded, and each row's views applied. A
+    view that does not fit a row (no final stop, no one-to-one link, a merge past max_len
+    pieces, the last row to merge, irregular spacing) is left out of it."""
+    starts = tokenizer.word_starts()
+    has_links = "word_align" in rows
+    n = len(rows["src"])
+    out = {key: list(values) for key, values in rows.items()}
+    applied: list[list[str]] = [[] for _ in range(n)]
+    changed = []
+    for i in range(n):
+        views = [view for view in VIEWS if chosen[view][i]]
+        if not views:
+            continue
+        pair = _read_pair(rows, i, tokenizer, starts, has_links)
+        if pair is None:
+            continue
+        rng = np.random.default_rng([seed, epoch, i])
+        done = []
+        for view in views:
+            if view == "merged":
+                if i + 1 >= n or (
+                    len(rows["src_ids"][i]) + len(rows["src_ids"][i + 1]) > max_len
+                    or len(rows["tgt_ids"][i]) + len(rows["tgt_ids"][i + 1]) > max_len
+                ):
+                    continue
+                second = _read_pair(rows, i + 1, tokenizer, starts, has_links)
+                new = None if second is None else merged(pair, second)
+            elif view == "numbers":
+                new = numbers(pair, rng) if has_links else None
+            elif view == "unpunctuated":
+                new = unpunctuated(pair)
+            else:
+                new = upper(pair) if view == "upper" else title(pair)
+            if new is not None:
+                pair = new
+                done.append(view)
+        if not done:
+            continue
+        applied[i] = done
+        out["src"][i], out["tgt"][i] = " ".join(pair.src), " ".join(pair.tgt)
+        if has_links:
+            out["word_align"][i] = [x for link in sorted(pair.links) for x in link]
+        changed.append(i)
+    for side in ("src", "tgt"):
+        ids = tokenizer.encode([out[side][i] for i in changed])
+        for i, row_ids in zip(changed, ids, strict=True):
+            out[f"{side}_ids"][i] = row_ids
+    for side in ("src", "tgt"):
+        if f"{side}_len" in out:
+            out[f"{side}_len"] = [len(x) for x in out[f"{side}_ids"]]
+    return out, applied
+
+
+def _read_pair(
+    rows: dict[str, list], i: int, tokenizer: Tokenizer, starts: np.ndarray, has_links: bool
+) -> Pair | None:
+    """Row i as the aligner read it: the tokenizer's words (`word_texts`) and the links. None
+    for a row with irregular spacing (a tab, two spaces): its words do not join back into it."""
+    src = tokenizer.word_texts(rows["src_ids"][i], starts)
+    tgt = tokenizer.word_texts(rows["tgt_ids"][i], starts)
+    if any("\u2581" in word for word in src + tgt):
+        return None
+    flat = rows["word_align"][i] if has_links else []
+    return Pair(src, tgt, [(flat[k], flat[k + 1]) for k in range(0, len(flat), 2)])
+
+
+def augment_epoch(
+    ds: datasets.Dataset,
+    tokenizer: Tokenizer,
+    shares: AugmentConfig,
+    seed: int,
+    epoch: int,
+    max_len: int,
+) -> datasets.Dataset:
+    """An epoch's view of the encoded training split: the same rows, some changed by
+    `augment_rows`, and a `views` column (a bit per view in VIEWS' order), cached by
+    `Dataset.map` under (the split's fingerprint, the draws, seed, epoch). Logs how many pairs
+    got each view."""
+    out = ds.map(
+        _augment_all,
+        batched=True,
+        batch_size=None,  # merging reads the next row: the whole split at once
+        fn_kwargs={
+            "tokenizer": tokenizer,
+            "chosen": draw_views(len(ds), shares, seed, epoch),
+            "seed": seed,
+            "epoch": epoch,
+            "max_len": max_len,
+        },
+        desc=f"Augmenting epoch {epoch}",
+    )
+    bits = np.asarray(out.data.table.column("views").to_numpy(zero_copy_only=False))
+    log.info(
+        "Epoch %d views of %d training pairs: %s",
+        epoch,
+        len(out),
+        ", ".join(
+            f"{int(np.count_nonzero(bits & (1 << k))):,} {view}"
+            for k, view in enumerate(VIEWS)
+            if getattr(shares, view) > 0
+        ),
+    )
+    return out
+
+
+def _augment_all(rows: dict, tokenizer: Tokenizer, **kwargs) -> dict:
+    out, views = augment_rows(rows, tokenizer, **kwargs)
+    out["views"] = [sum(1 << VIEWS.index(v) for v in row) for row in views]
+    return out

@@ -1,0 +1,235 @@
+"""Training views (nmt.data.augmentation): each keeps its pair consistent, they are drawn per
+epoch the same on every rank, and with every share 0 the batches are today's."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nmt.config import AUGMENT_VIEWS, AugmentConfig, DataConfig, TokenizerConfig
+from nmt.data.augmentation import Pair, merged, numbers, title, unpunctuated, upper
+from nmt.data.datamodule import TranslationDataModule
+from nmt.tokenizer import piece_words
+
+WORD = st.text(alphabet="abcdefßxyzäöüABC,.!?0123456789", min_size=1, max_size=8)
+
+
+@st.composite
+def pairs(draw) -> Pair:
+    src = draw(st.lists(WORD, min_size=1, max_size=8))
+    tgt = draw(st.lists(WORD, min_size=1, max_size=8))
+    links = draw(
+        st.sets(st.tuples(st.integers(0, len(src) - 1), st.integers(0, len(tgt) - 1)), max_size=10)
+    )
+    return Pair(src, tgt, sorted(links))
+
+
+def assert_links_index_words(pair: Pair) -> None:
+    assert all(0 <= s < len(pair.src) and 0 <= t < len(pair.tgt) for s, t in pair.links)
+    assert all(w and " " not in w for w in pair.src + pair.tgt)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs(), pairs(), st.integers(0, 2**32 - 1))
+def test_each_view_keeps_its_pair_consistent(pair, other, seed):
+    for view in (upper, title):
+        new = view(pair)
+        assert new.links == pair.links and len(new.src) == len(pair.src)
+        assert [w.lower() for w in new.src] == [w.upper().lower() for w in pair.src] or (
+            view is title
+        )
+    assert all(w == w.upper() for w in upper(pair).src + upper(pair).tgt)
+    assert all(w[:1] == w[:1].upper() for w in title(pair).src + title(pair).tgt)
+
+    both = merged(pair, other)
+    assert_links_index_words(both)
+    assert both.src == pair.src + other.src and both.tgt == pair.tgt + other.tgt
+    assert {(both.src[s], both.tgt[t]) for s, t in both.links} == {
+        (pair.src[s], pair.tgt[t]) for s, t in pair.links
+    } | {(other.src[s], other.tgt[t]) for s, t in other.links}
+
+    bare = unpunctuated(pair)
+    if pair.src[-1][-1] not in ".!?…":
+        assert bare is None
+    elif bare is not None:
+        assert_links_index_words(bare)
+        assert bare.src[-1][-1] not in ".!?…" and bare.tgt[-1][-1] not in ".!?…"
+        assert bare.src[:-1] == pair.src[: len(bare.src) - 1]
+    else:  # a side of nothing but punctuation
+        assert not "".join(pair.src).strip(".!?…") or not "".join(pair.tgt).strip(".!?…")
+
+    with_number = numbers(pair, np.random.default_rng(seed))
+    if with_number is None:
+        return
+    assert_links_index_words(with_number)
+    new_digits = [
+        (s, t)
+        for s, t in with_number.links
+        if re.search(r"\d", with_number.src[s])
+        and re.findall(r"\d+", with_number.src[s]) == re.findall(r"\d+", with_number.tgt[t])
+        and (
+            s >= len(pair.src)
+            or with_number.src[s] != pair.src[s]
+            or len(with_number.src) > len(pair.src)
+        )
+    ]
+    assert new_digits, (pair, with_number)  # a number went in at a pair of linked words
+    # every other linked pair of words is the one it was
+    if len(with_number.src) == len(pair.src):
+        changed = [i for i, (a, b) in enumerate(zip(pair.src, with_number.src)) if a != b]
+        assert len(changed) <= 1
+
+
+def test_numbers_replace_a_number_word_linked_to_its_translation():
+    pair = Pair(["Two", "dogs", "run."], ["Zwei", "Hunde", "rennen."], [(0, 0), (1, 1), (2, 2)])
+    new = numbers(pair, np.random.default_rng(0))
+    assert new.src[1:] == ["dogs", "run."] and new.tgt[1:] == ["Hunde", "rennen."]
+    assert new.src[0] == new.tgt[0] and new.src[0].isdigit()
+    assert new.links == pair.links
+
+
+# --- in the data module, on real pairs ---
+
+
+def write(path: Path, lines: list[str]) -> str:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+def data_module(
+    tmp_path: Path, multi30k_dir: Path, augment: AugmentConfig
+) -> TranslationDataModule:
+    en = (multi30k_dir / "train.en").read_text(encoding="utf-8").splitlines()[:300]
+    de = (multi30k_dir / "train.de").read_text(encoding="utf-8").splitlines()[:300]
+    files = {
+        "train": {"en": write(tmp_path / "train.en", en), "de": write(tmp_path / "train.de", de)},
+        "val": {
+            "en": write(tmp_path / "val.en", en[:20]),
+            "de": write(tmp_path / "val.de", de[:20]),
+        },
+    }
+    cfg = DataConfig(
+        source="files",
+        name="augment",
+        cache_dir=str(tmp_path / "cache"),
+        data_files=files,
+        splits={"train": "train", "valid": "val"},
+        max_tokens=600,
+        word_alignments=True,
+        augment=augment,
+    )
+    tok = TokenizerConfig(name="augment", dir=str(tmp_path / "tok"), vocab_size=600)
+    dm = TranslationDataModule(cfg, tok, seed=3)
+    dm.prepare_data()
+    dm.setup("fit")
+    return dm
+
+
+def epoch_rows(dm: TranslationDataModule, epoch: int, rank: int = 0, world: int = 1) -> dict:
+    """index -> (src ids, tgt ids, links) of every row a rank reads in an epoch."""
+    dm.trainer = SimpleNamespace(global_rank=rank, world_size=world, current_epoch=epoch)
+    loader = dm.train_dataloader()
+    loader.batch_sampler.set_epoch(epoch)
+    rows = {}
+    for batch in loader:
+        for example in loader.dataset.__getitems__(batch.indices.tolist()):
+            rows[example["index"]] = (
+                list(example["src_ids"]),
+                list(example["tgt_ids"]),
+                list(example["word_align"]),
+            )
+    return rows
+
+
+SHARES = AugmentConfig(upper=0.2, title=0.2, unpunctuated=0.3, numbers=0.3, merged=0.1)
+
+
+@pytest.fixture(scope="module")
+def plain_and_augmented(multi30k_dir, tmp_path_factory):
+    plain = data_module(tmp_path_factory.mktemp("plain"), multi30k_dir, AugmentConfig())
+    augmented = data_module(tmp_path_factory.mktemp("augmented"), multi30k_dir, SHARES)
+    return plain, augmented
+
+
+def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
+    _, dm = plain_and_augmented
+    tokenizer, starts = dm.tokenizer, dm.tokenizer.word_starts()
+    encoded = dm.encoded["train"]
+    original = {
+        i: (row["src_ids"], row["tgt_ids"], row["word_align"]) for i, row in enumerate(encoded)
+    }
+    rows = epoch_rows(dm, 0)
+    assert sorted(rows) == sorted(original)  # every pair, once
+    changed = [i for i in rows if rows[i] != original[i]]
+    assert 0.4 * len(rows) < len(changed) < 0.95 * len(rows)
+    seen = {"upper": 0, "digits": 0, "unpunctuated": 0}
+    texts = {i: tokenizer.decode([s, t]) for i, (s, t, _) in original.items()}
+    for i in changed:
+        src_ids, tgt_ids, flat = rows[i]
+        src, tgt = tokenizer.decode([src_ids, tgt_ids])
+        before = (
+            texts[i]
+            if i + 1 not in texts
+            else [a + " " + b for a, b in zip(texts[i], texts[i + 1])]
+        )
+        assert len(piece_words(src_ids, starts)) == len(src.split())
+        assert len(piece_words(tgt_ids, starts)) == len(tgt.split())
+        links = list(zip(flat[::2], flat[1::2], strict=True))
+        assert all(s < len(src.split()) and t < len(tgt.split()) for s, t in links)
+        if src == src.upper():
+            assert tgt == tgt.upper()
+            seen["upper"] += 1
+        # a number put in went in on both sides (one the data had may have no digits in German)
+        added = Counter(re.findall(r"\d+", src)) - Counter(re.findall(r"\d+", before[0]))
+        if added:
+            assert not added - Counter(re.findall(r"\d+", tgt)), (src, tgt)
+            seen["digits"] += 1
+        seen["unpunctuated"] += src[-1] not in ".!?"
+    assert all(count > 10 for count in seen.values()), seen
+
+
+def test_views_are_drawn_per_epoch_alike_on_every_rank(plain_and_augmented):
+    _, dm = plain_and_augmented
+    epoch1 = epoch_rows(dm, 1)
+    assert epoch_rows(dm, 1) == epoch1  # the same epoch read again (a resumed run)
+    assert epoch_rows(dm, 2) != epoch1  # another epoch, other views
+    rank0, rank1 = epoch_rows(dm, 1, 0, 2), epoch_rows(dm, 1, 1, 2)
+    assert not set(rank0) & set(rank1)
+    assert rank0 | rank1 == epoch1
+
+
+def test_no_view_gives_the_batches_of_plain_training(plain_and_augmented, caplog):
+    plain, _ = plain_and_augmented
+    assert not plain.data_cfg.augment.active
+    loader = plain.train_dataloader()
+    assert (
+        loader.dataset.ds._fingerprint
+        == plain.encoded["train"].select_columns(["src_ids", "tgt_ids", "word_align"])._fingerprint
+    )
+
+
+def test_an_epochs_views_are_logged_and_cached(plain_and_augmented, caplog):
+    from nmt.data.augmentation import augment_epoch
+
+    _, dm = plain_and_augmented
+    args = (dm.encoded["train"], dm.tokenizer, SHARES, dm.seed)
+    with caplog.at_level("INFO"):
+        first = augment_epoch(*args, epoch=5, max_len=dm.data_cfg.max_len)
+    assert re.search(
+        r"Epoch 5 views of \d+ training pairs: [\d,]+ merged, [\d,]+ numbers", caplog.text
+    )
+    again = augment_epoch(*args, epoch=5, max_len=dm.data_cfg.max_len)
+    assert again._fingerprint == first._fingerprint
+    assert again.cache_files and again.cache_files == first.cache_files
+    assert (
+        augment_epoch(*args, epoch=6, max_len=dm.data_cfg.max_len)._fingerprint
+        != first._fingerprint
+    )
+    assert set(AUGMENT_VIEWS) == {"merged", "numbers", "unpunctuated", "upper", "title"}
