@@ -390,7 +390,8 @@ class TranslateConfig(SegmentConfig, InferenceConfig):
     max_file_bytes: int = 20_000_000  # format=html/docx: the largest input read whole
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
     # Each line also gets the translation's scores, tab-separated (nmt.inference.scores):
-    # "translation<TAB>log-prob per token<TAB>log-prob<TAB>word log-probs<TAB>confidence"
+    # "translation<TAB>log-prob per token<TAB>log-prob<TAB>word log-probs<TAB>confidence
+    # <TAB>warnings" (the output checks': a missing number, URL or address, a loop, a fix)
     scores: bool = False
     # Each translation is followed by a tab and its word alignment in Pharaoh format, "0-0 1-2"
     # (source word - target word, whitespace words; nmt.inference.alignment); after the scores

@@ -42,6 +42,7 @@ from nmt.documents.output_lines import output_lines
 from nmt.documents.sentences import SentenceSplitter
 from nmt.files import atomic_path, paired_chunks, read_chunks, write_bytes
 from nmt.inference.loading import check_model, load
+from nmt.inference.output_checks import tally
 from nmt.inference.search_choice import choose_search
 from nmt.jobs.check import check
 from nmt.jobs.job import FILE_FORMATS, Job, JobError, Limits
@@ -164,18 +165,21 @@ def translate_stream(
             "the input",
             f"prefix_file={cfg.prefix_file}",
         )
+    warnings: list[list[str]] = []
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
         for lines, forced in chunks:
             job = command_job(cfg, search, texts=lines, prefixes=forced)
             plan = check(job, limits(cfg))
             translate = engine_translator(engine, job, splitter)
             found = run_job(plan, translate, first_line_number=total + 1).translations
+            warnings += [t.warnings for t in found]
             out = output_lines(found, cfg.nbest, cfg.scores, cfg.alignments)
             for line in out:
                 sink.write(line + "\n")
             sink.flush()
             total += len(lines)
             bar.update(len(lines))
+    log.info(tally(warnings))
     return total
 
 

@@ -83,7 +83,9 @@ def test_each_view_keeps_its_pair_consistent(pair, other, seed):
     assert new_digits, (pair, with_number)  # a number went in at a pair of linked words
     # every other linked pair of words is the one it was
     if len(with_number.src) == len(pair.src):
-        changed = [i for i, (a, b) in enumerate(zip(pair.src, with_number.src)) if a != b]
+        changed = [
+            i for i, (a, b) in enumerate(zip(pair.src, with_number.src, strict=True)) if a != b
+        ]
         assert len(changed) <= 1
 
 
@@ -177,7 +179,7 @@ def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
         before = (
             texts[i]
             if i + 1 not in texts
-            else [a + " " + b for a, b in zip(texts[i], texts[i + 1])]
+            else [a + " " + b for a, b in zip(texts[i], texts[i + 1], strict=True)]
         )
         assert len(piece_words(src_ids, starts)) == len(src.split())
         assert len(piece_words(tgt_ids, starts)) == len(tgt.split())

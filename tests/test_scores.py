@@ -115,8 +115,8 @@ def test_score_and_translate_scores_write_the_same_columns_line_for_line(
     )
     assert translated.returncode == 0, translated.stderr.decode()
     rows = [row.split("\t") for row in translated.stdout.decode().splitlines()]
-    assert len(rows) == len(lines) and all(len(row) == 5 for row in rows)
-    assert rows[6] == ["", "", "", "", ""] and rows[0][4] == ""  # not calibrated
+    assert len(rows) == len(lines) and all(len(row) == 6 for row in rows)  # + the warnings
+    assert rows[6] == ["", "", "", "", "", ""] and rows[0][4] == ""  # not calibrated
     tgt.write_text("".join(row[0] + "\n" for row in rows), encoding="utf-8")
     scored = run_module("nmt.score", [f"ckpt={model_pt}", f"src={src}", f"tgt={tgt}"], tmp_path)
     assert scored.returncode == 0, scored.stderr.decode()

@@ -219,6 +219,20 @@ def test_scores_on_request_are_the_engines_own_alone_or_batched(api, overfit_eng
     assert together[2]["scores"] == answer["scores"][1]
 
 
+def test_the_output_checks_are_served_as_offline(api, overfit_engine, lines):
+    """Each text's warnings (nmt.inference.output_checks) come with the answer, [] for a clean
+    one: a URL the model cannot write is reported missing, as offline."""
+    from nmt.documents.translation import translate_texts
+
+    planted = [lines[0], f"{lines[1]} See https://example.org/x1", ""]
+    answer = served_with(api, [{"text": planted, "scores": True}])[0]
+    offline = translate_texts(overfit_engine, planted, overfit_engine.search)
+    assert answer["warnings"] == [t.warnings for t in offline]
+    assert answer["warnings"][0] == [] and answer["warnings"][2] == []
+    assert "missing https://example.org/x1" in answer["warnings"][1]
+    assert served_with(api, [{"text": lines[0]}])[0]["warnings"] == []
+
+
 def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
     api, overfit_engine, lines
 ):

@@ -53,6 +53,10 @@ class DecodeConfig:
     top_k: int = 0
     top_p: float = 1.0
     seed: int = 0
+    # An ALL CAPS or Title Case line is translated in sentence case, an ALL CAPS line's
+    # translation given back in capitals (nmt.documents.casing): a model that learnt from
+    # sentence-case text loops on capitals. Texts with a forced prefix are translated as given.
+    fold_case: bool = True
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():

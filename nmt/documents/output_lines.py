@@ -14,7 +14,8 @@ def output_lines(
     "translation<TAB>score" pairs joined by tabs, best first (where there are none, what the
     text keeps as it is: "" for a blank line, "---" for a rule).
     `alignments` adds each alternative's Pharaoh word alignment after its score; for the best
-    translation alone, after the scores' columns (`scores`, output_text.score_columns)."""
+    translation alone, after the scores' columns (`scores`, output_text.score_columns) and
+    the output checks' warnings, "; "-separated (nmt.inference.output_checks)."""
     lines = []
     for t in found:
         if nbest > 1:
@@ -26,7 +27,7 @@ def output_lines(
             continue
         fields = [one_line(t.text)]
         if scores:
-            fields.append(score_columns(t.scores))
+            fields += [score_columns(t.scores), "; ".join(t.warnings)]
         if alignments:
             fields.append(pharaoh(t.alignments[0]) if t.alignments else "")
         lines.append("\t".join(fields))

@@ -4,12 +4,16 @@ With segment=sentences each text is laid out (nmt.documents.layout) and the sent
 the texts go to the engine together, in one `Engine.translate` call, so they share batches
 with every other sentence; each text is then joined back around its kept whitespace and
 markers. With segment=lines a text is one segment, as the engine takes it. A text with a
-forced prefix is one segment in either mode (the prefix starts its whole translation).
+forced prefix is one segment in either mode (the prefix starts its whole translation). With
+search.fold_case, a sentence in capitals is read in sentence case (nmt.documents.casing).
 
 Alternative k of a text joins each sentence's k-th best (its last, if it has fewer), scored by
 the sum of their scores. Alignments index the whitespace words of the whole source text and
 of the whole translation (Pharaoh, as nmt.inference.alignment); scores are the best
-translation's, its kept marker words rated certain (log-prob 0).
+translation's, its kept marker words rated certain (log-prob 0). Each sentence's best
+translation is checked (numbers, URLs and addresses kept; no loop) and a wrong number fixed
+where the alignment allows (`check_best`): a text's warnings are its sentences', and its
+confidence is lowered for each problem left.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
+from nmt.documents import casing
 from nmt.documents.layout import Layout, lay_out
 from nmt.documents.sentences import SentenceSplitter
 from nmt.inference.calibration import Calibration
 from nmt.inference.engine import Engine
+from nmt.inference.output_checks import NUMBER, Findings, check, fix_numbers
 from nmt.inference.output_text import one_line
 from nmt.inference.planner import line_number
 from nmt.inference.scores import Scores
@@ -40,6 +46,9 @@ class Translation:
     alternatives: list[tuple[str, float]] = field(default_factory=list)
     alignments: list[list[tuple[int, int]]] | None = None
     scores: Scores | None = None
+    # what the output checks found in its sentences (missing numbers, URLs, addresses; a
+    # loop) and the numbers they fixed (nmt.inference.output_checks)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -76,12 +85,24 @@ def translate_texts(
     flat = [s for layout in layouts for s in layout.sentences]
     numbers = [line_number(first_line_number, i) for i in owner]
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
+    folded = [
+        casing.fold(line) if search.fold_case and not (forced and forced[j]) else (line, "")
+        for j, line in enumerate(flat)
+    ]
+    read = [line for line, _ in folded]
     found = engine.translate(
-        flat, search, numbers, forced, alignments=alignments, scores=scores, stop=stop
+        read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop
     )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
-    sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
-    rated = engine.rate(flat, found, numbers) if scores else [None] * len(flat)
+    sentence_texts = [
+        [casing.restore(one_line(next(decoded)), kind) for _ in nbest]
+        for nbest, (_, kind) in zip(found, folded, strict=True)
+    ]
+    rated = engine.rate(read, found, numbers) if scores else [None] * len(flat)
+    for rating, (_, kind) in zip(rated, folded, strict=True):
+        if rating is not None and kind:
+            rating.words = [casing.restore(word, kind) for word in rating.words]
+    findings = check_best(engine, flat, found, sentence_texts, rated, numbers)
     calibration = engine.calibration
     results, at = [], 0
     for text, layout in zip(texts, layouts, strict=True):
@@ -113,9 +134,54 @@ def translate_texts(
                     dt = len(joined[:tgt_start].split())
                     links += [(s + ds, t + dt) for s, t in found[j][p].alignment]
                 result.alignments.append(sorted(links))
+        result.warnings = [w for j in mine if findings[j] for w in findings[j].warnings]
         if scores:
             result.scores = merge_scores(layout, [rated[j] for j in mine], calibration)
+            if result.scores is not None and result.warnings:
+                for j in mine:
+                    if findings[j]:
+                        result.scores.confidence = findings[j].lowered(result.scores.confidence)
     return results
+
+
+def check_best(
+    engine: Engine,
+    sources: list[str],
+    found: list[list],
+    texts: list[list[str]],
+    rated: list[Scores | None],
+    numbers: list[int],
+) -> list[Findings | None]:
+    """Each sentence's best translation checked against its source (nmt.inference.output_checks),
+    and a missing number fixed where its word alignment makes that safe: from the search's own
+    alignment where it kept one, else from one forced pass over those sentences alone. Fixes
+    `texts` (and the scores' words) in place; None for an empty sentence."""
+    findings = [check(src, t[0]) if t else None for src, t in zip(sources, texts, strict=True)]
+    fixable = [
+        j for j, f in enumerate(findings) if f and any(NUMBER.fullmatch(m) for m in f.missing)
+    ]
+    unaligned = [j for j in fixable if found[j][0].alignment is None]
+    links = dict(
+        zip(
+            unaligned,
+            engine.align(
+                [sources[j] for j in unaligned],
+                [texts[j][0] for j in unaligned],
+                [numbers[j] for j in unaligned],
+            )
+            if unaligned
+            else [],
+            strict=True,
+        )
+    )
+    for j in fixable:
+        alignment = links[j] if j in links else found[j][0].alignment
+        fixed = fix_numbers(sources[j], texts[j][0], alignment or [], findings[j])
+        if fixed != texts[j][0]:
+            texts[j][0] = fixed
+            if rated[j] is not None and len(rated[j].words) == len(fixed.split()):
+                rated[j].words = fixed.split()
+    return findings
 
 
 def merge_scores(

@@ -144,6 +144,9 @@ class TranslateResponse(BaseModel):
     search_text: str
     scores: LineScores | None | list[LineScores | None] = None
     alignments: str | list[str] | None = None
+    # per text, what the output checks found: a missing number, URL or address, a loop, a
+    # number fixed (nmt.inference.output_checks); [] for a clean translation
+    warnings: list[str] | list[list[str]]
 
 
 def parse_request(body: bytes) -> TranslateRequest:
@@ -242,6 +245,7 @@ def response(
         "backend": backend,
         "search": asdict(search),
         "search_text": describe_search(search),
+        "warnings": shaped([t.warnings for t in found]),
     }
     if search.nbest > 1:
         answer["nbest"] = shaped(
