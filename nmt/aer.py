@@ -1,6 +1,6 @@
 """`python -m nmt.aer gold=FILE hyp=FILE`: precision, recall and alignment error rate of word
-alignments (Pharaoh lines, e.g. from `translate alignments=true`'s last column, or of
-`nmt.align`) against a gold standard with sure "i-j" and possible "i?j" / "ipj" links
+alignments (Pharaoh lines, e.g. from `translate alignments=true`'s last column, or eflomal's
+Pharaoh output) against a gold standard with sure "i-j" and possible "i?j" / "ipj" links
 (nmt.evaluation.alignment_error). One line out: "precision P recall R AER E (N sentences)".
 """
 

@@ -1,8 +1,7 @@
 """Decoding: raw text in, translations out, over `Transformer.encode` / `decode` /
 `reorder_cache`. Plain PyTorch: nothing here imports Lightning or Hydra.
 
-text: lines -> encoded, length-sorted batches -> n-best lists -> output lines (the layer
-    translate, evaluate and validation BLEU call).
+settings: DecodeConfig, the rules a search must keep, and its description in words.
 search: `translate_batch`, the dispatcher that picks a search from a DecodeConfig.
 greedy, beam: the two searches; sampling: the draw that turns greedy search into sampling.
 state: `Hypothesis`, the step-by-step decoder, the finished-hypothesis list.

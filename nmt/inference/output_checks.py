@@ -24,8 +24,8 @@ GERMAN_NUMBER_WORDS = {
 }  # fmt: skip
 LOOP_REPEATS = 4  # the same word n-gram this many times in a row (n up to LOOP_NGRAM)
 LOOP_NGRAM = 4
-CHAR_RUN = 6  # one character this many times in a row, where the source has no such run
-CHAR_RUN_PATTERN = re.compile(r"(\w)\1{" + str(CHAR_RUN - 1) + ",}")
+CHAR_RUN = 6  # one letter this many times in a row, where the source has no such run
+CHAR_RUN_PATTERN = re.compile(r"([^\W\d_])\1{" + str(CHAR_RUN - 1) + ",}")  # letters
 LENGTH_RATIO, LENGTH_SLACK = 3.0, 20  # characters: more than 3 x the source's + 20
 # what a problem left in a translation does to its confidence: a loop leaves little of it
 LOWERED = {"loop": 0.25, "missing": 0.5}
