@@ -25,7 +25,7 @@ class DecodeConfig:
     """Search settings shared by validation BLEU, translate, evaluate, serve and an export.
 
     A checkpoint carries the search chosen for it; commands use it unless the command line
-    names `decode=...` or `decode.FIELD=...` (`nmt.inference.choose_search`).
+    names `decode=...` or `decode.FIELD=...` (`nmt.inference.search_choice.choose_search`).
     """
 
     strategy: str = "greedy"  # greedy | beam | sample
