@@ -24,7 +24,7 @@ import datasets
 import numpy as np
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import Tokenizer, piece_words
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ def augment_rows(
     """The rows (src, tgt, src_ids, tgt_ids, optional word_align; row i is the epoch's
     row i) with their chosen views applied, re-encoded, and each row's views applied. A
     view that does not fit a row (no final stop, no one-to-one link, a merge past max_len
-    pieces, the last row to merge, irregular spacing) is left out of it."""
+    pieces, the last row to merge, irregular spacing) is left out of it; a row its views take
+    past max_len pieces is left as it was."""
     starts = tokenizer.word_starts()
     has_links = "word_align" in rows
     n = len(rows["src"])
@@ -193,7 +194,7 @@ def augment_rows(
         views = [view for view in VIEWS if chosen[view][i]]
         if not views:
             continue
-        pair = _read_pair(rows, i, tokenizer, starts, has_links)
+        pair = _read_pair(rows, i, starts, has_links)
         if pair is None:
             continue
         rng = np.random.default_rng([seed, epoch, i])
@@ -205,7 +206,7 @@ def augment_rows(
                     or len(rows["tgt_ids"][i]) + len(rows["tgt_ids"][i + 1]) > max_len
                 ):
                     continue
-                second = _read_pair(rows, i + 1, tokenizer, starts, has_links)
+                second = _read_pair(rows, i + 1, starts, has_links)
                 new = None if second is None else merged(pair, second)
             elif view == "numbers":
                 new = numbers(pair, rng) if has_links else None
@@ -223,27 +224,32 @@ def augment_rows(
         if has_links:
             out["word_align"][i] = [x for link in sorted(pair.links) for x in link]
         changed.append(i)
-    for side in ("src", "tgt"):
-        ids = tokenizer.encode([out[side][i] for i in changed])
-        for i, row_ids in zip(changed, ids, strict=True):
-            out[f"{side}_ids"][i] = row_ids
+    encoded = {side: tokenizer.encode([out[side][i] for i in changed]) for side in ("src", "tgt")}
+    for i, src_ids, tgt_ids in zip(changed, encoded["src"], encoded["tgt"], strict=True):
+        if max(len(src_ids), len(tgt_ids)) > max_len:  # capitals take more pieces: as it was
+            for key in out:
+                out[key][i] = rows[key][i]
+            applied[i] = []
+            continue
+        out["src_ids"][i], out["tgt_ids"][i] = src_ids, tgt_ids
     for side in ("src", "tgt"):
         if f"{side}_len" in out:
             out[f"{side}_len"] = [len(x) for x in out[f"{side}_ids"]]
     return out, applied
 
 
-def _read_pair(
-    rows: dict[str, list], i: int, tokenizer: Tokenizer, starts: np.ndarray, has_links: bool
-) -> Pair | None:
-    """Row i as the aligner read it: the tokenizer's words (`word_texts`) and the links. None
-    for a row with irregular spacing (a tab, two spaces): its words do not join back into it."""
-    src = tokenizer.word_texts(rows["src_ids"][i], starts)
-    tgt = tokenizer.word_texts(rows["tgt_ids"][i], starts)
-    if any("\u2581" in word for word in src + tgt):
-        return None
+def _read_pair(rows: dict[str, list], i: int, starts: np.ndarray, has_links: bool) -> Pair | None:
+    """Row i as the aligner read it: the words its pieces make (`piece_words`), which for a
+    line of single spaces are its own words, and the links. None for a row whose text is not
+    such a line (a tab, two spaces): its words would not join back into it."""
+    sides = []
+    for side in ("src", "tgt"):
+        words = rows[side][i].split(" ")
+        if "" in words or len(words) != len(piece_words(rows[f"{side}_ids"][i], starts)):
+            return None
+        sides.append(words)
     flat = rows["word_align"][i] if has_links else []
-    return Pair(src, tgt, [(flat[k], flat[k + 1]) for k in range(0, len(flat), 2)])
+    return Pair(*sides, [(flat[k], flat[k + 1]) for k in range(0, len(flat), 2)])
 
 
 def augment_epoch(
