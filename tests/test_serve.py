@@ -647,8 +647,9 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
 ):
     """The page in Debian's chromium: typing gives translate's segment=sentences output (its
     limits shown first); hovering a word marks its aligned source words; words are shaded by
-    probability; a click lists the line's 5 best; Ctrl+Enter and the copy button work; an
-    uploaded page comes back as the offline one. Screenshots in tmp_path."""
+    probability; a click lists the line's 5 best; Ctrl+Enter and the copy button work; a
+    line the output checks flag is underlined with its warnings; an uploaded page comes back
+    as the offline one. Screenshots in tmp_path."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("NMT_REQUIRE_BROWSER"):
             pytest.fail(f"{CHROMIUM} not found (CI installs Debian's chromium)")
@@ -719,6 +720,16 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             page.wait_for_function(wait, arg=["translation", alone], timeout=30000)
             page.click("#copy")
             assert page.evaluate("navigator.clipboard.readText()") == alone
+            # a line whose URL the translation lost: underlined, its warnings on hover
+            lost = f"{s[7]} See https://example.org/x1"
+            warned = translate_texts(overfit_engine, [lost], own)[0]
+            page.fill("#source", lost)
+            page.press("#source", "Control+Enter")
+            page.wait_for_function(wait, arg=["translation", warned.text], timeout=30000)
+            line = "#translation .line[data-line='0']"
+            assert "flagged" in page.get_attribute(line, "class").split()
+            assert page.get_attribute(line, "aria-description") == "; ".join(warned.warnings)
+            assert "missing https://example.org/x1" in warned.warnings
             # a file: uploaded, translated by the server, offered for download
             page.set_input_files("#file", str(html_file))
             page.wait_for_selector("#download:not([hidden])", timeout=30000)
