@@ -6,10 +6,6 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch
 ARGS ?=
 TEST_WORKERS ?= 2  # pytest processes for `make test`, one thread each
-# A local Multi30k copy beside the project (as in CI) is used when NMT_DATA_DIR is unset.
-ifneq ($(wildcard ../shared/data/multi30k),)
-export NMT_DATA_DIR ?= $(abspath ../shared/data/multi30k)
-endif
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-slow lint format tokenizer train translate evaluate export serve sweep report bench clean

@@ -4,7 +4,8 @@ sentences, the output checks and their fix on).
 
 Forms, each scored by lowercased BLEU against the lowercased references:
 - as given; lower case; no final punctuation (removed from the output and the references
-  too, so a stop is not scored); Title Case; ALL CAPS.
+  too, so a stop is not scored); Title Case; ALL CAPS, these two also with
+  decode.fold_case=false (the model alone, not reading them in sentence case).
 - numbers: each test pair with a number put in on both sides at a pair of words eflomal
   links one to one (the training view's own `numbers`, seed 0; the links from eflomal over
   the test pairs and Multi30k's training pairs together). Scored by BLEU against the changed
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import replace
 
 import numpy as np
 import sacrebleu
@@ -34,6 +36,7 @@ from nmt.inference import loading
 from nmt.inference.search_choice import choose_search
 
 FINAL = ".!?…"
+CAPITALS = ("Title Case", "ALL CAPS")  # also translated with decode.fold_case=false
 
 
 def title_case(line: str) -> str:
@@ -96,6 +99,7 @@ def main() -> None:
     parser.add_argument("--ckpt", action="append", required=True, help="a model (repeatable)")
     parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
     parser.add_argument("--split", default="test_2016_flickr")
+    parser.add_argument("--show", type=int, default=3, help="flagged lines printed per form")
     args = parser.parse_args()
     src, refs = read_lines(f"{args.split}.en"), read_lines(f"{args.split}.de")
     numbered_src, numbered_refs, put = with_numbers(src, refs)
@@ -107,18 +111,22 @@ def main() -> None:
         search, line = choose_search(engine.card, DecodeConfig(), [])
         print(f"== {ckpt}: {line}", flush=True)
         for form, (sources, references) in forms(src, refs).items():
-            hyps, warnings = translate(engine, search, sources)
-            if form == "no final punctuation":
-                hyps = [unpunctuated(h) for h in hyps]
-            record = {
-                "ckpt": ckpt,
-                "form": form,
-                "bleu_lc": round(bleu_lc(hyps, references), 2),
-                "flagged": flagged(warnings),
-                "loops": loops(warnings),
-            }
-            records.append(record)
-            print(record, flush=True)
+            for fold in (True, False) if form in CAPITALS else (True,):
+                hyps, warnings = translate(engine, replace(search, fold_case=fold), sources)
+                if form == "no final punctuation":
+                    hyps = [unpunctuated(h) for h in hyps]
+                record = {
+                    "ckpt": ckpt,
+                    "form": form,
+                    "fold_case": fold,
+                    "bleu_lc": round(bleu_lc(hyps, references), 2),
+                    "flagged": flagged(warnings),
+                    "loops": loops(warnings),
+                }
+                records.append(record)
+                print(record, flush=True)
+                for i in [i for i, w in enumerate(warnings) if w][: args.show]:
+                    print(f"  {sources[i]!r} -> {hyps[i]!r}: {warnings[i]}", flush=True)
         hyps, warnings = translate(engine, search, numbered_src)
         asked = [i for i, n in enumerate(put) if n]
         kept = [i for i in asked if put[i] in re.findall(r"\d+", hyps[i])]

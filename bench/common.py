@@ -49,10 +49,13 @@ def default_precisions() -> list[str]:
 
 
 def data_dir() -> Path:
-    env = os.environ.get("NMT_DATA_DIR")
-    path = Path(env) if env else ROOT.parent / "shared" / "data" / "multi30k"
-    if not (path / "train.en").is_file():
-        raise SystemExit(f"Multi30k not found at {path}: set NMT_DATA_DIR")
+    """Multi30k's folder, found as every command finds it (nmt.data.sources.local_multi30k)."""
+    from nmt.config import DataConfig
+    from nmt.data.sources import local_multi30k
+
+    path = local_multi30k(DataConfig(source="multi30k", name="multi30k"))
+    if path is None or not (path / "train.en").is_file():
+        raise SystemExit("Multi30k not found: set NMT_DATA_DIR")
     return path
 
 

@@ -1,7 +1,8 @@
 """`python -m nmt.train [experiment=NAME] [overrides...]`: train a model, Hydra-configured.
 
-Without `experiment=` the machine picks it (`nmt.training.experiment_choice.machine_experiment`): the paper's
-base model where there is a CUDA GPU, the CPU recipe elsewhere; the first log line says
+Without `experiment=` the machine picks it
+(`nmt.training.experiment_choice.machine_experiment`): the paper's base model where there is
+a CUDA GPU, the CPU recipe elsewhere; the first log line says
 which and why. The run itself is `nmt.training.fit.train`.
 """
 

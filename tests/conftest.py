@@ -85,30 +85,24 @@ MULTI30K_FILES = [
 ]
 
 
-def _multi30k_candidates() -> list[Path]:
-    """$NMT_DATA_DIR, then ../shared/data/multi30k beside the repository."""
-    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
-    env = os.environ.get("NMT_DATA_DIR")
-    return [Path(env), shared] if env else [shared]
-
-
 @pytest.fixture(scope="session")
 def multi30k_dir() -> Path:
-    """The folder of Multi30k's {train,val,test_2016_flickr}.{en,de} raw text files: local if
-    found, else downloaded once from the canonical URLs into ~/.cache/nmt (a user's machine)."""
-    for folder in _multi30k_candidates():
-        if all((folder / name).is_file() for name in MULTI30K_FILES):
-            return folder
+    """The folder of Multi30k's {train,val,test_2016_flickr}.{en,de} raw text files, found as
+    every command finds it (nmt.data.sources.local_multi30k), else downloaded once from the
+    canonical URLs into ~/.cache/nmt (a user's machine)."""
     from nmt.config import DataConfig
-    from nmt.data.sources import download_multi30k
+    from nmt.data.sources import download_multi30k, local_multi30k
 
     cfg = DataConfig(source="multi30k", name="multi30k")
+    folder = local_multi30k(cfg)
+    if folder is not None and all((folder / name).is_file() for name in MULTI30K_FILES):
+        return folder
     try:
         for split in ("train", "val", "test_2016_flickr"):
             folder = download_multi30k(cfg, split)
     except OSError as error:
         pytest.skip(
-            f"Multi30k not found in {', '.join(map(str, _multi30k_candidates()))} "
+            f"Multi30k not found ({folder or 'no NMT_DATA_DIR, no ../shared/data/multi30k'}) "
             f"and not downloadable ({error}): set NMT_DATA_DIR"
         )
     return folder

@@ -640,3 +640,24 @@ def test_bpe_dropout_needs_a_bpe_tokenizer(tmp_path: Path) -> None:
     tok_cfg = TokenizerConfig(name="unigram", model_type="unigram")
     with pytest.raises(ValueError, match="data.bpe_dropout needs a BPE tokenizer"):
         TranslationDataModule(data_config(tmp_path, bpe_dropout=0.1, source="multi30k"), tok_cfg, 0)
+
+
+def test_every_command_finds_multi30k_the_same_way(tmp_path, monkeypatch):
+    """data.dir, else $NMT_DATA_DIR, else shared/data/multi30k beside the project, else a
+    download: what `make train`, `python -m nmt.train`, the tests and the benchmarks read."""
+    from nmt.data import sources
+
+    beside = tmp_path / "shared" / "data" / "multi30k"
+    monkeypatch.setattr(sources, "BESIDE_PROJECT", beside)
+    monkeypatch.delenv("NMT_DATA_DIR", raising=False)
+    cfg = DataConfig(source="multi30k", name="multi30k")
+    assert sources.local_multi30k(cfg) is None  # nothing beside: downloaded
+    beside.mkdir(parents=True)
+    for lang in ("en", "de"):
+        (beside / f"train.{lang}").write_text("x\n")
+    assert sources.local_multi30k(cfg) == beside
+    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "env"))
+    assert sources.local_multi30k(cfg) == tmp_path / "env"
+    assert sources.local_multi30k(DataConfig(source="multi30k", name="m", dir="/d")) == Path("/d")
+    monkeypatch.undo()  # the real one: the checkout's ../shared
+    assert sources.BESIDE_PROJECT == Path(__file__).resolve().parents[2] / "shared/data/multi30k"

@@ -1,7 +1,8 @@
 """Parallel text as `datasets.Dataset`s with two string columns, `src` and `tgt`.
 
 Three sources (DataConfig.source):
-  multi30k: `{split}.{lang}` files in cfg.dir, else $NMT_DATA_DIR, else downloaded once from
+  multi30k: `{split}.{lang}` files in cfg.dir, else $NMT_DATA_DIR, else
+            shared/data/multi30k beside the project's folder, else downloaded once from
             `{cfg.url}/{split}.{lang}.gz` into `<cfg.cache_dir or ~/.cache/nmt>/downloads/`.
   files:    cfg.data_files = {split: {lang: path}}, a pair of parallel text files per split.
   hub:      `datasets.load_dataset(cfg.path, cfg.config_name, data_files=cfg.data_files)`, rows
@@ -81,13 +82,24 @@ def _text_pair_paths(cfg: DataConfig, split: str) -> tuple[Path, Path]:
                 f".{cfg.tgt_lang}: the paths of the split's two text files"
             )
         return Path(files[cfg.src_lang]), Path(files[cfg.tgt_lang])
-    if cfg.dir is not None:
-        folder = Path(cfg.dir)
-    elif "NMT_DATA_DIR" in os.environ:
-        folder = Path(os.environ["NMT_DATA_DIR"])
-    else:
-        folder = download_multi30k(cfg, split)
+    folder = local_multi30k(cfg) or download_multi30k(cfg, split)
     return folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
+
+
+# shared/data/multi30k beside the project's folder (a checkout's ../shared, as in CI)
+BESIDE_PROJECT = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
+
+
+def local_multi30k(cfg: DataConfig) -> Path | None:
+    """Where Multi30k is read from, for every command and the tests alike: data.dir, else
+    $NMT_DATA_DIR, else BESIDE_PROJECT where it holds train.{src,tgt}; None: download it."""
+    if cfg.dir is not None:
+        return Path(cfg.dir)
+    if "NMT_DATA_DIR" in os.environ:
+        return Path(os.environ["NMT_DATA_DIR"])
+    if all((BESIDE_PROJECT / f"train.{lang}").is_file() for lang in (cfg.src_lang, cfg.tgt_lang)):
+        return BESIDE_PROJECT
+    return None
 
 
 def download_multi30k(cfg: DataConfig, split: str) -> Path:
