@@ -102,7 +102,7 @@ def translate_texts(
     for rating, (_, kind) in zip(rated, folded, strict=True):
         if rating is not None and kind:
             rating.words = [casing.restore(word, kind) for word in rating.words]
-    findings = check_best(engine, flat, found, sentence_texts, rated, numbers)
+    findings = check_best(engine, flat, read, found, sentence_texts, rated, numbers)
     calibration = engine.calibration
     results, at = [], 0
     for text, layout in zip(texts, layouts, strict=True):
@@ -147,6 +147,7 @@ def translate_texts(
 def check_best(
     engine: Engine,
     sources: list[str],
+    read: list[str],
     found: list[list],
     texts: list[list[str]],
     rated: list[Scores | None],
@@ -154,8 +155,9 @@ def check_best(
 ) -> list[Findings | None]:
     """Each sentence's best translation checked against its source (nmt.inference.output_checks),
     and a missing number fixed where its word alignment makes that safe: from the search's own
-    alignment where it kept one, else from one forced pass over those sentences alone. Fixes
-    `texts` (and the scores' words) in place; None for an empty sentence."""
+    alignment where it kept one, else from one forced pass over those sentences alone (as the
+    model read them: `read`, in sentence case where folded). Fixes `texts` (and the scores'
+    words) in place; None for an empty sentence."""
     findings = [check(src, t[0]) if t else None for src, t in zip(sources, texts, strict=True)]
     fixable = [
         j for j, f in enumerate(findings) if f and any(NUMBER.fullmatch(m) for m in f.missing)
@@ -165,7 +167,7 @@ def check_best(
         zip(
             unaligned,
             engine.align(
-                [sources[j] for j in unaligned],
+                [read[j] for j in unaligned],
                 [texts[j][0] for j in unaligned],
                 [numbers[j] for j in unaligned],
             )
