@@ -4,6 +4,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch
+# The index torch comes from: empty = pip's own (PyPI's Linux wheel carries CUDA); a CPU-only
+# build: TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 ARGS ?=
 TEST_WORKERS ?= 2  # pytest processes for `make test`, one thread each
 
@@ -15,7 +18,7 @@ help: ## List the targets
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 
@@ -28,7 +31,7 @@ $(TRANSFORMERS4)/.installed: $(VENV)/.installed
 		"huggingface_hub>=0.34,<1" "tokenizers>=0.22,<0.23" requests urllib3 charset-normalizer
 	touch $@
 
-install: $(VENV)/.installed $(TRANSFORMERS4)/.installed ## Create .venv: torch from TORCH_SPEC first, then nmt with [dev]
+install: $(VENV)/.installed $(TRANSFORMERS4)/.installed ## Create .venv: torch (TORCH_SPEC, TORCH_INDEX) first, then nmt with [dev]
 
 test: install ## The fast test suite (TEST_WORKERS processes)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
