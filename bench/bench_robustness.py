@@ -2,7 +2,8 @@
 given translating every form with its own search, through `translate`'s path (segment=
 sentences, the output checks and their fix on).
 
-Forms, each scored by lowercased BLEU against the lowercased references:
+Forms, each scored by BLEU of the casefolded output against the casefolded references (lower
+case, with ß as ss, as capitals write it):
 - as given; lower case; no final punctuation (removed from the output and the references
   too, so a stop is not scored); Title Case; ALL CAPS, these two also with
   decode.fold_case=false (the model alone, not reading them in sentence case).
@@ -91,7 +92,9 @@ def loops(warnings: list[list[str]]) -> int:
 
 
 def bleu_lc(hyps: list[str], refs: list[str]) -> float:
-    return sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score
+    """BLEU of the casefolded texts: lowercased, and German's ß as the ss that capitals
+    write it as (an ALL CAPS output's STRASSE is the reference's Straße)."""
+    return sacrebleu.corpus_bleu([h.casefold() for h in hyps], [[r.casefold() for r in refs]]).score
 
 
 def main() -> None:

@@ -94,15 +94,15 @@ def translate_texts(
         read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop
     )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
-    sentence_texts = [
-        [casing.restore(one_line(next(decoded)), kind) for _ in nbest]
-        for nbest, (_, kind) in zip(found, folded, strict=True)
-    ]
+    sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
     rated = engine.rate(read, found, numbers) if scores else [None] * len(flat)
-    for rating, (_, kind) in zip(rated, folded, strict=True):
-        if rating is not None and kind:
-            rating.words = [casing.restore(word, kind) for word in rating.words]
-    findings = check_best(engine, flat, read, found, sentence_texts, rated, numbers)
+    # checked and fixed as the model wrote them, for the lines as it read them; then recased
+    findings = check_best(engine, read, found, sentence_texts, rated, numbers)
+    for j, (_, kind) in enumerate(folded):
+        if kind:
+            sentence_texts[j] = [casing.restore(text, kind) for text in sentence_texts[j]]
+            if rated[j] is not None:
+                rated[j].words = [casing.restore(word, kind) for word in rated[j].words]
     calibration = engine.calibration
     results, at = [], 0
     for text, layout in zip(texts, layouts, strict=True):
@@ -147,7 +147,6 @@ def translate_texts(
 def check_best(
     engine: Engine,
     sources: list[str],
-    read: list[str],
     found: list[list],
     texts: list[list[str]],
     rated: list[Scores | None],
@@ -155,9 +154,9 @@ def check_best(
 ) -> list[Findings | None]:
     """Each sentence's best translation checked against its source (nmt.inference.output_checks),
     and a missing number fixed where its word alignment makes that safe: from the search's own
-    alignment where it kept one, else from one forced pass over those sentences alone (as the
-    model read them: `read`, in sentence case where folded). Fixes `texts` (and the scores'
-    words) in place; None for an empty sentence."""
+    alignment where it kept one, else from one forced pass over those sentences alone.
+    `sources` as the model read them (folded), `texts` as it wrote them. Fixes `texts` (and
+    the scores' words) in place; None for an empty sentence."""
     findings = [check(src, t[0]) if t else None for src, t in zip(sources, texts, strict=True)]
     fixable = [
         j for j, f in enumerate(findings) if f and any(NUMBER.fullmatch(m) for m in f.missing)
@@ -167,7 +166,7 @@ def check_best(
         zip(
             unaligned,
             engine.align(
-                [read[j] for j in unaligned],
+                [sources[j] for j in unaligned],
                 [texts[j][0] for j in unaligned],
                 [numbers[j] for j in unaligned],
             )
