@@ -40,7 +40,7 @@ def lightning_logs_once() -> None:
     """Lightning's messages through the handlers already set up (Hydra's), once each, and
     without its advertisement for a cloud logger. Imported before logging is set up, Lightning
     gives its loggers a console handler of its own, so each of its lines came twice."""
-    for name in ("lightning.pytorch", "lightning.fabric"):
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):
             logger.removeHandler(handler)

@@ -20,6 +20,7 @@ from lightning.fabric.utilities.data import _set_sampler_epoch
 from torch.utils.data import DataLoader
 
 from nmt.config import DataConfig, TokenizerConfig
+from nmt.data import sources
 from nmt.data.batching import TokenBatchSampler, collate
 from nmt.data.datamodule import TranslationDataModule
 from nmt.data.encoding import clean_train, encode_split, token_lengths
@@ -118,6 +119,7 @@ def test_every_source_gives_the_same_pairs(
     subset: dict, tmp_path: Path, monkeypatch, src_lang: str, tgt_lang: str
 ) -> None:
     monkeypatch.delenv("NMT_DATA_DIR", raising=False)
+    monkeypatch.setattr(sources, "BESIDE_PROJECT", tmp_path / "no-shared")  # url: downloaded
     json_files, parquet_files = write_translation_rows(subset, tmp_path)
     text_files = {
         split: {lang: str(subset["dir"] / f"{split}.{lang}") for lang in ("en", "de")}
@@ -295,6 +297,7 @@ def training_sentences_of(train):
 
 def test_url_is_downloaded_once(subset: dict, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("NMT_DATA_DIR", raising=False)
+    monkeypatch.setattr(sources, "BESIDE_PROJECT", tmp_path / "no-shared")  # so: downloaded
     url = write_gz(subset, tmp_path / "gz")
     cfg = data_config(tmp_path / "cache", source="multi30k", url=url, splits={"valid": "val"})
     first = pairs(load_splits(cfg)["valid"])
@@ -645,8 +648,6 @@ def test_bpe_dropout_needs_a_bpe_tokenizer(tmp_path: Path) -> None:
 def test_every_command_finds_multi30k_the_same_way(tmp_path, monkeypatch):
     """data.dir, else $NMT_DATA_DIR, else shared/data/multi30k beside the project, else a
     download: what `make train`, `python -m nmt.train`, the tests and the benchmarks read."""
-    from nmt.data import sources
-
     beside = tmp_path / "shared" / "data" / "multi30k"
     monkeypatch.setattr(sources, "BESIDE_PROJECT", beside)
     monkeypatch.delenv("NMT_DATA_DIR", raising=False)

@@ -481,12 +481,12 @@ def test_a_failure_inside_a_batch_fails_only_its_request(api, lines, monkeypatch
     translate = api.engine.translate
 
     def failing(batch_lines, *args, **kwargs):
-        if any("BOOM" in line for line in batch_lines):
+        if any("kaboom" in line for line in batch_lines):
             raise RuntimeError("a fault in this batch\nsecond line")
         return translate(batch_lines, *args, **kwargs)
 
     monkeypatch.setattr(api.engine, "translate", failing)
-    bodies = [{"text": lines[0]}, {"text": ["BOOM", lines[1]]}, {"text": [lines[2], lines[3]]}]
+    bodies = [{"text": lines[0]}, {"text": ["kaboom", lines[1]]}, {"text": [lines[2], lines[3]]}]
     answers = served_with(api, bodies)
     assert isinstance(answers[1], Failure)
     assert answers[0] == served_with(api, [bodies[0]])[0]
