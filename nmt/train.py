@@ -16,7 +16,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.cli import lightning_logs_once, one_line_errors
+from nmt.cli import one_line_errors
 from nmt.config import TrainConfig, register_configs
 from nmt.training.budget_bands import without_overridden
 from nmt.training.experiment_choice import with_experiment
@@ -41,7 +41,6 @@ def main() -> None:
             )
             from nmt.training.fit import train  # Lightning loads once the config is valid
 
-            lightning_logs_once()
             metrics = train(cfg, Path(HydraConfig.get().runtime.output_dir))
         return metrics["best_score"]  # what a Hydra sweeper optimises
 
