@@ -1,5 +1,5 @@
 # nmt: `make help` lists the targets. Hydra overrides pass through ARGS, e.g.
-#   make train ARGS="experiment=multi30k_cpu trainer.max_steps=50"
+#   make train ARGS="experiment=multi30k_cpu trainer.max_epochs=3"
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +11,7 @@ ARGS ?=
 TEST_WORKERS ?= 2  # pytest processes for `make test`, one thread each
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-slow lint format tokenizer train translate evaluate export serve sweep report bench clean
+.PHONY: help install test test-slow lint format tokenizer smoke train translate evaluate export serve sweep report bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-10s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ format: install ## Apply ruff's fixes and formatting
 
 tokenizer: install ## Train (or reuse) the experiment's sentencepiece model in tokenizers/
 	$(PY) -m nmt.build_tokenizer $(ARGS)
+
+smoke: install ## Check the install: 50 updates of a small recipe, model.pt, test translated (<2 min)
+	$(PY) -m nmt.train experiment=smoke $(ARGS)
 
 train: install ## Train the experiment that suits this machine (ARGS="experiment=NAME" picks one)
 	$(PY) -m nmt.train $(ARGS)

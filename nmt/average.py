@@ -24,7 +24,7 @@ EXAMPLE = "python -m nmt.average dir=outputs/<run>/checkpoints/periodic last=5"
 register_configs()
 
 
-@hydra.main(version_base=None, config_path=None, config_name="average")
+@hydra.main(version_base=None, config_path="conf", config_name="average")
 def main(dict_cfg) -> None:
     with one_line_errors("nmt.average", EXAMPLE):
         cfg: AverageConfig = OmegaConf.to_object(dict_cfg)

@@ -21,7 +21,18 @@ from nmt.training.experiment_choice import with_experiment
 log = logging.getLogger("nmt.build_tokenizer")
 
 
+HELP = """python -m nmt.build_tokenizer [experiment=NAME] [key=value ...]        (make tokenizer)
+Trains the experiment's joint sentencepiece model into tokenizers/, or reuses the one there
+when its settings and training data match: what nmt.train does first, on its own. Nothing is
+required; the experiment and data are found as nmt.train finds them. Example:
+  python -m nmt.build_tokenizer experiment=multi30k_cpu tokenizer.vocab_size=5000
+Settings: TokenizerConfig and DataConfig in nmt/config.py (python -m nmt.train --help)."""
+
+
 def main(overrides: list[str]) -> None:
+    if {"-h", "--help"} & set(overrides):
+        print(HELP)
+        return
     setup_logging()
     register_configs()
     overrides, experiment = with_experiment(overrides)

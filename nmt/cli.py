@@ -36,6 +36,20 @@ def setup_logging() -> None:
     )
 
 
+def lightning_logs_once() -> None:
+    """Lightning's messages through the handlers already set up (Hydra's), once each, and
+    without its advertisement for a cloud logger. Imported before logging is set up, Lightning
+    gives its loggers a console handler of its own, so each of its lines came twice."""
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(
+        lambda record: "litlogger" not in record.getMessage()
+    )
+
+
 def fail(command: str, message: str, code: int = 1) -> NoReturn:
     """End the command with one line on stderr."""
     print(f"{command}: error: {message}", file=sys.stderr, flush=True)

@@ -348,7 +348,8 @@ class InferenceConfig:
 
 @dataclass
 class SegmentConfig:
-    """How `translate` and the server cut text before translating it (nmt.documents)."""
+    """How `translate`, the server and `evaluate` cut text before translating it
+    (nmt.documents): evaluate scores what translate would print for the same lines."""
 
     # sentences: each line (each request text) is cut into sentences, translated in the same
     # batches as all others and joined back around the text's own whitespace and Markdown
@@ -357,6 +358,16 @@ class SegmentConfig:
     # A "sentence" of more words than this (a run of captions without final punctuation) is
     # cut again before each likely sentence start (nmt/documents/sentences.py)
     segment_max_words: int = 25
+
+    def __post_init__(self) -> None:
+        if self.segment not in SEGMENTS:
+            raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
+
+
+@dataclass
+class DocumentConfig(SegmentConfig):
+    """What `translate` and the server read besides lines: HTML and Word documents."""
+
     # text: plain text, Markdown included; html: translate's whole input is one HTML document
     # (a server request's each text is one), its tags kept (nmt/documents/markup.py); docx
     # (translate): a Word file, its runs' formatting kept (nmt/documents/docx_file.py); auto:
@@ -369,14 +380,13 @@ class SegmentConfig:
     max_zip_ratio: float = 100.0
 
     def __post_init__(self) -> None:
-        if self.segment not in SEGMENTS:
-            raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
+        super().__post_init__()
         if self.format not in ("auto", *FORMATS):
             raise ValueError(f"format must be auto, text, html or docx, got {self.format!r}")
 
 
 @dataclass
-class TranslateConfig(SegmentConfig, InferenceConfig):
+class TranslateConfig(DocumentConfig, InferenceConfig):
     """`python -m nmt.translate`: raw text in, one line out per line in."""
 
     input: str | None = None  # default: stdin
@@ -426,7 +436,7 @@ class AerConfig:
 
 
 @dataclass
-class EvaluateConfig(InferenceConfig):
+class EvaluateConfig(SegmentConfig, InferenceConfig):
     """`python -m nmt.evaluate`: one checkpoint, some split roles of a dataset, one search."""
 
     data: DataConfig = MISSING
@@ -441,7 +451,7 @@ class EvaluateConfig(InferenceConfig):
 
 
 @dataclass
-class ServeConfig(SegmentConfig, InferenceConfig):
+class ServeConfig(DocumentConfig, InferenceConfig):
     """`python -m nmt.serve`: the model over HTTP (nmt.serving). The search is the model's
     own (or the command line's, as for translate); each request may change its fields."""
 
@@ -543,7 +553,7 @@ def register_configs() -> None:
         ("calibrate_schema", CalibrateConfig),
         ("aer_schema", AerConfig),
         ("evaluate_schema", EvaluateConfig),
-        ("average", AverageConfig),
+        ("average_schema", AverageConfig),
         ("export_schema", ExportConfig),
         ("serve_schema", ServeConfig),
     ]:

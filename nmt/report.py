@@ -16,10 +16,17 @@ from pathlib import Path
 from nmt.cli import one_line_errors, setup_logging
 from nmt.evaluation.runs_table import report_runs
 
+EXAMPLE = "python -m nmt.report multirun/evaluate/<date_time>"
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m nmt.report", description=__doc__.split("\n")[0]
+        prog="python -m nmt.report",
+        description="One table of the evaluate and training runs under DIR (a sweep's folder): "
+        "the settings that differ, BLEU and chrF per split with paired-bootstrap significance "
+        "against the best, parameters, training time, decoding speed; written to "
+        "DIR/report.md, report.csv and bleu_by_parameter.png, and printed.",
+        epilog=f"Example: {EXAMPLE}",
     )
     parser.add_argument("dir", type=Path, help="folder holding evaluate and/or training runs")
     parser.add_argument(
@@ -33,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)  # argparse answers a missing DIR with usage and exit code 2
     setup_logging()
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # one line per system otherwise
-    with one_line_errors("nmt.report", "python -m nmt.report multirun/evaluate/<date_time>"):
+    with one_line_errors("nmt.report", EXAMPLE):
         text = report_runs(args.dir, args.split, args.bootstrap)
     print(text, end="")
 

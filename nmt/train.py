@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.cli import one_line_errors
+from nmt.cli import lightning_logs_once, one_line_errors
 from nmt.config import TrainConfig, register_configs
 from nmt.training.budget_bands import without_overridden
 from nmt.training.experiment_choice import with_experiment
@@ -25,7 +26,18 @@ log = logging.getLogger("nmt.train")
 EXAMPLE = "python -m nmt.train experiment=multi30k_cpu"
 
 
+def finished(metrics: dict, run_dir: Path, seconds: float) -> str:
+    """The run's last line: how long the whole command took, where model.pt is, its scores."""
+    minutes, rest = divmod(round(seconds), 60)
+    scores = metrics.get("final_evaluation") or {}
+    scored = "; ".join(f"{role} BLEU {s['bleu']:.2f}" for role, s in scores.items())
+    return f"Finished in {minutes} min {rest:02d} s: {run_dir / 'model.pt'}" + (
+        f" ({scored})" if scored else ""
+    )
+
+
 def main() -> None:
+    start = time.perf_counter()
     overrides, experiment = with_experiment(sys.argv[1:])
     sys.argv[1:] = overrides
     register_configs()
@@ -41,7 +53,10 @@ def main() -> None:
             )
             from nmt.training.fit import train  # Lightning loads once the config is valid
 
-            metrics = train(cfg, Path(HydraConfig.get().runtime.output_dir))
+            lightning_logs_once()
+            run_dir = Path(HydraConfig.get().runtime.output_dir)
+            metrics = train(cfg, run_dir)
+        log.info(finished(metrics, run_dir, time.perf_counter() - start))
         return metrics["best_score"]  # what a Hydra sweeper optimises
 
     run()

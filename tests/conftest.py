@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from data_skips import MISSING_DATA
 
 from nmt.config import CONF_DIR, TokenizerConfig
 from nmt.tokenizer import Tokenizer
@@ -19,6 +20,7 @@ from nmt.tokenizer_training import train_or_load
 from nmt.vocabulary import PAD_ID
 
 ROOT = Path(__file__).resolve().parents[1]
+pytest_plugins = ["data_skips", "pytester"]  # data_skips: a run short of Multi30k says so
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # One test process per core (make test): a thread each, for this process and the commands
@@ -102,7 +104,7 @@ def multi30k_dir() -> Path:
             folder = download_multi30k(cfg, split)
     except OSError as error:
         pytest.skip(
-            f"Multi30k not found ({folder or 'no NMT_DATA_DIR, no ../shared/data/multi30k'}) "
+            f"{MISSING_DATA} ({folder or 'no NMT_DATA_DIR, no ../shared/data/multi30k'}) "
             f"and not downloadable ({error}): set NMT_DATA_DIR"
         )
     return folder

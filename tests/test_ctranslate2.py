@@ -22,6 +22,7 @@ from nmt.ct2.model_dir import export, read_model_dir
 from nmt.ct2.spec import transformer_spec, unsupported
 from nmt.files import read_lines
 from nmt.inference.ct2_engine import CTranslate2Engine
+from nmt.inference.output_text import best_text
 from nmt.vocabulary import BOS_ID, EOS_ID
 
 GREEDY = DecodeConfig()
@@ -138,6 +139,27 @@ def test_int8_loads_and_translates_line_for_line(exported, val_lines):
         # model kept 47 of 64 memorised lines, 86.8 BLEU on them (docs/benchmarks.md)
         assert kept >= 0.6 * OVERFIT_PAIRS
         assert int8 >= float32 - 15.0
+
+
+@pytest.mark.parametrize(
+    "quantization",
+    ["int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16"],
+)
+def test_every_other_quantization_exports_loads_and_keeps_the_memorised_lines(
+    quantization, model_pt, exported, overfit_pairs, tmp_path
+):
+    """Each weight type the export offers loads on this CPU (CTranslate2 computes a type the
+    CPU lacks in the nearest it has) and translates the memorised pairs as float32 does: all
+    but a few where int8 rounds the products (as test_int8_loads_... allows)."""
+    out = export(load_checkpoint(model_pt), tmp_path / quantization, quantization, False)
+    engine = CTranslate2Engine(out, "cpu", "default", 1, 4096)
+    assert engine.dir.quantization == quantization
+    sources = overfit_pairs[0]
+    text = best_text(engine.tokenizer, engine.translate(sources, GREEDY))
+    want = best_text(exported["float32"].tokenizer, exported["float32"].translate(sources, GREEDY))
+    kept = sum(a == b for a, b in zip(text, want, strict=True))
+    exact = int8_vnni() or not quantization.startswith("int8")
+    assert kept >= (0.9 if exact else 0.6) * OVERFIT_PAIRS, (kept, text[:3])
 
 
 def int8_vnni() -> bool:

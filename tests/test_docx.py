@@ -35,7 +35,7 @@ def engine(request, overfit_engine, ct2_f32):
 
 def word_file(s: list[str]) -> bytes:
     """Real sentences in a paragraph with a bold run, a table with an italic run, a
-    paragraph with a hyperlink and a bookmark, and a header."""
+    paragraph with a hyperlink and a bookmark, a header, a footer and a first page's footer."""
     document = docx.Document()
     words = s[0].split()
     first = document.add_paragraph(" ".join(words[:1]) + " ")
@@ -58,7 +58,11 @@ def word_file(s: list[str]) -> bytes:
     run.append(text)
     link.append(run)
     linked._p.append(link)
-    document.sections[0].header.paragraphs[0].text = s[6]
+    section = document.sections[0]
+    section.header.paragraphs[0].text = s[6]
+    section.footer.paragraphs[0].text = s[7]
+    section.different_first_page_header_footer = True
+    section.first_page_footer.paragraphs[0].text = s[8]
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
@@ -95,7 +99,10 @@ def test_a_word_file_is_translated_paragraph_by_paragraph_its_formatting_kept(
     linked = body[-1]._p
     assert linked.find(qn("w:bookmarkStart")).get(qn("w:name")) == "here"
     assert linked.find(qn("w:hyperlink")).get(qn("r:id")) == "rId99"
-    assert document.sections[0].header.paragraphs[0].text == plain[-1].text
+    section = document.sections[0]
+    parts = (section.header, section.footer, section.first_page_footer)
+    assert [part.paragraphs[0].text for part in parts] == [t.text for t in plain[-3:]]
+    assert plain[-2].text and plain[-2].text != before[-2]  # the footer was translated
 
 
 def test_a_file_that_is_not_a_word_file_is_refused_in_one_line(overfit_engine, tmp_path, model_pt):

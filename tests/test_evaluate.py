@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-from conftest import OVERFIT_PAIRS, compose, one_thread, run_module
+from conftest import OVERFIT_PAIRS, compose, one_thread, run_module, write_split_files
 
 from nmt.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from nmt.config import EvaluateConfig, TokenizerConfig
@@ -95,6 +95,62 @@ def test_evaluate_writes_the_report_folder(tiny_checkpoint, tmp_path):
     for text in ["## valid", "## test", "BLEU by source length", "5 best sentences",
                  "5 worst sentences", test["bleu_signature"], "attention.valid.3.png"]:  # fmt: skip
         assert text in markdown, text
+
+
+def test_evaluate_scores_what_translate_prints_on_lines_of_several_sentences(
+    tiny_checkpoint, overfit_pairs, tmp_path
+):
+    """Lines of two memorised sentences each: evaluate's hypotheses are translate's output
+    lines under either segment setting, and cut into sentences they are the two references."""
+    ckpt, _ = tiny_checkpoint
+    sources, references = (lines[:16] for lines in overfit_pairs)
+    two = [(f"{a} {b}", f"{c} {d}") for a, b, c, d in zip(
+        sources[::2], sources[1::2], references[::2], references[1::2], strict=True)]  # fmt: skip
+    en, de = [s for s, _ in two], [t for _, t in two]
+    data_dir = write_split_files(tmp_path / "data", {"val": (en, de), "test_2016_flickr": (en, de)})
+    (data_dir / "in.en").write_text("".join(line + "\n" for line in en), encoding="utf-8")
+    printed = {}
+    for segment in ("sentences", "lines"):
+        overrides = [*data_overrides(ckpt, data_dir, tmp_path), f"segment={segment}"]
+        record = evaluate(compose_evaluate(overrides), tmp_path / segment, overrides)
+        assert record["segment"]["segment"] == segment
+        assert f"- segment: {segment}" in (tmp_path / segment / "evaluation.md").read_text()
+        out = tmp_path / f"{segment}.de"
+        args = [
+            f"ckpt={ckpt}",
+            f"input={data_dir / 'in.en'}",
+            f"output={out}",
+            f"segment={segment}",
+        ]
+        done = run_cli(["-m", "nmt.translate", *args], cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        printed[segment] = read(out)
+        assert read(tmp_path / segment / "hyp.test.txt") == printed[segment]
+    assert sum(a == b for a, b in zip(printed["sentences"], de, strict=True)) >= len(de) - 1
+    assert printed["sentences"] != printed["lines"]
+
+
+def test_length_buckets_group_lines_by_source_words_each_scored_as_a_corpus(
+    tiny_checkpoint, tmp_path
+):
+    """length_buckets=[8,12]: three buckets by whitespace source words, each one's BLEU
+    sacreBLEU's on its own lines; bad edges are refused before any decoding."""
+    ckpt, data_dir = tiny_checkpoint
+    overrides = [*data_overrides(ckpt, data_dir, tmp_path), "length_buckets=[8,12]"]
+    record = evaluate(compose_evaluate(overrides), tmp_path / "run", overrides)
+    buckets = record["splits"]["test"]["by_length"]
+    assert [b["label"] for b in buckets] == ["1-8", "9-12", "13+"]
+    sources = read(data_dir / "test_2016_flickr.en")
+    hyps, refs = read(tmp_path / "run" / "hyp.test.txt"), read(data_dir / "test_2016_flickr.de")
+    for bucket, (low, high) in zip(buckets, [(1, 8), (9, 12), (13, 10**6)], strict=True):
+        mine = [i for i, line in enumerate(sources) if low <= len(line.split()) <= high]
+        assert bucket["sentences"] == len(mine) > 0
+        want = sacrebleu.corpus_bleu([hyps[i] for i in mine], [[refs[i] for i in mine]]).score
+        assert bucket["bleu"] == pytest.approx(want, abs=1e-9)
+    for edges in ("[12,8]", "[0,5]", "[]"):
+        bad = [*data_overrides(ckpt, data_dir, tmp_path), f"length_buckets={edges}"]
+        with pytest.raises(ValueError, match="length_buckets must be increasing"):
+            evaluate(compose_evaluate(bad), tmp_path / "bad", bad)
 
 
 def test_evaluate_refuses_a_direction_the_checkpoint_does_not_translate(tiny_checkpoint, tmp_path):

@@ -137,6 +137,38 @@ def test_transformers_gives_our_greedy_tokens_on_every_val_line(
     assert texts == [text.strip() for text in overfit_engine.tokenizer.decode(ours[:100])]
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_half_precision_export_holds_our_weights_rounded(
+    dtype, model_pt, overfit_pairs, tmp_path
+):
+    """format=hf quantization=float16|bfloat16: every weight in the file is of that type, the
+    card says so, and transformers (reading it in float32) gives the greedy tokens of our
+    model whose weights were rounded to that type: the file holds exactly those numbers."""
+    from safetensors import safe_open
+    from transformers import MarianMTModel, MarianTokenizer
+
+    from nmt.hf.model_dir import export_hf
+    from nmt.inference.torch_engine import TorchEngine
+
+    half = getattr(torch, dtype)
+    out = export_hf(load_checkpoint(model_pt), tmp_path / dtype, dtype, False)
+    with safe_open(out / "model.safetensors", "pt") as weights:
+        assert {weights.get_tensor(name).dtype for name in weights.keys()} == {half}
+    assert f"({dtype} weights)" in (out / "README.md").read_text()
+    rounded = load_checkpoint(model_pt)
+    with torch.no_grad():
+        for param in rounded.model.parameters():
+            param.copy_(param.to(half).float())
+    lines = overfit_pairs[0][:32]
+    tokenizer = MarianTokenizer.from_pretrained(out)
+    model = MarianMTModel.from_pretrained(out, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        batch = tokenizer(lines, return_tensors="pt", padding=True)
+        ids = model.generate(**batch, num_beams=1, max_new_tokens=MAX_TOKENS + 1).tolist()
+    theirs = [row[1:][: row[1:].index(EOS_ID)] for row in ids]
+    assert theirs == our_greedy(TorchEngine(rounded, 4096), lines)
+
+
 def test_generation_config_and_model_card(hf_dir, model_pt):
     """The search travels as the generation config; the card holds the scores, signatures and
     the recipe; weights are safetensors, and nothing of ours is needed to read them."""

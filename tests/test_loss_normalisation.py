@@ -93,11 +93,13 @@ def tiny_cfg(tokenizer) -> ModelConfig:
     )
 
 
-def trained_step(module: GradientProbe, accumulate: int, devices: int = 1, **kwargs):
+def trained_step(
+    module: GradientProbe, accumulate: int, devices: int = 1, max_steps: int = 1, **kwargs
+):
     trainer = L.Trainer(
         accelerator="cpu",
         devices=devices,
-        max_steps=1,
+        max_steps=max_steps,
         accumulate_grad_batches=accumulate,
         precision="32-true",
         logger=False,

@@ -311,6 +311,9 @@ def test_skipping_nonfinite_batches_keeps_the_weights_finite(overfit_data, tmp_p
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     logs = result.stdout.decode() + result.stderr.decode()
     assert logs.count("batch skipped, weights unchanged") >= 3, logs[-3000:]
+    # Lightning's lines once each (through Hydra's handler), and no advertisement
+    lightnings_own = [line for line in logs.splitlines() if line.startswith("INFO: ")]
+    assert lightnings_own == [] and "litlogger" not in logs, logs[:3000]
     weights = load_checkpoint(tmp_path / "r" / "model.pt").model.state_dict().values()
     assert all(torch.isfinite(w).all() for w in weights)
 

@@ -34,12 +34,14 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 @contextmanager
-def serving(ckpt: Path, *args: str) -> Iterator[str]:
+def serving(ckpt: Path, *args: str, log_path: Path | None = None) -> Iterator[str]:
     """nmt.serve of `ckpt` on one thread, this checkout first on the path (nmt.serving.launch),
     without its sentence cache unless `args` say otherwise: each request is decoded, so the
-    fault tests find their requests in flight (the cache has tests of its own)."""
+    fault tests find their requests in flight (the cache has tests of its own). Its log goes
+    to `log_path` if given."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    with launched([f"ckpt={ckpt}", "threads=1", "cache_sentences=0", *args], env) as url:
+    args = [f"ckpt={ckpt}", "threads=1", "cache_sentences=0", *args]
+    with launched(args, env, log_path=log_path) as url:
         yield url
 
 
@@ -679,6 +681,8 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
                     sent.append(request.post_data_json)
 
             page.on("request", record)
+            fetched = []  # every URL the page loads: none outside the server
+            page.on("request", lambda request: fetched.append(request.url))
             page.goto(server + "/", timeout=30000)
             page.wait_for_function(
                 "document.getElementById('meter').textContent.includes('/ 16 lines')"
@@ -704,6 +708,28 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
                     shade.removesuffix(" hl") == f"w {want}"
                     or min(abs(p_word - 0.2), abs(p_word - 0.5)) < 1e-3
                 )
+            # keyboard and screen readers: every control labelled, the outputs announced, a
+            # line reached by Tab and opened by Enter like a button
+            unlabelled = page.eval_on_selector_all(
+                "textarea, input, select, button",
+                "es => es.filter(e => !(e.labels && e.labels.length) && !e.getAttribute("
+                "'aria-label') && !e.textContent.trim()).map(e => e.id)",
+            )
+            assert unlabelled == []
+            assert page.get_attribute("#translation", "aria-live") == "polite"
+            assert page.get_attribute("#status", "role") == "status"
+            line1 = "#translation .line[data-line='1']"
+            assert page.get_attribute(line1, "role") == "button"
+            page.focus("#copy")
+            for _ in range(20):  # Shift+Tab back from Copy to the last line
+                if page.evaluate("document.activeElement.dataset.line") == "1":
+                    break
+                page.keyboard.press("Shift+Tab")
+            assert page.evaluate("document.activeElement.dataset.line") == "1"
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#alternatives li")
+            page.evaluate("document.getElementById('alternatives').hidden = true")
+            page.evaluate("document.getElementById('alternatives').innerHTML = ''")
             # a click on a line lists its 5 best
             page.click("#translation .line[data-line='1']")
             page.wait_for_selector("#alternatives li")
@@ -753,6 +779,8 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             page.wait_for_function(wait, arg=["status", failed], timeout=10000)
         finally:
             browser.close()
+    outside = [u for u in fetched if not u.startswith((server, "data:", "blob:"))]
+    assert fetched and outside == []  # no font, script or style from elsewhere: works offline
     assert all((tmp_path / n).stat().st_size > 1000 for n in ("hover.png", "file.png"))
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing
+from test_loss_normalisation import GradientProbe, micro_batches, tiny_cfg, trained_step
 
 from nmt.checkpoint import load_checkpoint
 from nmt.config import DecodeConfig
@@ -334,37 +335,44 @@ def test_skipping_nonfinite_batches_is_refused_under_ddp(overfit_data, tmp_path)
         train(cfg, tmp_path / "run")
 
 
-@pytest.mark.parametrize("bad_rank", ["this", "another"])
-def test_a_nonfinite_loss_on_any_ddp_rank_stops_every_rank_at_that_batch(bad_rank, monkeypatch):
-    """With on_nonfinite_loss=stop, a rank whose own loss is finite stops too when another's
-    is not (the ranks' flags summed), rather than wait for it in the gradient all-reduce."""
-    from types import SimpleNamespace
+class NanOnOneRank(GradientProbe):
+    """Real Lightning steps over given micro-batches (GradientProbe) whose loss turns NaN on
+    rank `bad_rank` at update `at`; each rank writes where it stopped and why."""
 
-    from conftest import module_settings
+    def __init__(self, cfg, batches, bad_rank: int, at: int, folder: Path):
+        super().__init__(cfg, batches)
+        self.bad_rank, self.at, self.folder = bad_rank, at, folder
 
-    from nmt.config import DecodeConfig, OptimConfig
-    from nmt.model import ModelConfig
-    from nmt.training.lightning_module import TranslationModule
+    def shared_step(self, batch):
+        loss_sum, nll_sum, ntokens = super().shared_step(batch)
+        if self.global_rank == self.bad_rank and self.global_step == self.at:
+            loss_sum = loss_sum * float("nan")
+        return loss_sum, nll_sum, ntokens
 
-    cfg = ModelConfig(vocab_size=64, d_model=16, n_heads=2, d_ff=32)
-    module = TranslationModule(cfg, OptimConfig(), DecodeConfig(), 0, **module_settings())
-    loss = float("nan") if bad_rank == "this" else 2.0
-    one = torch.tensor(1.0)
-    monkeypatch.setattr(module, "shared_step", lambda batch: (torch.tensor(loss), one, 1))
-    summed = []
+    def training_step(self, batch, batch_idx):
+        try:
+            return super().training_step(batch, batch_idx)
+        except FloatingPointError as error:
+            record = {"step": self.global_step, "error": str(error)}
+            (self.folder / f"rank{self.global_rank}.json").write_text(json.dumps(record))
+            raise
 
-    def reduce(flags, *, reduce_op):  # the two ranks' flags: this one's and the other's
-        summed.append(reduce_op)
-        return flags + (1.0 if bad_rank == "another" else 0.0)
 
-    trainer = SimpleNamespace(world_size=2, strategy=SimpleNamespace(reduce=reduce))
-    monkeypatch.setattr(TranslationModule, "trainer", trainer)
-    monkeypatch.setattr(TranslationModule, "global_step", 7)
-    batch = SimpleNamespace(indices=torch.tensor([0]))
-    message = "nan at step 7" if bad_rank == "this" else "not finite on another rank at step 7"
-    with pytest.raises(FloatingPointError, match=message):
-        module.training_step(batch, 0)
-    assert summed == ["sum"]
+@pytest.mark.parametrize("bad_rank", [0, 1])
+def test_a_nonfinite_loss_on_any_ddp_rank_stops_every_rank_at_that_batch(
+    bad_rank, tiny_tokenizer, overfit_pairs, tmp_path
+):
+    """Two real gloo ranks (ddp_spawn), on_nonfinite_loss=stop: when one rank's loss is NaN at
+    update 1, the other, whose loss is finite, stops at that same batch rather than wait for
+    it in the gradient all-reduce; each names the step."""
+    batches = micro_batches(tiny_tokenizer, overfit_pairs)  # 6: 3 updates on each rank
+    module = NanOnOneRank(tiny_cfg(tiny_tokenizer), batches, bad_rank, 1, tmp_path)
+    with pytest.raises(Exception, match="not finite|nan"):
+        trained_step(module, accumulate=1, devices=2, strategy="ddp_spawn", max_steps=3)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["step"] for r in ranks] == [1, 1]
+    assert "the training loss is nan at step 1" in ranks[bad_rank]["error"]
+    assert "not finite on another rank at step 1" in ranks[1 - bad_rank]["error"]
 
 
 def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
@@ -578,6 +586,61 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
     assert ("starting over" in result.stdout + result.stderr) == (depth is None)
     model = load_checkpoint(tmp_path / "run" / "model.pt").model
     assert model.cfg.decoder_layers == (depth or 3)
+
+
+@pytest.mark.slow
+def test_two_nodes_of_one_process_each_train_as_one_job(overfit_data, tmp_path):
+    """Multi-node, simulated: two `torchrun --nnodes 2 --nproc-per-node 1` launches on
+    127.0.0.1, node ranks 0 and 1, one run folder (a shared file system), trainer.num_nodes=2.
+    The ranks agree on the step and the weights, trained on their own shares of the data (by
+    global rank), and rank 0 alone wrote model.pt and metrics.json."""
+    from nmt.serving.launch import free_port
+
+    port = free_port()
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
+    train = [
+        "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
+        "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.encoder_layers=1",
+        "model.decoder_layers=1", "tokenizer.vocab_size=500", "data.max_tokens=600",
+        "trainer.max_steps=6", "trainer.max_time=null", "budget_bands=[]",
+        "trainer.check_val_every_n_epoch=1", "trainer.strategy=ddp", "trainer.accelerator=cpu",
+        "trainer.devices=1", "trainer.num_nodes=2", "trainer.enable_progress_bar=false",
+        f"hydra.run.dir={tmp_path / 'run'}", *PLAIN,
+    ]  # fmt: skip
+    (tmp_path / "run").mkdir()
+    (tmp_path / "tok").mkdir()
+    train.append(f"tokenizer.dir={tmp_path / 'tok'}")
+    nodes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                f"--node-rank={node}",
+                "--master-addr=127.0.0.1",
+                f"--master-port={port}",
+                *train,
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for node in (0, 1)
+    ]
+    logs = [node.communicate(timeout=600)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    run = tmp_path / "run"
+    ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["global_step"] == ranks[1]["global_step"] == 6
+    assert ranks[0]["parameter_checksum"] == ranks[1]["parameter_checksum"]
+    assert ranks[0]["first_batch"] != ranks[1]["first_batch"]
+    assert (run / "model.pt").is_file() and (run / "metrics.json").is_file()
+    assert "Inference checkpoint" in logs[0] and "Inference checkpoint" not in logs[1]
+    assert [(r["world_size"], r["node_rank"]) for r in ranks] == [(2, 0), (2, 1)]
 
 
 @pytest.mark.slow

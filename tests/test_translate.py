@@ -189,3 +189,23 @@ def test_a_search_stored_into_a_checkpoint_is_loaded_with_it(model_pt, tmp_path)
     search = DecodeConfig(strategy="sample", top_k=5, nbest=2, seed=3)
     store_search(copy, search)
     assert load_checkpoint(copy).search == search
+
+
+def test_segment_max_words_cuts_a_run_of_captions_before_a_sentence_start(
+    model_pt, overfit_pairs, tmp_path
+):
+    """Two captions without a full stop between them, 21 words: one segment under the
+    default segment_max_words=25, two under 10 (cut before "A man", which follows a lowercase
+    word), each then translated as a line of its own would be."""
+    first, second = overfit_pairs[0][2].rstrip("."), overfit_pairs[0][3]
+    run = f"{first} {second}"
+    assert 10 < len(run.split()) <= 25 and second.startswith("A ")
+    stdin = f"{run}\n{first}\n{second}\n".encode()
+    out = {}
+    for setting in ("segment_max_words=10", "segment_max_words=25", "segment=lines"):
+        result = run_translate([f"ckpt={model_pt}", setting], stdin, tmp_path)
+        assert result.returncode == 0, result.stderr.decode()
+        out[setting] = result.stdout.decode().split("\n")[:3]
+    cut = out["segment_max_words=10"]
+    assert cut[0] == f"{cut[1]} {cut[2]}"
+    assert out["segment_max_words=25"][0] == out["segment=lines"][0] != cut[0]

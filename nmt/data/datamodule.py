@@ -34,9 +34,10 @@ class TranslationDataModule(L.LightningDataModule):
     """Splits as raw text (`splits`, for references), a tokenizer, and token-batched loaders.
 
     prepare_data (which the Trainer runs in one process per node while the others wait)
-    downloads, trains the tokenizer and fills the Arrow caches; setup (every process) repeats the
-    same calls, which then only read those caches and load the tokenizer: within a node no two
-    processes train or write the same files.
+    downloads, trains the tokenizer and fills the Arrow caches, and keeps them; setup (every
+    other process) repeats the same calls, which then only read those caches and load the
+    tokenizer: within a node no two processes train or write the same files, and no process
+    builds (or logs) them twice.
 
     Training batches are shuffled and sharded across the trainer's ranks; the Trainer must run
     with use_distributed_sampler=False to keep this sampler. With data.bpe_dropout, training
@@ -64,7 +65,10 @@ class TranslationDataModule(L.LightningDataModule):
         self._resume: dict[str, int] = {}  # from a checkpoint: epoch and batches already trained
 
     def prepare_data(self) -> None:
-        self._build()
+        """Builds the caches once (local rank 0), and keeps what it built, so that this
+        process's `setup` neither builds nor logs it again; the other ranks build in setup,
+        from the caches."""
+        self.splits, self.tokenizer, self.encoded = self._build()
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is None:

@@ -71,9 +71,10 @@ def translate_texts(
     alignments: bool = False,
     scores: bool = False,
     stop: Callable[[], bool] | None = None,
+    done: Callable[[int], object] | None = None,
 ) -> list[Translation]:
     """One Translation per text, in order (see the module docstring); `stop` as
-    Engine.translate's."""
+    Engine.translate's, and `done` too (told of sentences, not texts)."""
     check_segment(segment)
     splitter = splitter or SentenceSplitter()
     whole = [segment == "lines" or bool(prefixes and prefixes[i]) for i in range(len(texts))]
@@ -91,7 +92,7 @@ def translate_texts(
     ]
     read = [line for line, _ in folded]
     found = engine.translate(
-        read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop
+        read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop, done=done
     )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]

@@ -33,7 +33,7 @@ class SplitResult:
     hypotheses: list[str]
     scores: Scores
     seconds: float  # wall time of translate_and_score (decoding; scoring is a small part)
-    target_tokens: int  # subwords of the best hypotheses, EOS excluded
+    target_tokens: int  # the translations' pieces, as the tokenizer encodes them
     sentence_bleu: list[float]
     by_length: list[BucketScore]
 
@@ -60,6 +60,7 @@ def evaluation_record(
         "training": training if training is not None else training_metrics(ckpt),
         "data": {"name": cfg.data.name, "source": cfg.data.source},
         "decode": asdict(cfg.decode),
+        "segment": {"segment": cfg.segment, "segment_max_words": cfg.segment_max_words},
         "max_tokens": cfg.max_tokens,
         "device": engine.device,
         "dtype": engine.precision,
@@ -154,6 +155,7 @@ def evaluation_markdown(record: dict[str, Any], results: list[SplitResult], exam
     """evaluation.md: settings, then per split its scores, length buckets and examples."""
     ckpt = record["checkpoint"]
     decode = ", ".join(f"{k}={v}" for k, v in record["decode"].items())
+    segment = record["segment"]
     lines = [
         f"# Evaluation of {ckpt['path']}",
         "",
@@ -161,6 +163,7 @@ def evaluation_markdown(record: dict[str, Any], results: list[SplitResult], exam
         f"- parameters: {ckpt['parameters']:,}",
         *[f"- ensembled with: {path}" for path in ckpt["info"].get("ensemble", [])[1:]],
         f"- decode: {decode}",
+        f"- segment: {segment['segment']} (segment_max_words={segment['segment_max_words']})",
         f"- overrides: {' '.join(record['overrides']) or '(none)'}",
         "",
         "![BLEU by source length](bleu_by_length.png)",

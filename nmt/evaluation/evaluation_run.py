@@ -2,9 +2,10 @@
 sacreBLEU, plot attention on request, write the evaluation folder (`evaluation_folder`), and
 store the search with the model on request.
 
-Decoding and scoring go through `nmt.evaluation.scoring.translate_and_score`, the path
-validation BLEU uses during training, so an evaluation and a training log agree for the same
-search.
+Decoding and scoring go through `nmt.evaluation.scoring.translate_and_score`: translate's own
+path (the same `segment` cutting, capitals folding and output checks), which validation BLEU
+during training takes too, so an evaluation scores what translate prints, and agrees with a
+training log for the same search.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nmt.cli import UsageError, progress_bar, show_progress
 from nmt.config import DataConfig, EvaluateConfig
 from nmt.data.sources import load_splits
 from nmt.decoding.settings import DecodeConfig
+from nmt.documents.sentences import SentenceSplitter
 from nmt.evaluation import plots
 from nmt.evaluation.evaluation_folder import SplitResult, evaluation_record, write_evaluation
 from nmt.evaluation.scoring import translate_and_score
@@ -74,9 +76,10 @@ def evaluate_split(
     sources, references = list(dataset["src"]), list(dataset["tgt"])
     show = show_progress(cfg.progress, default=sys.stderr.isatty())
     start = time.perf_counter()
-    with progress_bar(show, desc=f"translating {role}", total=len(sources), unit=" lines") as bar:
-        hypotheses, nbest, scores = translate_and_score(
-            engine, sources, references, cfg.decode, done=bar.update
+    splitter = SentenceSplitter(max_words=cfg.segment_max_words)
+    with progress_bar(show, desc=f"translating {role}", unit=" sentences") as bar:
+        hypotheses, scores = translate_and_score(
+            engine, sources, references, cfg.decode, cfg.segment, splitter, done=bar.update
         )
     seconds = time.perf_counter() - start
     log.info("%s BLEU %.2f  %s", role, scores.bleu, scores.bleu_signature)
@@ -95,7 +98,7 @@ def evaluate_split(
         hypotheses=hypotheses,
         scores=scores,
         seconds=seconds,
-        target_tokens=sum(len(hyps[0].tokens) for hyps in nbest if hyps),
+        target_tokens=sum(map(len, engine.tokenizer.encode(hypotheses))),
         sentence_bleu=sentence_bleu(hypotheses, references),
         by_length=scores_by_length(sources, hypotheses, references, cfg.length_buckets),
     )

@@ -1,5 +1,6 @@
 """Decode raw source lines and score them with sacreBLEU: the one path that validation BLEU
-during training and `nmt.evaluate` share, so the two never disagree."""
+during training, the choice of model.pt and `nmt.evaluate` share. It is `nmt.translate`'s own
+(nmt.documents.translation), so a score is the score of what translate prints."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import sacrebleu
 import torch.distributed as dist
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis
+from nmt.documents.sentences import SentenceSplitter
+from nmt.documents.translation import translate_texts
 from nmt.inference.engine import Engine
-from nmt.inference.output_text import best_text
+from nmt.inference.output_text import one_line
 
 
 @dataclass
@@ -47,27 +49,43 @@ def score(hypotheses: list[str], references: list[str]) -> Scores:
     )
 
 
+def translate_best(
+    engine: Engine,
+    sources: list[str],
+    search: DecodeConfig,
+    segment: str = "sentences",
+    splitter: SentenceSplitter | None = None,
+    done: Callable[[int], object] | None = None,
+) -> list[str]:
+    """The best translation of each raw source line as `nmt.translate` prints it: cut into
+    sentences (or not) the same way, capitals folded, checked and fixed
+    (nmt.documents.translation). `done`: told of sentences as they end (a progress bar)."""
+    found = translate_texts(engine, sources, search, segment, splitter, done=done)
+    return [one_line(translation.text) for translation in found]
+
+
 def translate_and_score(
     engine: Engine,
     sources: list[str],
     references: list[str],
     search: DecodeConfig,
+    segment: str = "sentences",
+    splitter: SentenceSplitter | None = None,
     done: Callable[[int], object] | None = None,
-) -> tuple[list[str], list[list[Hypothesis]], Scores]:
-    """Translate raw source lines with an engine (`nmt.inference`; `done`: as its translate
-    takes it); return the best hypotheses as text, the n-best lists and the scores against the
-    raw references."""
+) -> tuple[list[str], Scores]:
+    """Translate raw source lines as `translate_best` does; return the translations and their
+    scores against the raw references."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} references")
-    nbest = engine.translate(sources, search, done=done)
-    text = best_text(engine.tokenizer, nbest)
-    return text, nbest, score(text, references)
+    text = translate_best(engine, sources, search, segment, splitter, done)
+    return text, score(text, references)
 
 
 def translate_across_processes(
     engine: Engine, sources: list[str], search: DecodeConfig
 ) -> list[str]:
-    """The best translation of every line as text, in order, on every process.
+    """The best translation of every line as text (`translate_best`, translate's defaults), in
+    order, on every process.
 
     Under torch.distributed (DDP) each process decodes every world_size-th line and the
     processes exchange their outputs, so validation BLEU on N devices costs 1/N of the
@@ -75,7 +93,7 @@ def translate_across_processes(
     """
     distributed = dist.is_available() and dist.is_initialized()
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
-    mine = best_text(engine.tokenizer, engine.translate(sources[rank::world_size], search))
+    mine = translate_best(engine, sources[rank::world_size], search)
     if world_size == 1:
         return mine
     shards: list[list[str] | None] = [None] * world_size

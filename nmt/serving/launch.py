@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -24,10 +25,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def launched(args: list[str], env: dict | None = None, startup: float = 120) -> Iterator[str]:
-    """`python -m nmt.serve args port=<free>`; yields "http://127.0.0.1:<port>" once ready."""
+def launched(
+    args: list[str], env: dict | None = None, startup: float = 120, log_path: Path | None = None
+) -> Iterator[str]:
+    """`python -m nmt.serve args port=<free>`; yields "http://127.0.0.1:<port>" once ready.
+    Its log (stderr) goes to `log_path`, else to a temporary file."""
     port = free_port()
-    log = tempfile.TemporaryFile()  # a file, not a pipe: nobody reads a pipe while it serves
+    # a file, not a pipe: nobody reads a pipe while it serves
+    log = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "nmt.serve", *args, "host=127.0.0.1", f"port={port}"],
         env=env,

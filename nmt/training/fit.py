@@ -377,6 +377,8 @@ def write_rank_summary(path: Path, trainer: L.Trainer, module: TranslationModule
         "global_step": trainer.global_step,
         "parameter_checksum": digest.hexdigest(),
         "first_batch": module.first_batch_indices,
+        "world_size": trainer.world_size,
+        "node_rank": trainer.node_rank,
     }
     write_text(path, json.dumps(summary))
 

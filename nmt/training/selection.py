@@ -40,7 +40,7 @@ def best_or_average(
     def val_bleu(candidate: Checkpoint) -> float:
         candidate.model.to(device)
         engine = TorchEngine(candidate, cfg.data.eval_max_tokens)
-        return translate_and_score(engine, sources, references, cfg.decode)[2].bleu
+        return translate_and_score(engine, sources, references, cfg.decode)[1].bleu
 
     bleu, averaged = {"best": val_bleu(best)}, {}
     chosen_name, chosen = "best", best
