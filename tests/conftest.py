@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from data_skips import MISSING_DATA
 
 from nmt.config import CONF_DIR, TokenizerConfig
 from nmt.tokenizer import Tokenizer
@@ -92,6 +91,8 @@ def multi30k_dir() -> Path:
     """The folder of Multi30k's {train,val,test_2016_flickr}.{en,de} raw text files, found as
     every command finds it (nmt.data.sources.local_multi30k), else downloaded once from the
     canonical URLs into ~/.cache/nmt (a user's machine)."""
+    from data_skips import MISSING_DATA
+
     from nmt.config import DataConfig
     from nmt.data.sources import download_multi30k, local_multi30k
 

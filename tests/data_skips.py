@@ -31,4 +31,4 @@ class DataSkips:
 
 def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # an xdist worker's reports reach the controller
-        config.pluginmanager.register(DataSkips(), "data_skips")
+        config.pluginmanager.register(DataSkips(), "data_skips_counter")

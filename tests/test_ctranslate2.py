@@ -150,7 +150,7 @@ def test_every_other_quantization_exports_loads_and_keeps_the_memorised_lines(
 ):
     """Each weight type the export offers loads on this CPU (CTranslate2 computes a type the
     CPU lacks in the nearest it has) and translates the memorised pairs as float32 does: all
-    but a few where int8 rounds the products (as test_int8_loads_... allows)."""
+    but a few where integer products round coarser (as test_int8_loads_... allows)."""
     out = export(load_checkpoint(model_pt), tmp_path / quantization, quantization, False)
     engine = CTranslate2Engine(out, "cpu", "default", 1, 4096)
     assert engine.dir.quantization == quantization
@@ -158,7 +158,8 @@ def test_every_other_quantization_exports_loads_and_keeps_the_memorised_lines(
     text = best_text(engine.tokenizer, engine.translate(sources, GREEDY))
     want = best_text(exported["float32"].tokenizer, exported["float32"].translate(sources, GREEDY))
     kept = sum(a == b for a, b in zip(text, want, strict=True))
-    exact = int8_vnni() or not quantization.startswith("int8")
+    # int16 is computed as int8 where the CPU has no int16 kernels (CTranslate2 warns)
+    exact = int8_vnni() or not quantization.startswith("int")
     assert kept >= (0.9 if exact else 0.6) * OVERFIT_PAIRS, (kept, text[:3])
 
 

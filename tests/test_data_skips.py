@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def plugin_on_path(monkeypatch):
+    """The inner pytest runs in a folder of its own: data_skips from tests/."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+
 
 def test_a_run_short_of_the_data_says_so_in_its_last_line(pytester):
     pytester.makepyfile(

@@ -28,7 +28,11 @@ COMMANDS = {
 
 def examples(text: str, command: str) -> list[list[str]]:
     """The settings (key=value words) of each example line of `python -m nmt.<command>`."""
-    lines = [line for line in text.splitlines() if f"python -m nmt.{command} " in line]
+    lines = [
+        line
+        for line in text.splitlines()
+        if f"python -m nmt.{command} " in line and "[your settings]" not in line
+    ]
     words = [line.split(f"python -m nmt.{command} ", 1)[1].split() for line in lines]
     return [[w for w in ws if re.fullmatch(r"[a-z_.]+=\S+", w)] for ws in words]
 
@@ -60,6 +64,7 @@ def test_help_says_what_the_command_does_needs_and_where_every_setting_is(comman
     # each example names real settings: it composes (a sweep's values: its first)
     for settings in examples(text, command):
         first = [re.sub(r"=([^,\[]*),.*", r"=\1", s) for s in settings]
+        first = [re.sub(r"<[a-z_]+>", "x", s) for s in first]  # outputs/<run>/model.pt
         if command == "train" and not any(s.startswith("experiment=") for s in first):
             first.insert(0, "experiment=multi30k_cpu")
         compose(config, first)

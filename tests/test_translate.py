@@ -194,12 +194,12 @@ def test_a_search_stored_into_a_checkpoint_is_loaded_with_it(model_pt, tmp_path)
 def test_segment_max_words_cuts_a_run_of_captions_before_a_sentence_start(
     model_pt, overfit_pairs, tmp_path
 ):
-    """Two captions without a full stop between them, 21 words: one segment under the
-    default segment_max_words=25, two under 10 (cut before "A man", which follows a lowercase
-    word), each then translated as a line of its own would be."""
-    first, second = overfit_pairs[0][2].rstrip("."), overfit_pairs[0][3]
+    """Two captions without a full stop between them, 18 words: one segment under the
+    default segment_max_words=25, two under 10 (cut before "Boys", a capital after a
+    lowercase word), each then translated as a line of its own would be."""
+    first, second = overfit_pairs[0][2].rstrip("."), overfit_pairs[0][9]
     run = f"{first} {second}"
-    assert 10 < len(run.split()) <= 25 and second.startswith("A ")
+    assert 10 < len(run.split()) <= 25 and second.startswith("Boys ")
     stdin = f"{run}\n{first}\n{second}\n".encode()
     out = {}
     for setting in ("segment_max_words=10", "segment_max_words=25", "segment=lines"):

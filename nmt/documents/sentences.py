@@ -1,6 +1,6 @@
 """Sentences inside a paragraph: where `segment=sentences` cuts a line before translating it.
 
-A library splitter (sentencex: as exact as pysbd on Multi30k paragraphs and 100x faster,
+A library splitter (sentencex: as exact as pysbd on Multi30k paragraphs and far faster,
 measured by bench/bench_splitters.py, docs/benchmarks.md) finds the boundaries that
 punctuation marks. Captions, titles, chat and list items often end without punctuation, and
 the sentences after them reach the model merged, which it garbles. So a segment is cut again
