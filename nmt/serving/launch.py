@@ -29,14 +29,14 @@ def launched(
     args: list[str], env: dict | None = None, startup: float = 120, log_path: Path | None = None
 ) -> Iterator[str]:
     """`python -m nmt.serve args port=<free>`; yields "http://127.0.0.1:<port>" once ready.
-    Its log (stderr) goes to `log_path`, else to a temporary file."""
+    Its log (stdout and stderr) goes to `log_path`, else to a temporary file."""
     port = free_port()
     # a file, not a pipe: nobody reads a pipe while it serves
     log = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "nmt.serve", *args, "host=127.0.0.1", f"port={port}"],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=log,  # uvicorn's access log (log_level=info) goes to stdout
         stderr=log,
         start_new_session=True,
     )
