@@ -33,10 +33,10 @@ $(TRANSFORMERS4)/.installed: $(VENV)/.installed
 
 install: $(VENV)/.installed $(TRANSFORMERS4)/.installed ## Create .venv: torch (TORCH_SPEC, TORCH_INDEX) first, then nmt with [dev]
 
-test: install ## The fast test suite (TEST_WORKERS processes)
+test: install ## The test suite CI runs (TEST_WORKERS processes; DDP, two nodes and kill -9 resume included)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(ARGS)
 
-test-slow: install ## The slow tests (multi-process DDP, longer training)
+test-slow: install ## The slow test: the CPU recipe learning for 10 epochs (~15 min on 2 cores)
 	$(PY) -m pytest -q -m slow $(ARGS)
 
 lint: install ## ruff check and format check

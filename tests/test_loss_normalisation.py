@@ -157,7 +157,6 @@ def test_one_micro_batch_per_update_is_unchanged(tiny_tokenizer, overfit_pairs):
     assert_same_gradients(module.grads, want)
 
 
-@pytest.mark.slow
 def test_two_ddp_ranks_accumulating_give_the_gradient_of_their_union(
     tiny_tokenizer, overfit_pairs, tmp_path
 ):

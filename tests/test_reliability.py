@@ -325,7 +325,6 @@ def test_skipping_nonfinite_batches_keeps_the_weights_finite(overfit_data, tmp_p
     assert all(torch.isfinite(w).all() for w in weights)
 
 
-@pytest.mark.slow
 def test_a_sigkilled_run_resumes_with_the_same_losses(overfit_data, tmp_path):
     extra = [
         "model.dropout=0.1",

@@ -543,7 +543,6 @@ def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
     assert ranks[0]["texts"] == ranks[1]["texts"] == alone
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "guided, depth",
     [(False, 1), (True, 1), (True, None)],
@@ -588,7 +587,6 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
     assert model.cfg.decoder_layers == (depth or 3)
 
 
-@pytest.mark.slow
 def test_two_nodes_of_one_process_each_train_as_one_job(overfit_data, tmp_path):
     """Multi-node, simulated: two `torchrun --nnodes 2 --nproc-per-node 1` launches on
     127.0.0.1, node ranks 0 and 1, one run folder (a shared file system), trainer.num_nodes=2.
