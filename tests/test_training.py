@@ -419,6 +419,34 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
     assert (translator.model.cfg.encoder_layers, translator.model.cfg.decoder_layers) == (3, 3)
 
 
+def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_dir, tmp_path):
+    """`make smoke` (experiment=smoke): 50 updates, model.pt, test translated greedily; every
+    log line once (Lightning's too, through Hydra's handler; no cloud-logger advertisement),
+    on stderr; the last line says how long it took, where model.pt is and its test BLEU."""
+    env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt.train",
+        "experiment=smoke",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    cmd += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "][INFO] - " not in result.stdout  # logs go to stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    messages = [line.split("] - ", 1)[1] for line in lines if "] - " in line]
+    assert len(messages) == len(set(messages)), sorted(messages)  # each line once
+    assert "litlogger" not in result.stderr and "GPU available" in result.stderr
+    assert not any(line.startswith("INFO: ") for line in result.stderr.splitlines())
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["global_step"] == 50 and list(metrics["final_evaluation"]) == ["test"]
+    last = messages[-1]
+    assert last.startswith("Finished in ") and str(tmp_path / "run" / "model.pt") in last
+    assert "(test BLEU " in last
+
+
 def test_averaging_checkpoints_gives_the_mean_weights(overfit_run, tmp_path):
     from nmt.checkpoint import load_checkpoint, save_checkpoint
     from nmt.training.averaging import average_checkpoints
