@@ -51,7 +51,8 @@ def test_evaluate_draws_a_bar_per_split(
     assert out == ""
     bar = [line for line in err.replace("\r", "\n").splitlines() if "translating valid" in line]
     assert bool(bar) == (progress == "true")
-    assert progress == "false" or TQDM_MARK in bar[-1] and "64/64" in bar[-1]
+    # sentences, counted as they end (a line may hold several: translate's own path)
+    assert progress == "false" or "64 sentences" in bar[-1]
 
 
 @pytest.mark.parametrize("progress", ["true", "false"])
