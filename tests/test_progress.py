@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 from conftest import compose
 
-TQDM_MARK = "|"  # tqdm draws "desc:  50%|#####     | 1/2 ..."
-
 
 def drawn(capsys) -> tuple[str, str]:
     captured = capsys.readouterr()
