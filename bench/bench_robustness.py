@@ -1,6 +1,7 @@
 """Text as people write it (#56): test_2016_flickr in the forms real input comes in, each model
 given translating every form with its own search, through `translate`'s path (segment=
-sentences, the output checks and their fix on).
+sentences, the output checks and their fix on) with no span protected (`protect=[]`: what the
+model does with numbers itself; bench_spans.py measures the protection).
 
 Forms, each scored by BLEU of the casefolded output against the casefolded references (lower
 case, with ß as ss, as capitals write it):
@@ -20,21 +21,16 @@ Each row also gives the lines the output checks flagged and those with a loop.
 
 from __future__ import annotations
 
-import argparse
 import re
 from dataclasses import replace
 
 import numpy as np
 import sacrebleu
-from common import read_lines, save_records
+from common import model_engines, models_args, read_lines, save_records
 
-from nmt.config import InferenceConfig
 from nmt.data.augmentation import Pair, numbers
 from nmt.data.word_alignment import align_corpus
-from nmt.decoding.settings import DecodeConfig
 from nmt.documents.translation import translate_texts
-from nmt.inference import loading
-from nmt.inference.search_choice import choose_search
 
 FINAL = ".!?…"
 CAPITALS = ("Title Case", "ALL CAPS")  # also translated with decode.fold_case=false
@@ -98,27 +94,18 @@ def bleu_lc(hyps: list[str], refs: list[str]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ckpt", action="append", required=True, help="a model (repeatable)")
-    parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
-    parser.add_argument("--split", default="test_2016_flickr")
-    parser.add_argument("--show", type=int, default=3, help="flagged lines printed per form")
-    args = parser.parse_args()
+    args = models_args(__doc__.split("\n\n")[0], 3, "flagged lines printed per form")
     src, refs = read_lines(f"{args.split}.en"), read_lines(f"{args.split}.de")
     numbered_src, numbered_refs, put = with_numbers(src, refs)
     records = []
-    for ckpt in args.ckpt:
-        engine = loading.load(
-            InferenceConfig(ckpt=ckpt, decode=DecodeConfig(), backend=args.backend)
-        )
-        search, line = choose_search(engine.card, DecodeConfig(), [])
-        print(f"== {ckpt}: {line}", flush=True)
+    for ckpt, engine, search in model_engines(args):
         for form, (sources, references) in forms(src, refs).items():
             for fold in (True, False) if form in CAPITALS else (True,):
                 hyps, warnings = translate(engine, replace(search, fold_case=fold), sources)
                 if form == "no final punctuation":
                     hyps = [unpunctuated(h) for h in hyps]
                 record = {
+                    "name": f"robustness/{form}{'' if fold else ' unfolded'}/{ckpt}",
                     "ckpt": ckpt,
                     "form": form,
                     "fold_case": fold,
@@ -135,6 +122,7 @@ def main() -> None:
         kept = [i for i in asked if put[i] in re.findall(r"\d+", hyps[i])]
         fixed = [i for i in asked if f"fixed number {put[i]}" in warnings[i]]
         record = {
+            "name": f"robustness/numbers/{ckpt}",
             "ckpt": ckpt,
             "form": "numbers",
             "bleu_lc": round(bleu_lc(hyps, numbered_refs), 2),

@@ -112,6 +112,34 @@ def trained_model_args(description: str, **extra) -> argparse.Namespace:
     return args
 
 
+def models_args(description: str, show: int, show_what: str) -> argparse.Namespace:
+    """The command line of a benchmark of trained models on one engine: --ckpt (repeatable),
+    --backend, --split, --show (how many of `show_what` to print)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--ckpt", action="append", required=True, help="a model (repeatable)")
+    parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
+    parser.add_argument("--split", default="test_2016_flickr")
+    parser.add_argument("--show", type=int, default=show, help=show_what)
+    return parser.parse_args()
+
+
+def model_engines(args: argparse.Namespace):
+    """(ckpt, engine, the model's own search) for each --ckpt on --backend, each search
+    logged."""
+    from nmt.config import InferenceConfig
+    from nmt.decoding.settings import DecodeConfig
+    from nmt.inference import loading
+    from nmt.inference.search_choice import choose_search
+
+    for ckpt in args.ckpt:
+        engine = loading.load(
+            InferenceConfig(ckpt=ckpt, decode=DecodeConfig(), backend=args.backend)
+        )
+        search, line = choose_search(engine.card, DecodeConfig(), [])
+        print(f"== {ckpt} ({args.backend}): {line}", flush=True)
+        yield ckpt, engine, search
+
+
 def trained_engines(args: argparse.Namespace):
     """(backend, engine, the model's own search as it runs) for torch and, with --export,
     CTranslate2; each search logged."""

@@ -6,9 +6,10 @@ CTranslate2 int8 export made here, in a temporary folder), what scores and align
 cutting paragraphs into sentences costs and buys (bench_documents.py), what format=html
 costs and where its tags land (bench_html.py), how idle an idle server is (bench_idle.py),
 what the sentence cache buys (bench_cache.py), what its Hugging Face export gives
-(bench_hf.py), how it takes capitals, unpunctuated lines and numbers (bench_robustness.py)
-and, on a copy calibrated on val, how far its confidence can be trusted
-(bench_confidence.py)."""
+(bench_hf.py), how it takes capitals, unpunctuated lines and numbers (bench_robustness.py),
+whether it carries protected spans and uses a glossary's terms on both engines
+(bench_spans.py, bench_glossary.py) and, on a copy calibrated on val, how far its confidence
+can be trusted (bench_confidence.py)."""
 
 import json
 import os
@@ -50,6 +51,10 @@ if ckpt:  # serving needs a trained model: real output lengths
         run(str(HERE / "bench_cache.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_hf.py"), "--ckpt", ckpt)
         run(str(HERE / "bench_robustness.py"), "--ckpt", ckpt)
+        run(str(HERE / "bench_spans.py"), "--ckpt", ckpt)
+        run(str(HERE / "bench_spans.py"), "--ckpt", str(export), "--backend", "ctranslate2")
+        run(str(HERE / "bench_glossary.py"), "--ckpt", ckpt)
+        run(str(HERE / "bench_glossary.py"), "--ckpt", str(export), "--backend", "ctranslate2")
         calibrated = Path(folder) / "calibrated.pt"
         shutil.copy(ckpt, calibrated)
         data = Path(os.environ.get("NMT_DATA_DIR", HERE.parent.parent / "shared/data/multi30k"))

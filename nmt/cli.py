@@ -18,6 +18,8 @@ from omegaconf.errors import MissingMandatoryValue
 from tqdm import tqdm
 
 from nmt.decoding.settings import SearchError
+from nmt.terms.glossary import GlossaryError
+from nmt.terms.spans import SpanError
 
 
 class UsageError(ValueError):
@@ -65,7 +67,7 @@ def one_line_errors(command: str, example: str) -> Iterator[None]:
     except MissingMandatoryValue as error:
         key = error.full_key or str(error).splitlines()[0]
         fail(command, f"{key} is required, e.g. {example}", code=2)
-    except (UsageError, SearchError) as error:
+    except (UsageError, SearchError, SpanError, GlossaryError) as error:
         fail(command, str(error), code=2)
     except (OSError, ValueError, FloatingPointError) as error:
         fail(command, str(error))

@@ -20,6 +20,7 @@ from omegaconf import MISSING
 from nmt.decoding.settings import DecodeConfig
 from nmt.jobs.job import FORMATS, SEGMENTS
 from nmt.model import ModelConfig
+from nmt.terms.spans import DEFAULT_RULES, Rules
 from nmt.training.budget_bands import BudgetBand, check_bands
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package
@@ -43,20 +44,25 @@ class TokenizerConfig:
     num_threads: int = 2
 
 
-AUGMENT_VIEWS = ("merged", "numbers", "unpunctuated", "upper", "title")
+# in the order they apply; a new view goes last, so the draws of the others stay as they were
+AUGMENT_VIEWS = ("merged", "numbers", "unpunctuated", "upper", "title", "placeholders")
 
 
 @dataclass
 class AugmentConfig:
     """The share of training pairs shown in each view per epoch, both sides changed alike
     (nmt.data.augmentation); 0 = never. Upper and title case exclude each other; the other
-    views combine with them. `numbers` needs data.word_alignments (it writes at linked words)."""
+    views combine with them. `numbers` and `placeholders` need data.word_alignments (they write
+    at linked words)."""
 
     upper: float = 0.0  # ALL CAPS
     title: float = 0.0  # Every Word Capitalised
     unpunctuated: float = 0.0  # the final . ! ? removed
     numbers: float = 0.0  # digits at a pair of linked words, replacing a number or put before
     merged: float = 0.0  # the pair and the next one as one pair
+    # #1 (and #2) at pairs of linked words, replacing them or put before: what a protected
+    # span becomes (nmt/terms/spans.py), so the model learns to carry it
+    placeholders: float = 0.0
 
     def __post_init__(self) -> None:
         for view in AUGMENT_VIEWS:
@@ -115,14 +121,16 @@ class DataConfig:
     # `pip install eflomal`; not with bpe_dropout or bidirectional_epochs.
     word_alignments: bool = False
     # Views of the training pairs drawn anew each epoch (ALL CAPS, Title Case, no final
-    # punctuation, numbers, merged pairs), cached per epoch under the data's fingerprint.
+    # punctuation, numbers, merged pairs, placeholders), cached per epoch under the data's
+    # fingerprint.
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
     def __post_init__(self) -> None:
-        if self.augment.numbers > 0 and not self.word_alignments:
-            raise ValueError(
-                "data.augment.numbers writes at linked words: set data.word_alignments=true"
-            )
+        for view in ("numbers", "placeholders"):
+            if getattr(self.augment, view) > 0 and not self.word_alignments:
+                raise ValueError(
+                    f"data.augment.{view} writes at linked words: set data.word_alignments=true"
+                )
         if not 0.0 <= self.bpe_dropout < 1.0:
             raise ValueError(f"data.bpe_dropout must be in [0, 1), got {self.bpe_dropout}")
         if self.bidirectional_epochs < 0:
@@ -348,8 +356,9 @@ class InferenceConfig:
 
 @dataclass
 class SegmentConfig:
-    """How `translate`, the server and `evaluate` cut text before translating it
-    (nmt.documents): evaluate scores what translate would print for the same lines."""
+    """How `translate`, the server and `evaluate` read text before translating it: cut into
+    segments (nmt.documents), spans protected (nmt.terms.spans). Evaluate scores what
+    translate would print for the same lines."""
 
     # sentences: each line (each request text) is cut into sentences, translated in the same
     # batches as all others and joined back around the text's own whitespace and Markdown
@@ -358,10 +367,23 @@ class SegmentConfig:
     # A "sentence" of more words than this (a run of captions without final punctuation) is
     # cut again before each likely sentence start (nmt/documents/sentences.py)
     segment_max_words: int = 25
+    # Spans every translation carries byte for byte, through placeholders and the word
+    # alignment (nmt/terms/spans.py): the kinds (urls, emails, code, variables, numbers) and
+    # regular expressions of your own; protect=[] protect_patterns=[] for none
+    protect: list[str] = field(default_factory=lambda: list(DEFAULT_RULES.kinds))
+    protect_patterns: list[str] = field(default_factory=list)
+    # A glossary: a TSV file of "source term<TAB>target term" lines (nmt/terms/glossary.py);
+    # a sentence whose translation lacks a term is decoded again from it (nmt/terms/placing.py)
+    glossary: str | None = None
 
     def __post_init__(self) -> None:
         if self.segment not in SEGMENTS:
             raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
+        self.rules.check()  # SpanError: a usage error (exit 2), as nmt.cli reports it
+
+    @property
+    def rules(self) -> Rules:
+        return Rules(self.protect, self.protect_patterns)
 
 
 @dataclass
@@ -401,7 +423,8 @@ class TranslateConfig(DocumentConfig, InferenceConfig):
     progress: str = "auto"  # auto (a bar on stderr for file input) | true | false
     # Each line also gets the translation's scores, tab-separated (nmt.inference.scores):
     # "translation<TAB>log-prob per token<TAB>log-prob<TAB>word log-probs<TAB>confidence
-    # <TAB>warnings" (the output checks': a missing number, URL or address, a loop, a fix)
+    # <TAB>warnings" (the output checks': a missing number, URL or address, a loop, a fix;
+    # a span put back; a term not used), and with a glossary "<TAB>the terms it uses"
     scores: bool = False
     # Each translation is followed by a tab and its word alignment in Pharaoh format, "0-0 1-2"
     # (source word - target word, whitespace words; nmt.inference.alignment); after the scores
@@ -487,6 +510,9 @@ class ServeConfig(DocumentConfig, InferenceConfig):
     # An HTML text's or file's tags (its "<"s) or a Word file's runs, counted before parsing
     max_file_tags: int = 50_000
     max_search_cost: int = 20_000_000
+    # Seconds a request's own protect_patterns may take on all its texts, tried before any
+    # translation (a pattern that backtracks without end is refused with a 422)
+    max_pattern_seconds: float = 0.5
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none
     cache_sentences: int = 10000

@@ -49,6 +49,8 @@ from nmt.jobs.job import FILE_FORMATS, Job, JobError, Limits
 from nmt.jobs.run import engine_translator
 from nmt.jobs.run import run as run_job
 from nmt.model import ModelConfig
+from nmt.terms.glossary import GlossaryError, read_glossary
+from nmt.terms.placing import term_tally
 
 log = logging.getLogger("nmt.translate")
 EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<run>/model.pt"
@@ -60,7 +62,7 @@ def check_request(cfg: TranslateConfig) -> None:
     check_model(cfg)
     try:
         command_job(cfg, DecodeConfig(nbest=cfg.nbest)).check_options()
-    except JobError as error:
+    except (JobError, GlossaryError) as error:
         raise UsageError(str(error)) from None
     if cfg.scores and cfg.nbest > 1:
         raise UsageError("scores=true scores the best translation: drop nbest= (or set it to 1)")
@@ -87,6 +89,8 @@ def command_job(
         prefixes=prefixes if prefixes is not None else ([""] if cfg.prefix_file else None),
         scores=cfg.scores,
         alignments=cfg.alignments,
+        protect=cfg.rules,
+        glossary=read_glossary(cfg.glossary) if cfg.glossary else None,
     )
 
 
@@ -166,6 +170,7 @@ def translate_stream(
             f"prefix_file={cfg.prefix_file}",
         )
     warnings: list[list[str]] = []
+    terms: list[list[dict]] = []
     with progress_bar(show_progress, desc="translating", unit=" lines") as bar:
         for lines, forced in chunks:
             job = command_job(cfg, search, texts=lines, prefixes=forced)
@@ -173,13 +178,16 @@ def translate_stream(
             translate = engine_translator(engine, job, splitter)
             found = run_job(plan, translate, first_line_number=total + 1).translations
             warnings += [t.warnings for t in found]
-            out = output_lines(found, cfg.nbest, cfg.scores, cfg.alignments)
+            terms += [t.terms for t in found]
+            out = output_lines(found, cfg.nbest, cfg.scores, cfg.alignments, bool(cfg.glossary))
             for line in out:
                 sink.write(line + "\n")
             sink.flush()
             total += len(lines)
             bar.update(len(lines))
     log.info(tally(warnings))
+    if cfg.glossary:
+        log.info(term_tally(terms))
     return total
 
 

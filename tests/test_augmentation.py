@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig, DataConfig, TokenizerConfig
-from nmt.data.augmentation import Pair, merged, numbers, title, unpunctuated, upper
+from nmt.data.augmentation import Pair, merged, numbers, placeholders, title, unpunctuated, upper
 from nmt.data.datamodule import TranslationDataModule
 from nmt.tokenizer import piece_words
 
@@ -89,6 +89,26 @@ def test_each_view_keeps_its_pair_consistent(pair, other, seed):
         assert len(changed) <= 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(pairs(), st.integers(0, 2**32 - 1))
+def test_placeholders_stand_at_linked_words_numbered_in_source_order(pair, seed):
+    """#1 (and #2) on both sides once each, numbered from the source's start as
+    nmt.terms.spans numbers spans, the two of a number linked; every other word as it was."""
+    new = placeholders(pair, np.random.default_rng(seed))
+    if new is None:
+        return
+    assert_links_index_words(new)
+    src_marks = [(s, m) for s, w in enumerate(new.src) for m in re.findall(r"#\d", w)]
+    tgt_marks = [(t, m) for t, w in enumerate(new.tgt) for m in re.findall(r"#\d", w)]
+    assert [m for _, m in src_marks] in (["#1"], ["#1", "#2"])
+    assert sorted(m for _, m in tgt_marks) == [m for _, m in src_marks]
+    where = {m: t for t, m in tgt_marks}
+    assert all((s, where[m]) in new.links for s, m in src_marks)
+    for old, now in ((pair.src, new.src), (pair.tgt, new.tgt)):
+        rest = iter(old)
+        assert all(w in rest for w in now if "#" not in w)  # in order, none changed
+
+
 def test_numbers_replace_a_number_word_linked_to_its_translation():
     pair = Pair(["Two", "dogs", "run."], ["Zwei", "Hunde", "rennen."], [(0, 0), (1, 1), (2, 2)])
     new = numbers(pair, np.random.default_rng(0))
@@ -150,7 +170,9 @@ def epoch_rows(dm: TranslationDataModule, epoch: int, rank: int = 0, world: int 
     return rows
 
 
-SHARES = AugmentConfig(upper=0.2, title=0.2, unpunctuated=0.3, numbers=0.3, merged=0.1)
+SHARES = AugmentConfig(
+    upper=0.2, title=0.2, unpunctuated=0.3, numbers=0.3, merged=0.1, placeholders=0.1
+)
 
 
 @pytest.fixture(scope="module")
@@ -234,4 +256,4 @@ def test_an_epochs_views_are_logged_and_cached(plain_and_augmented, caplog):
         augment_epoch(*args, epoch=6, max_len=dm.data_cfg.max_len)._fingerprint
         != first._fingerprint
     )
-    assert set(AUGMENT_VIEWS) == {"merged", "numbers", "unpunctuated", "upper", "title"}
+    assert AUGMENT_VIEWS == ("merged", "numbers", "unpunctuated", "upper", "title", "placeholders")

@@ -1,7 +1,8 @@
 """Hostile clients against a live nmt.serve, with its default limits, on both engines (LitServe
 with one torch model worker; CTranslate2 in one process): uploads and bodies past their
 limits, a Word zip bomb, a search cost bomb, quadratic pages and Word paragraphs, deep JSON,
-malformed markup, a file name in another script, a proxy in the environment.
+malformed markup, a file name in another script, a proxy in the environment, a span pattern
+that backtracks, a glossary of 1,000 terms.
 
 Each case asserts the status and a one-line body in the route's shape, the time it took,
 /health answering within a second while it runs, and the server's memory (all its processes)
@@ -198,6 +199,26 @@ def test_a_search_cost_bomb_is_refused_before_it_is_queued(server):
     outcome = attack(server, "/translate", json=body)
     assert outcome.status == 413 and "max_search_cost" in one_line(outcome)
     assert_bounded(outcome, 5)
+
+
+def test_a_backtracking_span_pattern_is_refused_before_any_translation(server):
+    body = {"text": ["a" * 1900 + "!"] * 256, "protect_patterns": ["(a|aa)+$"]}
+    outcome = attack(server, "/translate", json=body)
+    assert outcome.status == 422 and "took over 0.5 s" in one_line(outcome)
+    assert_bounded(outcome, 5)
+
+
+def test_a_glossary_of_1000_forms_of_one_word_is_refused_and_one_of_1000_terms_is_bounded(
+    server,
+):
+    terms = {f"term{k} of many words here": "Rad" for k in range(1000)}  # none in the text
+    body = {"text": ["A man rides a bike."] * 256, "glossary": terms}
+    outcome = attack(server, "/translate", json=body)
+    assert outcome.status == 200, one_line(outcome)
+    assert_bounded(outcome, 30)
+    same = {"bike" + "." * k: "Rad" for k in range(5)}  # five forms of one source term
+    outcome = attack(server, "/translate", json={"text": "A bike.", "glossary": same})
+    assert outcome.status == 422 and "glossary" in one_line(outcome)
 
 
 def test_a_page_of_22000_inline_tags_is_refused_before_projection(server):

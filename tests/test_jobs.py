@@ -25,6 +25,7 @@ LIMITS = Limits(
     max_inflated_bytes=1_000_000,
     max_zip_ratio=100.0,
     max_search_cost=200_000,
+    max_pattern_seconds=0.5,
     max_output_tokens=255,
 )
 

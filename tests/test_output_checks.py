@@ -136,7 +136,7 @@ def test_translate_reports_them_in_its_columns_and_its_log(model_pt, overfit_pai
     stdin = "".join(line + "\n" for line in lines).encode()
     result = run_module(
         "nmt.translate",
-        [f"ckpt={model_pt}", "scores=true", "progress=false"],
+        [f"ckpt={model_pt}", "scores=true", "progress=false", "protect=[]"],
         tmp_path,
         stdin=stdin,
     )

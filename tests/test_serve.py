@@ -163,6 +163,10 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
         400,
     )
     assert (limits["max_file_bytes"], limits["max_file_segments"]) == (2_000_000, 5000)
+    assert info["protect"] == {
+        "kinds": ["urls", "emails", "code", "variables", "numbers"],
+        "patterns": [],
+    }
     schema = httpx.get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("/TranslateRequest")
@@ -227,12 +231,54 @@ def test_the_output_checks_are_served_as_offline(api, overfit_engine, lines):
     from nmt.documents.translation import translate_texts
 
     planted = [lines[0], f"{lines[1]} See https://example.org/x1", ""]
-    answer = served_with(api, [{"text": planted, "scores": True}])[0]
+    answer = served_with(api, [{"text": planted, "scores": True, "protect": []}])[0]
     offline = translate_texts(overfit_engine, planted, overfit_engine.search)
     assert answer["warnings"] == [t.warnings for t in offline]
     assert answer["warnings"][0] == [] and answer["warnings"][2] == []
     assert "missing https://example.org/x1" in answer["warnings"][1]
     assert served_with(api, [{"text": lines[0]}])[0]["warnings"] == []
+
+
+def test_protected_spans_are_served_as_offline_and_requests_protecting_differently_apart(
+    api, overfit_engine, lines
+):
+    """By default the server protects every kind of span (as translate does); a request may
+    name its own kinds and patterns, and is then decoded apart from those naming others."""
+    from nmt.documents.translation import translate_texts
+    from nmt.terms.spans import DEFAULT_RULES, Rules
+
+    planted = [f"{lines[1]} See https://example.org/x1", f"Order ACME-2000 for {lines[2]}"]
+    mine = {"text": planted, "protect": ["urls"], "protect_patterns": ["ACME-[0-9]+"]}
+    default, own, none = served_with(
+        api, [{"text": planted}, mine, {"text": planted, "protect": []}]
+    )
+    for answer, rules in (
+        (default, DEFAULT_RULES),
+        (own, Rules(("urls",), ("ACME-[0-9]+",))),
+        (none, Rules()),
+    ):
+        offline = translate_texts(overfit_engine, planted, overfit_engine.search, protect=rules)
+        assert answer["translation"] == [t.text for t in offline]
+        assert answer["warnings"] == [t.warnings for t in offline]
+    assert "https://example.org/x1" in default["translation"][0]
+    assert "ACME-2000" in own["translation"][1]
+
+
+def test_a_requests_glossary_is_served_as_offline_with_the_terms_it_used(
+    api, overfit_engine, overfit_pairs
+):
+    from nmt.documents.translation import translate_texts
+    from nmt.terms.glossary import Glossary
+
+    lines = overfit_pairs[0][:2]
+    terms = {"bushes": "Sträucher"}
+    mine, plain = served_with(api, [{"text": lines, "glossary": terms}, {"text": lines}])
+    offline = translate_texts(
+        overfit_engine, lines, overfit_engine.search, glossary=Glossary.of_request(terms)
+    )
+    assert mine["translation"] == [t.text for t in offline]
+    assert mine["terms"] == [[{"source": "bushes", "target": "Sträucher", "used": True}], []]
+    assert plain["terms"] == [[], []] and "Sträucher" not in plain["translation"][0]
 
 
 def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
@@ -533,6 +579,13 @@ BAD = [
     ({"text": "<p>A man.</p>", "format": "xml"}, 422, "format"),
     ({"text": "<p>A man.</p>", "format": "html", "scores": True}, 422, "drop scores"),
     ({"text": "<p>A.</p>", "format": "html", "search": {"nbest": 2}}, 422, "drop nbest"),
+    ({"text": "A.", "protect": ["links"]}, 422, "protect.0"),
+    ({"text": "A.", "protect": "urls"}, 422, "protect"),
+    ({"text": "A.", "protect_patterns": ["(x"]}, 422, "is no pattern"),
+    ({"text": "A.", "protect_patterns": [""]}, 422, "matches the empty text"),
+    ({"text": ["a" * 30 + "!"] * 16, "protect_patterns": ["(a|aa)+$"]}, 422, "took over 0.5 s"),
+    ({"text": "A.", "glossary": {"bike": " "}}, 422, "an empty target term"),
+    ({"text": "A.", "glossary": ["bike", "Rad"]}, 422, "glossary"),
 ]
 
 
@@ -660,6 +713,8 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
 
     from nmt.documents.markup import translate_html
     from nmt.documents.translation import translate_texts
+    from nmt.terms.glossary import Glossary
+    from nmt.terms.spans import DEFAULT_RULES
 
     s, own = overfit_pairs[0], api.search
     typed = f"{s[0]} {s[1]}\n{s[2]}"
@@ -746,16 +801,37 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             page.wait_for_function(wait, arg=["translation", alone], timeout=30000)
             page.click("#copy")
             assert page.evaluate("navigator.clipboard.readText()") == alone
-            # a line whose URL the translation lost: underlined, its warnings on hover
+            # a line whose URL the model lost, put back by the protection: underlined, its
+            # warnings on hover (the overfit model never saw a placeholder: it drops it)
             lost = f"{s[7]} See https://example.org/x1"
-            warned = translate_texts(overfit_engine, [lost], own)[0]
+            warned = translate_texts(overfit_engine, [lost], own, protect=DEFAULT_RULES)[0]
+            assert "https://example.org/x1" in warned.text
             page.fill("#source", lost)
             page.press("#source", "Control+Enter")
             page.wait_for_function(wait, arg=["translation", warned.text], timeout=30000)
             line = "#translation .line[data-line='0']"
             assert "flagged" in page.get_attribute(line, "class").split()
             assert page.get_attribute(line, "aria-description") == "; ".join(warned.warnings)
-            assert "missing https://example.org/x1" in warned.warnings
+            assert warned.warnings[0].startswith("span 'https://example.org/x1' was ")
+            # a glossary typed in its box: the server's translation with those terms, and
+            # which it used
+            page.click("details summary")
+            page.fill("#glossary", "bushes = Sträucher")
+            page.fill("#source", s[0])
+            page.press("#source", "Control+Enter")
+            terms = Glossary.of_request({"bushes": "Sträucher"})
+            with_terms = translate_texts(
+                overfit_engine, [s[0]], own, protect=DEFAULT_RULES, glossary=terms
+            )[0]
+            assert "Sträucher" in with_terms.text
+            page.wait_for_function(wait, arg=["translation", with_terms.text], timeout=30000)
+            assert page.text_content("#terms") == "terms used: 1 of 1 (bushes → Sträucher)"
+            page.fill("#glossary", "bushes Sträucher")
+            page.press("#source", "Control+Enter")
+            page.wait_for_function(
+                "document.getElementById('status').textContent.includes('glossary line 1')"
+            )
+            page.fill("#glossary", "")
             # a file: uploaded, translated by the server, offered for download
             page.set_input_files("#file", str(html_file))
             page.wait_for_selector("#download:not([hidden])", timeout=30000)

@@ -1,5 +1,6 @@
 """Training pairs shown as people write: in ALL CAPS, in Title Case, without their final
-punctuation, with numbers, or two pairs run together (data.augment).
+punctuation, with numbers, two pairs run together, or with placeholders where protected spans
+would be (data.augment).
 
 Each view changes both sides alike and keeps the pair's word alignment true, so guided
 alignment still trains on real links. Which pairs get which view is drawn from
@@ -99,7 +100,7 @@ def numbers(pair: Pair, rng: np.random.Generator) -> Pair | None:
     """A number on both sides at aligned words: it replaces a number (or number word) linked
     one to one with its translation, else it goes in before a word pair linked one to one.
     None where no word pair is linked one to one."""
-    one_to_one = _one_to_one(pair.links)
+    one_to_one = one_to_one_links(pair.links)
     if not one_to_one:
         return None
     number = random_number(rng)
@@ -107,16 +108,22 @@ def numbers(pair: Pair, rng: np.random.Generator) -> Pair | None:
     if numeric:
         s, t = numeric[rng.integers(len(numeric))]
         src, tgt = list(pair.src), list(pair.tgt)
-        src[s], tgt[t] = _put_number(src[s], number), _put_number(tgt[t], number)
+        src[s], tgt[t] = _put_core(src[s], number), _put_core(tgt[t], number)
         return Pair(src, tgt, pair.links)
     s, t = one_to_one[rng.integers(len(one_to_one))]
-    src = pair.src[:s] + [number] + pair.src[s:]
-    tgt = pair.tgt[:t] + [number] + pair.tgt[t:]
+    return insert(pair, s, t, number, number)
+
+
+def insert(pair: Pair, s: int, t: int, src_word: str, tgt_word: str) -> Pair:
+    """The pair with `src_word` before source word s and `tgt_word` before target word t
+    (s, t may be the lengths: at the end), the two linked, every other link moved along."""
+    src = pair.src[:s] + [src_word] + pair.src[s:]
+    tgt = pair.tgt[:t] + [tgt_word] + pair.tgt[t:]
     links = [(a + (a >= s), b + (b >= t)) for a, b in pair.links] + [(s, t)]
     return Pair(src, tgt, sorted(links))
 
 
-def _one_to_one(links: Links) -> Links:
+def one_to_one_links(links: Links) -> Links:
     """The links whose two words have no other link."""
     src_count = Counter(s for s, _ in links)
     tgt_count = Counter(t for _, t in links)
@@ -135,11 +142,13 @@ def _same_number(src_word: str, tgt_word: str) -> bool:
     return t in NUMBER_WORDS.get(s, ())
 
 
-def _put_number(word: str, number: str) -> str:
-    """The word with its core (the word less surrounding punctuation) replaced by `number`."""
+def _put_core(word: str, new: str) -> str:
+    """The word with its core (the word less surrounding punctuation) replaced by `new`."""
     core = _core(word)
+    if not core:  # punctuation alone: all of it goes
+        return new
     start = word.lower().find(core)
-    return word[:start] + number + word[start + len(core) :]
+    return word[:start] + new + word[start + len(core) :]
 
 
 def random_number(rng: np.random.Generator) -> str:
@@ -152,6 +161,30 @@ def random_number(rng: np.random.Generator) -> str:
     if kind < 0.85:
         return str(rng.integers(1900, 2031))
     return str(rng.integers(1000, 100_000))
+
+
+def placeholders(pair: Pair, rng: np.random.Generator) -> Pair | None:
+    """#1 (and, a third of the time, #2) on both sides at aligned words, numbered in source
+    order as nmt.terms.spans numbers a sentence's spans: each replaces a word pair linked one
+    to one (its punctuation kept), or half the time goes in before it. None where no word
+    pair is linked one to one."""
+    one_to_one = one_to_one_links(pair.links)
+    if not one_to_one:
+        return None
+    count = min(len(one_to_one), 2 if rng.random() < 1 / 3 else 1)
+    picks = [one_to_one[i] for i in sorted(rng.choice(len(one_to_one), count, replace=False))]
+    picks.sort()
+    for k in range(len(picks)):
+        s, t = picks[k]
+        placeholder = f"#{k + 1}"
+        if rng.random() < 0.5:
+            src, tgt = list(pair.src), list(pair.tgt)
+            src[s], tgt[t] = _put_core(src[s], placeholder), _put_core(tgt[t], placeholder)
+            pair = Pair(src, tgt, pair.links)
+            continue
+        pair = insert(pair, s, t, placeholder, placeholder)
+        picks[k + 1 :] = [(a + (a >= s), b + (b >= t)) for a, b in picks[k + 1 :]]
+    return pair
 
 
 def merged(first: Pair, second: Pair) -> Pair:
@@ -210,6 +243,8 @@ def augment_rows(
                 new = None if second is None else merged(pair, second)
             elif view == "numbers":
                 new = numbers(pair, rng) if has_links else None
+            elif view == "placeholders":
+                new = placeholders(pair, rng) if has_links else None
             elif view == "unpunctuated":
                 new = unpunctuated(pair)
             else:

@@ -13,7 +13,11 @@ of the whole translation (Pharaoh, as nmt.inference.alignment); scores are the b
 translation's, its kept marker words rated certain (log-prob 0). Each sentence's best
 translation is checked (numbers, URLs and addresses kept; no loop) and a wrong number fixed
 where the alignment allows (`check_best`): a text's warnings are its sentences', and its
-confidence is lowered for each problem left.
+confidence is lowered for each problem left. With `protect` rules, each sentence's spans are
+read as placeholders and put back, byte for byte, in every alternative (nmt.terms.spans); a span
+put back at its aligned position is a warning too. With a `glossary`, a sentence whose best
+translation lacks one of its terms is decoded again from the term (nmt.terms.placing); each
+text lists its terms and whether its translation uses them, and a term not used is a warning.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from nmt.inference.output_text import one_line
 from nmt.inference.planner import line_number
 from nmt.inference.scores import Scores
 from nmt.jobs.job import SEGMENTS
+from nmt.terms import spans
+from nmt.terms.glossary import Glossary, Match
+from nmt.terms.placing import place_terms
+from nmt.terms.spans import Rules
 
 
 @dataclass
@@ -49,6 +57,8 @@ class Translation:
     # what the output checks found in its sentences (missing numbers, URLs, addresses; a
     # loop) and the numbers they fixed (nmt.inference.output_checks)
     warnings: list[str] = field(default_factory=list)
+    # the glossary entries its sentences hold: {"source", "target", "used"} (nmt.terms)
+    terms: list[dict] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -72,9 +82,12 @@ def translate_texts(
     scores: bool = False,
     stop: Callable[[], bool] | None = None,
     done: Callable[[int], object] | None = None,
+    protect: Rules | None = None,
+    glossary: Glossary | None = None,
 ) -> list[Translation]:
     """One Translation per text, in order (see the module docstring); `stop` as
-    Engine.translate's, and `done` too (told of sentences, not texts)."""
+    Engine.translate's, and `done` too (told of sentences, not texts); `protect`: the spans
+    to carry unchanged (nmt.terms.spans), None for none; `glossary`: the terms to use."""
     check_segment(segment)
     splitter = splitter or SentenceSplitter()
     whole = [segment == "lines" or bool(prefixes and prefixes[i]) for i in range(len(texts))]
@@ -86,24 +99,50 @@ def translate_texts(
     flat = [s for layout in layouts for s in layout.sentences]
     numbers = [line_number(first_line_number, i) for i in owner]
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
+    rules = protect.compiled() if protect is not None and protect.active else None
+    guarded = [spans.protect(line, rules) for line in flat] if rules else None
     folded = [
         casing.fold(line) if search.fold_case and not (forced and forced[j]) else (line, "")
-        for j, line in enumerate(flat)
+        for j, line in enumerate([g.text for g in guarded] if guarded else flat)
     ]
     read = [line for line, _ in folded]
     found = engine.translate(
         read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop, done=done
     )
+    uses: list[list] = [[] for _ in flat]
+    if glossary is not None and len(glossary):
+        # in the sentence as given (a span is no term's word), but in capitals as folded;
+        # a forced prefix is the caller's: no term
+        matches = [
+            []
+            if forced and forced[j]
+            else glossary.find(read[j])
+            if folded[j][1]
+            else read_words(glossary.find(line), guarded, j)
+            for j, line in enumerate(flat)
+        ]
+        uses = place_terms(
+            engine, search, read, matches, found, numbers, glossary, alignments, scores, stop
+        )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
     rated = engine.rate(read, found, numbers) if scores else [None] * len(flat)
     # checked and fixed as the model wrote them, for the lines as it read them; then recased
-    findings = check_best(engine, read, found, sentence_texts, rated, numbers)
+    # (placeholders are no numbers to keep: they are checked, and put back, as spans)
+    checked = [g.masked(line) for g, line in zip(guarded, read, strict=True)] if guarded else read
+    findings = check_best(engine, checked, found, sentence_texts, rated, numbers)
+    links = [[h.alignment for h in nbest] for nbest in found]
+    if guarded:
+        align_lost_spans(engine, guarded, read, sentence_texts, links, numbers)
     for j, (_, kind) in enumerate(folded):
         if kind:
             sentence_texts[j] = [casing.restore(text, kind) for text in sentence_texts[j]]
             if rated[j] is not None:
                 rated[j].words = [casing.restore(word, kind) for word in rated[j].words]
+    # spans last: an ALL CAPS line's translation is in capitals, its spans as they were
+    span_warnings = (
+        restore_spans(guarded, sentence_texts, links, rated) if guarded else [[] for _ in flat]
+    )
     calibration = engine.calibration
     results, at = [], 0
     for text, layout in zip(texts, layouts, strict=True):
@@ -128,14 +167,23 @@ def translate_texts(
             score = sum(found[j][p].score for j, p in chosen if p is not None)
             result.alternatives.append((joined, score))
             if alignments:
-                links = []
+                pairs = []
                 for (j, p), ds, tgt_start in zip(chosen, source_words, starts, strict=True):
                     if p is None:
                         continue
                     dt = len(joined[:tgt_start].split())
-                    links += [(s + ds, t + dt) for s, t in found[j][p].alignment]
-                result.alignments.append(sorted(links))
-        result.warnings = [w for j in mine if findings[j] for w in findings[j].warnings]
+                    pairs += [(s + ds, t + dt) for s, t in links[j][p]]
+                result.alignments.append(sorted(pairs))
+        result.terms = [use.as_dict() for j in mine for use in uses[j]]
+        result.warnings = [
+            w
+            for j in mine
+            for w in (findings[j].warnings if findings[j] else []) + span_warnings[j]
+        ] + [
+            f"term {t['source']!r} -> {t['target']!r} not used"
+            for t in result.terms
+            if not t["used"]
+        ]
         if scores:
             result.scores = merge_scores(layout, [rated[j] for j in mine], calibration)
             if result.scores is not None and result.warnings:
@@ -143,6 +191,22 @@ def translate_texts(
                     if findings[j]:
                         result.scores.confidence = findings[j].lowered(result.scores.confidence)
     return results
+
+
+def read_words(matches: list[Match], guarded: list | None, j: int) -> list[Match]:
+    """Terms found in sentence j as given, their words made those the model read (a span's
+    placeholder word stands for the span's words: nmt.terms.spans)."""
+    if guarded is None or not guarded[j].spans:
+        return matches
+    read_of: dict[int, int] = {}
+    for i, words in enumerate(guarded[j].source_of):
+        for w in words:
+            read_of.setdefault(w, i)
+    return [
+        Match(m.entry, range(read_of[m.words.start], read_of[m.words.stop - 1] + 1))
+        for m in matches
+        if m.words.start in read_of and m.words.stop - 1 in read_of
+    ]
 
 
 def check_best(
@@ -184,6 +248,63 @@ def check_best(
             if rated[j] is not None and len(rated[j].words) == len(fixed.split()):
                 rated[j].words = fixed.split()
     return findings
+
+
+def align_lost_spans(
+    engine: Engine,
+    guarded: list[spans.Protected],
+    sources: list[str],
+    texts: list[list[str]],
+    links: list[list],
+    numbers: list[int],
+) -> None:
+    """The word alignment of each translation that lost or doubled a placeholder and has none
+    of the search's, from one forced pass over those alone (`sources` as the model read them,
+    `texts` as it wrote them), into `links`."""
+    todo = [
+        (j, p)
+        for j, protected in enumerate(guarded)
+        for p, text in enumerate(texts[j])
+        if links[j][p] is None and spans.needs_alignment(protected, text)
+    ]
+    if not todo:
+        return
+    forced = engine.align(
+        [sources[j] for j, _ in todo],
+        [texts[j][p] for j, p in todo],
+        [numbers[j] for j, _ in todo],
+    )
+    for (j, p), pairs in zip(todo, forced, strict=True):
+        links[j][p] = pairs or []
+
+
+def restore_spans(
+    guarded: list[spans.Protected],
+    texts: list[list[str]],
+    links: list[list],
+    rated: list[Scores | None],
+) -> list[list[str]]:
+    """Each sentence's spans put back in each of its translations (nmt.terms.spans).
+    Rewrites `texts`, `links` (to the sentence's own words) and the best translation's score
+    words in place; returns each sentence's warnings (its best translation's)."""
+    warnings: list[list[str]] = []
+    for j, protected in enumerate(guarded):
+        mine: list[str] = []
+        for p, text in enumerate(texts[j]):
+            restored = spans.restore(protected, text, links[j][p])
+            if p == 0:
+                mine = restored.warnings
+                if rated[j] is not None and len(rated[j].words) == len(text.split()):
+                    old = rated[j].word_log_probs
+                    rated[j].word_log_probs = [
+                        0.0 if o is None else old[o] for o in restored.origin
+                    ]
+                    rated[j].words = restored.text.split()
+            if links[j][p] is not None:
+                links[j][p] = spans.restored_links(protected, restored, links[j][p])
+            texts[j][p] = restored.text
+        warnings.append(mine)
+    return warnings
 
 
 def merge_scores(

@@ -61,6 +61,8 @@ def evaluation_record(
         "data": {"name": cfg.data.name, "source": cfg.data.source},
         "decode": asdict(cfg.decode),
         "segment": {"segment": cfg.segment, "segment_max_words": cfg.segment_max_words},
+        "protect": {"kinds": cfg.protect, "patterns": cfg.protect_patterns},
+        "glossary": cfg.glossary,
         "max_tokens": cfg.max_tokens,
         "device": engine.device,
         "dtype": engine.precision,
@@ -155,7 +157,7 @@ def evaluation_markdown(record: dict[str, Any], results: list[SplitResult], exam
     """evaluation.md: settings, then per split its scores, length buckets and examples."""
     ckpt = record["checkpoint"]
     decode = ", ".join(f"{k}={v}" for k, v in record["decode"].items())
-    segment = record["segment"]
+    segment, protect = record["segment"], record["protect"]
     lines = [
         f"# Evaluation of {ckpt['path']}",
         "",
@@ -164,6 +166,8 @@ def evaluation_markdown(record: dict[str, Any], results: list[SplitResult], exam
         *[f"- ensembled with: {path}" for path in ckpt["info"].get("ensemble", [])[1:]],
         f"- decode: {decode}",
         f"- segment: {segment['segment']} (segment_max_words={segment['segment_max_words']})",
+        f"- protected spans: {', '.join(protect['kinds'] + protect['patterns']) or '(none)'}",
+        f"- glossary: {record['glossary'] or '(none)'}",
         f"- overrides: {' '.join(record['overrides']) or '(none)'}",
         "",
         "![BLEU by source length](bleu_by_length.png)",

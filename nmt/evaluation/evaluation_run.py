@@ -31,6 +31,7 @@ from nmt.evaluation.sentence_scores import bucket_labels, scores_by_length, sent
 from nmt.inference.engine import Engine
 from nmt.inference.loading import check_model, engine_class, load, max_tokens
 from nmt.inference.search_choice import choose_search
+from nmt.terms.glossary import GlossaryError, read_glossary
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,11 @@ def check_request(cfg: EvaluateConfig) -> None:
         raise UsageError(f"attention= plots need backend=torch: {cfg.backend} gives no weights")
     if cfg.save_search and cfg.ensemble:
         raise UsageError("save_search=true writes into one model: drop ensemble=")
+    if cfg.glossary:
+        try:
+            read_glossary(cfg.glossary)
+        except GlossaryError as error:
+            raise UsageError(str(error)) from None
 
 
 def check_direction(data: DataConfig, engine: Engine, ckpt: str) -> None:
@@ -79,7 +85,15 @@ def evaluate_split(
     splitter = SentenceSplitter(max_words=cfg.segment_max_words)
     with progress_bar(show, desc=f"translating {role}", unit=" sentences") as bar:
         hypotheses, scores = translate_and_score(
-            engine, sources, references, cfg.decode, cfg.segment, splitter, done=bar.update
+            engine,
+            sources,
+            references,
+            cfg.decode,
+            cfg.segment,
+            splitter,
+            done=bar.update,
+            protect=cfg.rules,
+            glossary=read_glossary(cfg.glossary) if cfg.glossary else None,
         )
     seconds = time.perf_counter() - start
     log.info("%s BLEU %.2f  %s", role, scores.bleu, scores.bleu_signature)

@@ -15,6 +15,8 @@ from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
+from nmt.terms.glossary import Glossary
+from nmt.terms.spans import DEFAULT_RULES, Rules
 
 
 @dataclass
@@ -56,11 +58,15 @@ def translate_best(
     segment: str = "sentences",
     splitter: SentenceSplitter | None = None,
     done: Callable[[int], object] | None = None,
+    protect: Rules = DEFAULT_RULES,
+    glossary: Glossary | None = None,
 ) -> list[str]:
     """The best translation of each raw source line as `nmt.translate` prints it: cut into
-    sentences (or not) the same way, capitals folded, checked and fixed
-    (nmt.documents.translation). `done`: told of sentences as they end (a progress bar)."""
-    found = translate_texts(engine, sources, search, segment, splitter, done=done)
+    sentences (or not) the same way, spans protected, terms used, capitals folded, checked
+    and fixed (nmt.documents.translation). `done`: told of sentences as they end."""
+    found = translate_texts(
+        engine, sources, search, segment, splitter, done=done, protect=protect, glossary=glossary
+    )
     return [one_line(translation.text) for translation in found]
 
 
@@ -72,12 +78,14 @@ def translate_and_score(
     segment: str = "sentences",
     splitter: SentenceSplitter | None = None,
     done: Callable[[int], object] | None = None,
+    protect: Rules = DEFAULT_RULES,
+    glossary: Glossary | None = None,
 ) -> tuple[list[str], Scores]:
     """Translate raw source lines as `translate_best` does; return the translations and their
     scores against the raw references."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} references")
-    text = translate_best(engine, sources, search, segment, splitter, done)
+    text = translate_best(engine, sources, search, segment, splitter, done, protect, glossary)
     return text, score(text, references)
 
 

@@ -14,6 +14,7 @@ parses nothing again.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from nmt.decoding.penalties import output_length
@@ -21,6 +22,8 @@ from nmt.documents.docx_file import DocxError, WordFile, check_archive, count_ru
 from nmt.documents.html_tree import MarkupError
 from nmt.documents.markup import Pages
 from nmt.jobs.job import LINE_BREAKS, Job, JobError, Limits, decode_utf8
+from nmt.terms.placing import MAX_ROUNDS
+from nmt.terms.spans import SpanError
 
 
 @dataclass
@@ -45,6 +48,11 @@ def check(job: Job, limits: Limits) -> Plan:
     job.check_options()
     plan = read(job, limits)
     count(plan, limits)
+    if limits.max_pattern_seconds < sys.maxsize:
+        try:
+            job.protect.check_texts(plan.segments, limits.max_pattern_seconds)
+        except SpanError as error:
+            raise JobError(422, str(error)) from None
     return plan
 
 
@@ -144,11 +152,15 @@ def check_characters(name: str, texts: list[str], limit: int) -> None:
 
 
 def search_cost(job: Job, segments: list[str], max_output: int) -> int:
-    """The most tokens the search may generate for these segments (the module docstring)."""
+    """The most tokens the search may generate for these segments (the module docstring);
+    with a glossary, a segment holding terms may be decoded again from each, up to MAX_ROUNDS
+    times (nmt.terms.placing)."""
     search = job.search
     rows = (search.beam_size if search.strategy == "beam" else 1) * search.nbest
+    glossary = job.glossary if job.glossary is not None and len(job.glossary) else None
     total = 0
     for text in segments:
         longest = output_length(search.max_len_a, len(text) + 1, search.max_len_b)
-        total += rows * min(max_output, max(longest, search.min_len, 1))
+        decodes = 1 + min(len(glossary.find(text)), MAX_ROUNDS) if glossary else 1
+        total += decodes * rows * min(max_output, max(longest, search.min_len, 1))
     return total

@@ -1,10 +1,12 @@
 """What a request asks for, whoever sends it, and the limits it is held to.
 
 A `Job` holds texts (each a line, or with format=html an HTML document) or a file's bytes
-(text, html or docx), how to cut them (`segment`), optional forced prefixes, the search to
-run and the extras wanted (scores, alignments). `JobError` is a refusal: an HTTP status
-(413 over a limit, 415 a file type we do not read, 422 anything malformed) and one line, which
-the CLI prints as its error and the server sends in the route's shape.
+(text, html or docx), how to cut them (`segment`), the spans to carry unchanged (`protect`)
+and the terms to use (`glossary`),
+optional forced prefixes, the search to run and the extras wanted (scores, alignments).
+`JobError` is a refusal: an HTTP status (413 over a limit, 415 a file type we do not read, 422
+anything malformed) and one line, which the CLI prints as its error and the server sends in
+the route's shape.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from nmt.decoding.settings import DecodeConfig
+from nmt.terms.glossary import Glossary
+from nmt.terms.spans import Rules, SpanError
 
 TEXT_FORMATS = ("text", "html")  # what a text may be (docx is a file's alone)
 FORMATS = (*TEXT_FORMATS, "docx")
@@ -37,7 +41,8 @@ class Limits:
     """How much one job may ask (the server's settings: ServeConfig). Texts, segments and
     their characters, and a file's tags (or Word runs), bound the parsing; words and inline
     tags per segment bound alignment and tag projection; a search's cost (segments x beams x
-    n-best x the longest output it allows, in tokens) bounds the decoding. A .docx is refused
+    n-best x the longest output it allows, in tokens) bounds the decoding; the time a
+    request's own span patterns take on its texts bounds the protection. A .docx is refused
     before it is unzipped past `max_inflated_bytes` or `max_zip_ratio`."""
 
     max_lines: int
@@ -50,6 +55,7 @@ class Limits:
     max_inflated_bytes: int
     max_zip_ratio: float
     max_search_cost: int
+    max_pattern_seconds: float  # a request's own protect_patterns, on all its texts
     max_output_tokens: int  # the model's positions less one: no output is longer
 
     @classmethod
@@ -79,9 +85,15 @@ class Job:
     prefixes: list[str] | None = None
     scores: bool = False
     alignments: bool = False
+    protect: Rules = field(default_factory=Rules)  # spans carried unchanged (nmt.terms.spans)
+    glossary: Glossary | None = None  # terms to use (nmt.terms.glossary)
 
     def check_options(self) -> None:
         """Refuse (JobError 422) settings that cannot go together, before reading anything."""
+        try:
+            self.protect.check()
+        except SpanError as error:
+            raise JobError(422, str(error)) from None
         if self.format not in FORMATS:
             raise JobError(422, f"format must be one of {', '.join(FORMATS)}, not {self.format!r}")
         if self.segment not in SEGMENTS:

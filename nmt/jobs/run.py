@@ -51,6 +51,8 @@ def engine_translator(
             alignments=alignments,
             scores=scores,
             stop=stop,
+            protect=job.protect,
+            glossary=job.glossary,
         )
 
     return translate

@@ -98,7 +98,7 @@ class TranslationAPI(ls.LitAPI):
     def decode_request(self, request: TranslateRequest) -> Taken:
         """The request as this worker takes it: its job (checked by the server's door as it
         came in) and the time its decoding must end by (timeout from now)."""
-        job = request_job(request, self.search, self.cfg.format, self.cfg.segment)
+        job = request_job(request, self.search, self.cfg)
         job.search = self.engine.runnable(job.search)[0]
         return Taken(request, job, time.monotonic() + self.cfg.timeout)
 
@@ -113,8 +113,16 @@ class TranslationAPI(ls.LitAPI):
             # alignments record attention the plain way, which may round differently: requests
             # asking for them are decoded apart, so no one's translation depends on a neighbour;
             # so are those asking for scores (the CTranslate2 engine force-decodes for them)
-            # and for another segmenting or format
-            alike = (astuple(job.search), job.alignments, job.scores, job.segment, job.format)
+            # and for another segmenting, format or protection
+            alike = (
+                astuple(job.search),
+                job.alignments,
+                job.scores,
+                job.segment,
+                job.format,
+                job.protect,
+                id(job.glossary),  # the server's own, or a request's: decoded apart
+            )
             key = ("alone", i) if job.search.strategy == "sample" else alike
             groups.setdefault(key, []).append(i)
         for members in groups.values():

@@ -27,6 +27,7 @@ from nmt.jobs.job import Job, JobError, file_format
 from nmt.jobs.run import run
 from nmt.serving.door import Asked, read_form
 from nmt.serving.submit import Submit, translator
+from nmt.terms.glossary import read_glossary
 
 MEDIA = {
     "text": "text/plain; charset=utf-8",
@@ -53,8 +54,9 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
 }
 
 
-async def read_file_form(body: bytes, content_type: str, server_segment: str) -> Asked:
-    """The door's reader of /translate_file: the form's file as a Job."""
+async def read_file_form(body: bytes, content_type: str, server) -> Asked:
+    """The door's reader of /translate_file: the form's file as a Job, read with the
+    `server`'s (a ServeConfig's) segmenting and protected spans."""
     form = await read_form(body, content_type, max_files=1, status=422)
     try:
         upload, segment = form.get("file"), form.get("segment")
@@ -67,7 +69,9 @@ async def read_file_form(body: bytes, content_type: str, server_segment: str) ->
             data=await upload.read(),
             name=name,
             format=file_format(name),
-            segment=segment or server_segment,
+            segment=segment or server.segment,
+            protect=server.rules,
+            glossary=read_glossary(server.glossary) if server.glossary else None,
         )
         key = form.get("api_key")
         return Asked(name, job, key if isinstance(key, str) else None)

@@ -146,7 +146,7 @@ def add_libretranslate(
             alternatives = 0  # as LibreTranslate: alternatives are for text
         translate = translate_body(texts, fmt, alternatives, search)
         request = TranslateRequest.model_validate(translate)
-        job = request_job(request, search, cfg.format, cfg.segment)
+        job = request_job(request, search, cfg)
         asked = Asked(translate, isinstance(q, list), alternatives, source == "auto")
         key = given.get("api_key")
         return DoorAsked(asked, job, key if isinstance(key, str) else None)

@@ -30,6 +30,8 @@ from nmt.decoding.settings import (
 )
 from nmt.inference.alignment import pharaoh
 from nmt.jobs.job import SEGMENTS, TEXT_FORMATS, Job, JobError
+from nmt.terms.glossary import MAX_ENTRIES, Glossary, GlossaryError, read_glossary
+from nmt.terms.spans import KIND_NAMES, MAX_PATTERNS, Rules
 
 if TYPE_CHECKING:
     from nmt.documents.translation import Translation
@@ -99,6 +101,25 @@ class TranslateRequest(BaseModel):
         "server's (format=)",
     )
 
+    protect: list[Literal[KIND_NAMES]] | None = Field(
+        default=None,
+        max_length=len(KIND_NAMES),
+        description="The kinds of span carried byte for byte (urls, emails, code, variables, "
+        "numbers); default: the server's (protect=)",
+    )
+    protect_patterns: list[str] | None = Field(
+        default=None,
+        max_length=MAX_PATTERNS,
+        description="Regular expressions whose matches are carried byte for byte; default: "
+        "the server's (protect_patterns=)",
+    )
+    glossary: dict[str, str] | None = Field(
+        default=None,
+        max_length=MAX_ENTRIES,
+        examples=[{"bike": "Fahrrad"}],
+        description="Terms to use, {source term: target term}, beside the server's (glossary=); "
+        "each text's answer lists its terms and whether they were used",
+    )
     api_key: str | None = Field(
         default=None, description="The API key, where the server asks for one (or Authorization)"
     )
@@ -112,6 +133,12 @@ class TranslateRequest(BaseModel):
         if self.prefix is None:
             return None
         return [self.prefix] if isinstance(self.prefix, str) else self.prefix
+
+
+class TermUse(BaseModel):
+    source: str
+    target: str
+    used: bool
 
 
 class Hypothesis(BaseModel):
@@ -147,6 +174,9 @@ class TranslateResponse(BaseModel):
     # per text, what the output checks found: a missing number, URL or address, a loop, a
     # number fixed (nmt.inference.output_checks); [] for a clean translation
     warnings: list[str] | list[list[str]]
+    # per text, the glossary's entries its sentences hold and whether the translation uses
+    # each (any inflection): {"source", "target", "used"}; [] without a glossary
+    terms: list[TermUse] | list[list[TermUse]]
 
 
 def parse_request(body: bytes) -> TranslateRequest:
@@ -157,12 +187,10 @@ def parse_request(body: bytes) -> TranslateRequest:
         raise JobError(422, validation_message(error)) from None
 
 
-def request_job(
-    request: TranslateRequest, default: DecodeConfig, server_format: str, server_segment: str
-) -> Job:
-    """The job a request asks for: its texts, the server's format and segmenting unless it
-    names its own, and its search (`request_search`); JobError 422 for a search field its
-    strategy ignores."""
+def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job:
+    """The job a request asks for: its texts, the `server`'s format, segmenting and protected
+    spans (a ServeConfig's) unless it names its own, and its search (`request_search`);
+    JobError 422 for a search field its strategy ignores."""
     refused = refused_fields(request, default)
     if refused:
         raise JobError(422, refused)
@@ -170,24 +198,38 @@ def request_job(
         request.text, str
     ):
         raise JobError(422, "prefix must have the shape of text: one prefix per line")
+    shared = read_glossary(server.glossary) if server.glossary else None
+    try:
+        own = Glossary.of_request(request.glossary) if request.glossary else None
+        glossary = shared.merged(own) if shared is not None else own
+    except GlossaryError as error:
+        raise JobError(422, str(error)) from None
     return Job(
         search=request_search(default, request),
         texts=request.lines,
-        format=request.format or ("text" if server_format == "auto" else server_format),
-        segment=request.segment or server_segment,
+        format=request.format or ("text" if server.format == "auto" else server.format),
+        segment=request.segment or server.segment,
         prefixes=request.prefixes,
         scores=request.scores,
         alignments=request.alignments,
+        protect=Rules(
+            server.protect if request.protect is None else request.protect,
+            server.protect_patterns
+            if request.protect_patterns is None
+            else request.protect_patterns,
+        ),
+        glossary=glossary,
     )
 
 
-def translate_reader(default: DecodeConfig, server_format: str, server_segment: str):
-    """The door's reader of POST /translate (nmt.serving.door.Reader)."""
+def translate_reader(default: DecodeConfig, server):
+    """The door's reader of POST /translate (nmt.serving.door.Reader); `server`: its
+    ServeConfig."""
     from nmt.serving.door import Asked
 
     async def read(body: bytes, content_type: str) -> Asked:
         request = parse_request(body)
-        job = request_job(request, default, server_format, server_segment)
+        job = request_job(request, default, server)
         return Asked(request, job, request.api_key)
 
     return read
@@ -246,6 +288,7 @@ def response(
         "search": asdict(search),
         "search_text": describe_search(search),
         "warnings": shaped([t.warnings for t in found]),
+        "terms": shaped([t.terms for t in found]),
     }
     if search.nbest > 1:
         answer["nbest"] = shaped(

@@ -45,6 +45,7 @@ from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_
 from nmt.serving.schema import translate_reader
 from nmt.serving.submit import hop
 from nmt.serving.workers import ModelWorkers, watch_workers
+from nmt.terms.glossary import GlossaryError, read_glossary
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
 LIBRETRANSLATE_ROUTES = (PREFIX + "/translate", PREFIX + "/detect")
@@ -59,6 +60,11 @@ def check_serve(cfg: ServeConfig) -> None:
         raise UsageError(f"port must be in 1024..65535, not {cfg.port}")
     if cfg.format == "docx":
         raise UsageError("format=docx is translate's: the server's texts are text or html")
+    if cfg.glossary:
+        try:
+            read_glossary(cfg.glossary)
+        except GlossaryError as error:
+            raise UsageError(str(error)) from None
     for name in (
         "batch_requests",
         "max_body_bytes",
@@ -74,6 +80,8 @@ def check_serve(cfg: ServeConfig) -> None:
     ):
         if getattr(cfg, name) < 1:
             raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
+    if not cfg.max_pattern_seconds > 0:
+        raise UsageError(f"max_pattern_seconds must be above 0, not {cfg.max_pattern_seconds}")
     if cfg.workers < 0 or cfg.threads < 0:
         raise UsageError("workers and threads must not be negative (0: one per core)")
     if cfg.cache_sentences < 0:
@@ -123,6 +131,9 @@ def build_server(
             "max_tokens": max_tokens(cfg),
         },
         "limits": {"max_body_bytes": cfg.max_body_bytes, **asdict(limits)},
+        # what a request's "protect" and "protect_patterns" default to
+        "protect": {"kinds": list(cfg.protect), "patterns": list(cfg.protect_patterns)},
+        "glossary_entries": len(read_glossary(cfg.glossary)) if cfg.glossary else 0,
         "access": {  # what a client must know (never the keys)
             "keys": cfg.api_keys_file is not None,
             "limit_requests": cfg.limit_requests,
@@ -171,12 +182,12 @@ def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metric
     every translating route's body."""
 
     async def read_file(body: bytes, content_type: str) -> Asked:
-        return await read_file_form(body, content_type, cfg.segment)
+        return await read_file_form(body, content_type, cfg)
 
     add_page(app, card)
     add_file_route(app, submit, cfg.max_lines, card.tgt_lang)
     readers = add_libretranslate(app, cfg, card.src_lang, card.tgt_lang, search, submit)
-    read_translate = translate_reader(search, cfg.format, cfg.segment)
+    read_translate = translate_reader(search, cfg)
     routes["/translate"] = Route(read_translate, cfg.max_body_bytes, "max_body_bytes")
     file_body = cfg.max_file_bytes + FORM_OVERHEAD
     routes["/translate_file"] = Route(read_file, file_body, "max_file_bytes")

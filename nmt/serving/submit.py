@@ -59,6 +59,8 @@ def translator(submit: Submit, job: Job, max_lines: int) -> Translator:
                 "alignments": alignments,
                 "format": "text",
                 "segment": job.segment,
+                "protect": list(job.protect.kinds),
+                "protect_patterns": list(job.protect.patterns),
             }
 
         chunks = [texts[i : i + max_lines] for i in range(0, len(texts), max_lines)]

@@ -1,0 +1,127 @@
+"""Glossaries (#58): how often a translation uses a required term, what it costs in BLEU and
+time, per engine, through `translate`'s path.
+
+The glossary is built from test_2016_flickr's references: for each test pair whose plain
+translation lacks (by German lemma) a reference word that eflomal links one to one to a
+source content word (letters only, 3 or more, not a function word: the stand-in for "a noun
+or verb", no tagger being at hand), that source word -> reference word is one entry (the
+first such pair of the sentence; a source word already in the glossary is skipped, so each
+entry has one target). Measured:
+- term use: the share of entries whose sentence's translation holds the target term (any
+  inflection, by lemma), without and with the glossary (without is 0 by construction);
+- exact form: of those used, the share in the glossary's own form;
+- BLEU of the whole test set without and with the glossary;
+- seconds: the test set without and with it, and val (which the glossary was not built
+  from: the cost of matching a 1,000-entry glossary where few terms apply) without and with;
+- a sample of applied terms, printed for checking by eye.
+
+    python bench/bench_glossary.py --ckpt model.pt [--backend ctranslate2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import sacrebleu
+from common import read_lines, save_records
+
+from nmt.config import InferenceConfig
+from nmt.data.augmentation import one_to_one_links
+from nmt.data.word_alignment import align_corpus
+from nmt.decoding.settings import DecodeConfig
+from nmt.documents.translation import translate_texts
+from nmt.inference import loading
+from nmt.inference.search_choice import choose_search
+from nmt.terms.glossary import Entry, Glossary, core, lemma
+
+FUNCTION_WORDS = set(
+    "a an the and or but of in on at to for with from by as is are was were be been being "
+    "has have had do does did this that these those it its his her their our your my some any "
+    "one two three while who which what where when there here out up down into onto over under "
+    "near not no very".split()
+)
+
+
+def build(src: list[str], refs: list[str], plain: list[str]) -> dict[int, Entry]:
+    """Sentence index -> its entry (see the module docstring)."""
+    train_src, train_tgt = read_lines("train.en"), read_lines("train.de")
+    links = align_corpus(src + train_src, refs + train_tgt)[: len(src)]
+    entries, taken = {}, set()
+    for i, (s, r, out, pairs) in enumerate(zip(src, refs, plain, links, strict=True)):
+        s_words, r_words = s.split(), r.split()
+        have = {lemma(core(w), "de") for w in out.split()}
+        for a, b in one_to_one_links(sorted(pairs)):
+            word, term = core(s_words[a]), core(r_words[b])
+            if (
+                len(word) >= 3
+                and word.isalpha()
+                and term.isalpha()
+                and word.lower() not in FUNCTION_WORDS
+                and word.lower() not in taken
+                and lemma(term, "de") not in have
+            ):
+                entries[i] = Entry(
+                    word.lower() if a == 0 else word, term
+                )  # a capital of the start goes
+                taken.add(word.lower())
+                break
+    return entries
+
+
+def timed(engine, search, lines, glossary=None):
+    start = time.perf_counter()
+    found = translate_texts(engine, lines, search, glossary=glossary)
+    return found, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
+    parser.add_argument("--sample", type=int, default=50, help="applied terms printed")
+    args = parser.parse_args()
+    src, refs = read_lines("test_2016_flickr.en"), read_lines("test_2016_flickr.de")
+    val = read_lines("val.en")
+    engine = loading.load(
+        InferenceConfig(ckpt=args.ckpt, decode=DecodeConfig(), backend=args.backend)
+    )
+    search, line = choose_search(engine.card, DecodeConfig(), [])
+    print(f"== {args.ckpt} ({args.backend}): {line}", flush=True)
+    plain, plain_s = timed(engine, search, src)
+    entries = build(src, refs, [t.text for t in plain])
+    glossary = Glossary(list(entries.values()))
+    print(f"{len(glossary)} entries, from {len(entries)} of {len(src)} test sentences", flush=True)
+    found, found_s = timed(engine, search, src, glossary)
+    _, val_plain_s = timed(engine, search, val)
+    _, val_glossary_s = timed(engine, search, val, glossary)
+    used = [i for i, e in entries.items() if glossary.uses(found[i].text, e.target)]
+    exact = [i for i in used if entries[i].target in [core(w) for w in found[i].text.split()]]
+    record = {
+        "name": f"glossary/{args.backend}/{args.ckpt}",
+        "ckpt": args.ckpt,
+        "backend": args.backend,
+        "entries": len(glossary),
+        "term_use_without": round(
+            sum(1 for i, e in entries.items() if glossary.uses(plain[i].text, e.target))
+            / len(entries),
+            4,
+        ),
+        "term_use_with": round(len(used) / len(entries), 4),
+        "exact_form_of_used": round(len(exact) / max(len(used), 1), 4),
+        "bleu_without": round(sacrebleu.corpus_bleu([t.text for t in plain], [refs]).score, 2),
+        "bleu_with": round(sacrebleu.corpus_bleu([t.text for t in found], [refs]).score, 2),
+        "test_seconds_without": round(plain_s, 1),
+        "test_seconds_with": round(found_s, 1),
+        "val_seconds_without": round(val_plain_s, 1),
+        "val_seconds_with": round(val_glossary_s, 1),
+    }
+    print(record, flush=True)
+    for i in used[: args.sample]:
+        form = "exact" if i in exact else "inflected"
+        print(f"  [{form}] {entries[i].source} -> {entries[i].target}: {found[i].text}", flush=True)
+    save_records([record], "glossary")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""What a translation must say as the caller wants it.
+
+spans: protected spans (URLs, addresses, numbers, code, template variables, the caller's
+    patterns) carried byte for byte through placeholders and the word alignment
+glossary: a glossary file read, its terms found in a sentence in any inflection, and a term's
+    use checked in a translation
+placing: the terms a translation lacks put in, the search continued from each (both engines)
+"""

@@ -1,0 +1,187 @@
+"""Glossaries: source terms and the target terms a translation must use for them.
+
+A glossary file is UTF-8, one entry per line, `source term<TAB>target term` (several words
+allowed on either side); blank lines and lines starting with "#" are skipped. `read` refuses,
+naming the file and the line, a line without exactly one tab, an empty side, or a term over
+MAX_TERM_CHARS or MAX_TERM_WORDS, and a glossary with over MAX_FORMS entries whose source
+terms have the same lemmas; a request's glossary is held to MAX_ENTRIES as well. So finding
+the terms of a sentence of n words costs at most n x MAX_TERM_WORDS lookups, each checking
+at most MAX_FORMS entries, whatever the glossary.
+
+`Glossary.find(words)` gives the entries whose source term a sentence holds, word by word at
+word boundaries (the punctuation around a word is not part of it). A word matches by its form
+or by its English lemma (simplemma), so "contracts" finds "contract"; a term's word in lower
+case also matches the word capitalised (a sentence's first word), any other keeps its case.
+Overlapping matches: the longest wins, then the first. `uses(translation, target)`: whether a
+translation holds the target term in any inflection, by German lemma ("Verträge" is a use of
+"Vertrag").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+MAX_TERM_CHARS = 200
+MAX_TERM_WORDS = 8  # a source term's words: a sentence is searched for terms up to this long
+MAX_FORMS = 4  # entries whose source terms have the same lemmas ("bike", "Bike", "bikes")
+MAX_ENTRIES = 1000  # in one request's glossary
+EDGE = "\"'()[]{}<>«»„“”‚‘’.,;:!?…"  # punctuation around a word, not part of it
+
+
+class GlossaryError(ValueError):
+    """A glossary we cannot use (one line)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class Match:
+    """An entry found in a sentence: its source term covers `words` (whitespace words)."""
+
+    entry: Entry
+    words: range
+
+
+@lru_cache(maxsize=200_000)
+def lemma(word: str, lang: str) -> str:
+    """The word's lemma in lower case (simplemma; the word itself where it knows none)."""
+    import simplemma
+
+    return simplemma.lemmatize(word, lang=lang).lower()
+
+
+def core(word: str) -> str:
+    """The word without the punctuation around it."""
+    return word.strip(EDGE)
+
+
+def word_matches(term_word: str, word: str, lang: str) -> bool:
+    """Whether a sentence's word (its core) is the term's word: the same form, or the same
+    lemma, in the term's case (a lower-case term's word may be capitalised)."""
+    if not word:
+        return False
+    cased = word
+    if term_word.islower() and word[:1].isupper() and word[1:] == word[1:].lower():
+        cased = word[:1].lower() + word[1:]
+    if cased == term_word:
+        return True
+    if term_word.islower() and not cased.islower():
+        return False
+    if term_word[:1].isupper() != cased[:1].isupper():
+        return False
+    return lemma(cased, lang) == lemma(term_word, lang)
+
+
+class Glossary:
+    """Entries, each source term (as words) once: the later entry of a repeated source term
+    wins (a request's over the server's, `merged`)."""
+
+    def __init__(self, entries: list[Entry], src_lang: str = "en", tgt_lang: str = "de"):
+        by_source = {e.source: e for e in entries}
+        self.entries = list(by_source.values())
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self._words = [[core(w) for w in e.source.split()] for e in self.entries]
+        # entries by the lemmas of their words: a run of a sentence's words looks up its own
+        self._by_lemmas: dict[tuple[str, ...], list[int]] = {}
+        for i, words in enumerate(self._words):
+            key = tuple(lemma(w, src_lang) for w in words)
+            forms = self._by_lemmas.setdefault(key, [])
+            forms.append(i)
+            if len(forms) > MAX_FORMS:
+                raise GlossaryError(
+                    f"glossary: over {MAX_FORMS} entries are forms of {self.entries[i].source!r}"
+                )
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @classmethod
+    def parse(cls, text: str, name: str) -> Glossary:
+        """The entries of a glossary file's `text`; GlossaryError names `name` and the line."""
+        entries = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            entries.append(checked_entry(line.split("\t"), f"{name} line {number}"))
+        return cls(entries)
+
+    @classmethod
+    def read(cls, path: str) -> Glossary:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise GlossaryError(f"glossary={path} not found") from None
+        except UnicodeDecodeError as error:
+            raise GlossaryError(f"glossary={path} is not UTF-8 (byte {error.start})") from None
+        return cls.parse(text, f"glossary={path}")
+
+    @classmethod
+    def of_request(cls, pairs: dict[str, str]) -> Glossary:
+        """A request's glossary ({"source term": "target term"})."""
+        if len(pairs) > MAX_ENTRIES:
+            raise GlossaryError(f"glossary: {len(pairs)} entries, at most {MAX_ENTRIES}")
+        return cls([checked_entry([s, t], f"glossary entry {s[:40]!r}") for s, t in pairs.items()])
+
+    def merged(self, other: Glossary | None) -> Glossary:
+        """This glossary with `other`'s entries added (theirs win a shared source term)."""
+        if other is None or not len(other):
+            return self
+        return Glossary(self.entries + other.entries, self.src_lang, self.tgt_lang)
+
+    def find(self, sentence: str) -> list[Match]:
+        """The entries `sentence` holds (see the module docstring), in sentence order."""
+        words = [core(w) for w in sentence.split()]
+        lemmas = [lemma(w, self.src_lang) if w else "" for w in words]
+        found = []
+        for start in range(len(words)):
+            for end in range(start + 1, min(start + MAX_TERM_WORDS, len(words)) + 1):
+                if not words[end - 1]:
+                    break
+                for i in self._by_lemmas.get(tuple(lemmas[start:end]), []):
+                    if all(
+                        word_matches(t, w, self.src_lang)
+                        for t, w in zip(self._words[i], words[start:end], strict=True)
+                    ):
+                        found.append(Match(self.entries[i], range(start, end)))
+        found.sort(key=lambda m: (-len(m.words), m.words.start))
+        chosen, taken = [], set()
+        for match in found:
+            if taken.isdisjoint(match.words):
+                chosen.append(match)
+                taken.update(match.words)
+        return sorted(chosen, key=lambda m: m.words.start)
+
+    def uses(self, translation: str, target: str) -> bool:
+        """Whether `translation` holds the target term, in any inflection (by lemma)."""
+        want = [lemma(core(w), self.tgt_lang) for w in target.split()]
+        have = [lemma(core(w), self.tgt_lang) for w in translation.split()]
+        return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
+
+
+@lru_cache(maxsize=8)
+def read_glossary(path: str) -> Glossary:
+    """`Glossary.read`, once per path and process (a server's glossary serves every request)."""
+    return Glossary.read(path)
+
+
+def checked_entry(fields: list[str], where: str) -> Entry:
+    if len(fields) != 2:
+        raise GlossaryError(
+            f"{where}: {len(fields) - 1} tabs; an entry is 'source term<TAB>target term'"
+        )
+    source, target = (" ".join(f.split()) for f in fields)
+    if not source or not target:
+        raise GlossaryError(f"{where}: an empty {'source' if not source else 'target'} term")
+    if max(len(source), len(target)) > MAX_TERM_CHARS:
+        raise GlossaryError(f"{where}: a term over {MAX_TERM_CHARS} characters")
+    if len(source.split()) > MAX_TERM_WORDS:
+        raise GlossaryError(f"{where}: a source term over {MAX_TERM_WORDS} words")
+    if not all(core(w) for w in source.split()):
+        raise GlossaryError(f"{where}: a source term's word of punctuation alone")
+    return Entry(source, target)

@@ -1,0 +1,126 @@
+"""Glossary terms put into translations, on either engine: the search continued from the term.
+
+For each sentence, the glossary's entries it holds (`Glossary.find`) are checked against its
+best translation (`Glossary.uses`: any inflection). A term it lacks is placed where the word
+alignment puts the words that translate its source term: the translation up to the first of
+those words, then the target term, is forced as a prefix and the search writes the rest
+(Engine.translate's prefixes), so the words after the term fit it, and the model may still
+inflect the term's last word ("Vertrag" + "s"). One term per sentence a round, the one
+earliest in the sentence, for at most MAX_ROUNDS rounds, each term tried once: a term the
+search drops again is reported as not used. Sentences that hold no term, or use all theirs,
+are decoded once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nmt.decoding.settings import DecodeConfig
+from nmt.inference.engine import Engine
+from nmt.inference.output_text import one_line
+from nmt.terms.glossary import Entry, Glossary, Match
+
+MAX_ROUNDS = 8
+
+
+@dataclass
+class TermUse:
+    """A glossary entry a sentence holds, and whether its translation uses the target term."""
+
+    entry: Entry
+    used: bool
+
+    def as_dict(self) -> dict:
+        return {"source": self.entry.source, "target": self.entry.target, "used": self.used}
+
+
+def term_tally(terms: list[list[dict]]) -> str:
+    """One log line for a run's texts' terms (Translation.terms)."""
+    held = [u for per_text in terms for u in per_text]
+    used = sum(1 for u in held if u["used"])
+    return f"glossary: {used:,} of {len(held):,} terms in {sum(1 for t in terms if t):,} lines used"
+
+
+def prefix_for(translation: str, match: Match, links: list[tuple[int, int]], target: str) -> str:
+    """The translation up to the first word aligned to the match's source words (else past
+    those aligned to the nearest aligned source word before it, else from the start; never
+    past the last word), then `target`."""
+    words = translation.split()
+    aligned: dict[int, list[int]] = {}
+    for s, t in links:
+        if t < len(words):
+            aligned.setdefault(s, []).append(t)
+    mine = sorted(t for s in match.words for t in aligned.get(s, []))
+    before = [max(aligned[s]) + 1 for s in range(match.words.start - 1, -1, -1) if s in aligned]
+    at = mine[0] if mine else before[0] if before else 0
+    at = min(at, max(len(words) - 1, 0))  # the last word (its final stop) is written again
+    if at == 0:
+        target = target[:1].upper() + target[1:]
+    return " ".join([*words[:at], target])
+
+
+def place_terms(
+    engine: Engine,
+    search: DecodeConfig,
+    sources: list[str],
+    matches: list[list[Match]],
+    found: list[list],
+    numbers: list[int],
+    glossary: Glossary,
+    alignments: bool,
+    scores: bool,
+    stop=None,
+) -> list[list[TermUse]]:
+    """Each sentence's terms placed (see the module docstring): `matches`, per sentence the
+    glossary's entries it holds (their words those of `sources`, the sentences as the model
+    read them); `found` (per sentence its n-best list) is replaced in place where a term was
+    placed; returns each sentence's term uses, in sentence order. `stop` as
+    Engine.translate's."""
+    decode = engine.tokenizer.decode
+
+    def best(j: int) -> str:
+        return one_line(decode([found[j][0].tokens])[0]) if found[j] else ""
+
+    texts = {j: best(j) for j, m in enumerate(matches) if m}
+    tried: dict[int, set[Entry]] = {j: set() for j in texts}
+    for _ in range(MAX_ROUNDS):
+        todo = []
+        for j, text in texts.items():
+            lacking = [
+                m
+                for m in matches[j]
+                if m.entry not in tried[j] and not glossary.uses(text, m.entry.target)
+            ]
+            if lacking and text:
+                todo.append((j, lacking[0]))
+        if not todo:
+            break
+        links = engine.align(
+            [sources[j] for j, _ in todo],
+            [texts[j] for j, _ in todo],
+            [numbers[j] for j, _ in todo],
+        )
+        prefixes = [
+            prefix_for(texts[j], match, pairs or [], match.entry.target)
+            for (j, match), pairs in zip(todo, links, strict=True)
+        ]
+        redone = engine.translate(
+            [sources[j] for j, _ in todo],
+            search,
+            [numbers[j] for j, _ in todo],
+            prefixes,
+            alignments=alignments,
+            scores=scores,
+            stop=stop,
+        )
+        for (j, match), nbest in zip(todo, redone, strict=True):
+            tried[j].add(match.entry)
+            if nbest:
+                found[j] = nbest
+                texts[j] = best(j)
+    return [
+        [TermUse(m.entry, glossary.uses(texts[j], m.entry.target)) for m in matches[j]]
+        if matches[j]
+        else []
+        for j in range(len(sources))
+    ]

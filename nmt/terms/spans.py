@@ -1,0 +1,363 @@
+"""Protected spans: text a translation carries byte for byte, whatever the model does.
+
+A span is a URL, an e-mail address, inline code (`...`), a template variable (`{{name}}`,
+`{0}`, `%s`, `%(name)s`, `$var`, `:name`), a number, or a match of a pattern the caller gives
+(`Rules`). `protect` puts a placeholder (#1, #2, ...: two pieces, "#" and digits) in each
+span's place, so the model reads a token it can carry instead of pieces it would translate or
+garble; the placeholders view teaches a model to carry them (nmt.data.augmentation).
+`restore` then puts each span back, byte for byte:
+- its placeholder is in the output once: in its place;
+- twice or more: in place of the one aligned to the placeholder's source word (else the
+  first); the others go;
+- not at all: at its aligned position, in place of a target word aligned to the placeholder
+  that holds a "#" or a digit (a garbled placeholder), else after the target words aligned to
+  the nearest source word before it, else before those of the nearest one after it, else at
+  the end.
+All but the first case are reported (`Restored.warnings`). A span is never lost, never
+doubled, never changed.
+
+Word indices are whitespace words (Pharaoh, as nmt.inference.alignment): `Protected.source_of`
+maps the words the model read to the words of the sentence, `Restored.origin` the words of the
+restored translation to those the model wrote, so alignments and word scores carry over.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+import regex
+
+from nmt.inference.output_checks import EMAIL, NUMBER, URL
+
+KINDS = {
+    "urls": URL.pattern,
+    "emails": EMAIL.pattern,
+    "code": r"`[^`\n]+`",
+    "variables": r"\{\{[^{}\n]*\}\}|\{\w*\}|%\(\w+\)[sdif]|%[sdif](?!\w)|\$\{?[A-Za-z_]\w*\}?"
+    r"|(?<![\w:/]):[A-Za-z_]\w*",
+    "numbers": NUMBER.pattern,
+}
+KIND_NAMES = tuple(KINDS)
+PATTERN_TIMEOUT = 0.05  # seconds a caller's pattern may take on the empty text (its check)
+MAX_PATTERNS, MAX_PATTERN_CHARS = 16, 200
+PLACEHOLDER = re.compile(r"#(\d+)(?!\d)")
+WORD = re.compile(r"\S+")
+
+
+class SpanError(ValueError):
+    """A protection setting that cannot work (one line)."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Which spans to protect: built-in `kinds` (KINDS' names) and the caller's `patterns`
+    (regular expressions). Checked once, as they are given (`check`)."""
+
+    kinds: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kinds", tuple(self.kinds))
+        object.__setattr__(self, "patterns", tuple(self.patterns))
+
+    def check(self) -> None:
+        """SpanError for an unknown kind, too many or too long patterns, or a pattern that
+        does not compile or matches the empty string."""
+        for kind in self.kinds:
+            if kind not in KINDS:
+                raise SpanError(f"protect: no kind {kind!r}; the kinds: {', '.join(KINDS)}")
+        if len(self.patterns) > MAX_PATTERNS:
+            raise SpanError(f"protect_patterns: {len(self.patterns)} given, at most {MAX_PATTERNS}")
+        for pattern in self.patterns:
+            if len(pattern) > MAX_PATTERN_CHARS:
+                raise SpanError(f"protect_patterns: a pattern over {MAX_PATTERN_CHARS} characters")
+            try:
+                compiled = regex.compile(pattern)
+            except regex.error as error:
+                raise SpanError(f"protect_patterns: {pattern!r} is no pattern: {error}") from None
+            try:
+                empty = compiled.fullmatch("", timeout=PATTERN_TIMEOUT)
+            except TimeoutError:
+                empty = True
+            if empty:
+                raise SpanError(f"protect_patterns: {pattern!r} matches the empty text")
+
+    def check_texts(self, texts: list[str], seconds: float) -> None:
+        """SpanError when the caller's patterns take over `seconds` on `texts` together (a
+        pattern that backtracks without end): the server checks a request's texts so before
+        translating them (nmt.jobs.check), so its patterns cannot hold it."""
+        if not self.patterns:
+            return
+        end = time.monotonic() + seconds
+        for pattern in self.patterns:
+            compiled = regex.compile(pattern)
+            for text in texts:
+                try:
+                    for _ in compiled.finditer(text, timeout=max(end - time.monotonic(), 1e-3)):
+                        pass
+                except TimeoutError:
+                    raise SpanError(
+                        f"protect_patterns: {pattern!r} took over {seconds:g} s on the texts"
+                    ) from None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.kinds or self.patterns)
+
+    def compiled(self) -> list[regex.Pattern]:
+        """The patterns: the caller's first (their marking wins a tie), then the kinds in
+        KINDS' order."""
+        kinds = [KINDS[k] for k in KINDS if k in self.kinds]
+        return [regex.compile(p) for p in [*self.patterns, *kinds]]
+
+
+DEFAULT_RULES = Rules(KIND_NAMES)  # translate's, the server's and evaluate's
+
+
+@dataclass
+class Protected:
+    """A sentence as the model reads it: `text`, where placeholder spans[k][0] stands for
+    spans[k][1] of `source`; `source_of[i]`: the words of `source` word i of `text` stands
+    for."""
+
+    source: str
+    text: str
+    spans: list[tuple[str, str]] = field(default_factory=list)
+    source_of: list[list[int]] = field(default_factory=list)
+    placeholder_words: list[int] = field(default_factory=list)  # per span, its word in text
+
+    def masked(self, text: str) -> str:
+        """`text` (this sentence as read, or its translation) with each of its placeholders
+        made "#": no number for the output checks, the words where they were."""
+        mine = {p for p, _ in self.spans}
+        return PLACEHOLDER.sub(lambda m: "#" if m.group(0) in mine else m.group(0), text)
+
+
+def find(sentence: str, compiled: list[regex.Pattern]) -> list[range]:
+    """The spans of `sentence` to protect, as character ranges in order, none overlapping:
+    of overlapping matches the one starting first wins, then the longest, then the earlier
+    pattern. A span runs on over the digits right after it ("SKU" of "SKU123"), which its
+    placeholder could not be told apart from."""
+    found = []
+    for rank, pattern in enumerate(compiled):
+        found += [(m.start(), -m.end(), rank) for m in pattern.finditer(sentence)]
+    spans, end = [], 0
+    for start, neg_end, _ in sorted(found):
+        stop = -neg_end
+        if start >= end and stop > start:
+            while stop < len(sentence) and sentence[stop].isdigit():
+                stop += 1
+            spans.append(range(start, stop))
+            end = stop
+    return spans
+
+
+def protect(sentence: str, compiled: list[regex.Pattern]) -> Protected:
+    """`sentence` with a placeholder in each span's place (see the module docstring); the
+    placeholders' numbers are ones the sentence does not hold already."""
+    ranges = find(sentence, compiled)
+    if not ranges:
+        words = len(sentence.split())
+        return Protected(sentence, sentence, [], [[i] for i in range(words)], [])
+    taken = {int(m.group(1)) for m in PLACEHOLDER.finditer(sentence)}
+    numbers = (n for n in range(1, len(sentence) + len(taken) + 2) if n not in taken)
+    parts, origins, at, spans, offsets = [], [], 0, [], []
+    for span in ranges:
+        placeholder = f"#{next(numbers)}"
+        parts.append(sentence[at : span.start])
+        origins += [(c, c + 1) for c in range(at, span.start)]
+        offsets.append(len(origins))  # where the placeholder starts in the text
+        parts.append(placeholder)
+        origins += [(span.start, span.stop)] * len(placeholder)
+        spans.append((placeholder, sentence[span.start : span.stop]))
+        at = span.stop
+    parts.append(sentence[at:])
+    origins += [(c, c + 1) for c in range(at, len(sentence))]
+    text = "".join(parts)
+    word_at = _word_index(sentence)
+    source_of, placeholder_words = [], []
+    for m in WORD.finditer(text):
+        covered = {word_at[c] for a, b in origins[m.start() : m.end()] for c in range(a, b)}
+        source_of.append(sorted(covered - {-1}))
+    starts = [m.start() for m in WORD.finditer(text)]
+    placeholder_words = [sum(1 for s in starts if s <= at) - 1 for at in offsets]
+    return Protected(sentence, text, spans, source_of, placeholder_words)
+
+
+def _word_index(text: str) -> list[int]:
+    """For each character of `text`, the index of its whitespace word (-1 for whitespace)."""
+    index = [-1] * len(text)
+    for i, m in enumerate(WORD.finditer(text)):
+        index[m.start() : m.end()] = [i] * (m.end() - m.start())
+    return index
+
+
+@dataclass
+class Restored:
+    """A translation with its spans back: `text`; `origin[i]`: the word of the translation as
+    the model wrote it that word i of `text.split()` comes from (None for a span put in on
+    its own); `spans_of[i]`: the spans word i holds (indices of Protected.spans; empty for
+    none); `warnings`: one line per span that was not in place once (put back at its aligned
+    position, or written twice)."""
+
+    text: str
+    origin: list[int | None]
+    spans_of: list[frozenset[int]]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.warnings
+
+
+def needs_alignment(protected: Protected, translation: str) -> bool:
+    """Whether `restore` needs the word alignment: a placeholder lost or written twice."""
+    counts = _counts(protected, translation.split())
+    return any(counts.get(p, 0) != 1 for p, _ in protected.spans)
+
+
+def _counts(protected: Protected, words: list[str]) -> dict[str, int]:
+    mine = {p for p, _ in protected.spans}
+    counts: dict[str, int] = {}
+    for word in words:
+        for m in PLACEHOLDER.finditer(word):
+            if m.group(0) in mine:
+                counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    return counts
+
+
+def restore(
+    protected: Protected, translation: str, links: list[tuple[int, int]] | None = None
+) -> Restored:
+    """`translation` (of `protected.text`) with every span back (see the module docstring).
+    `links`: (word of protected.text, word of translation) pairs; needed only where
+    `needs_alignment` says so (without them a lost span goes at the end)."""
+    words = translation.split()
+    if not protected.spans:
+        return Restored(translation, list(range(len(words))), [frozenset()] * len(words))
+    links = links or []
+    aligned: dict[int, list[int]] = {}
+    for s, t in links:
+        if t < len(words):
+            aligned.setdefault(s, []).append(t)
+    index = {p: k for k, (p, _) in enumerate(protected.spans)}
+    where: dict[int, list[tuple[int, re.Match]]] = {}
+    for j, word in enumerate(words):
+        for m in PLACEHOLDER.finditer(word):
+            if m.group(0) in index:
+                where.setdefault(index[m.group(0)], []).append((j, m))
+    warnings = []
+    keep: dict[tuple[int, int], int] = {}  # (word, match start) -> span kept there
+    drop: set[tuple[int, int]] = set()
+    lost = []
+    for k, (_, span) in enumerate(protected.spans):
+        places = where.get(k, [])
+        if not places:
+            lost.append(k)
+            continue
+        mine = set(aligned.get(protected.placeholder_words[k], []))
+        chosen = next((p for p in places if p[0] in mine), places[0])
+        keep[(chosen[0], chosen[1].start())] = k
+        drop |= {(j, m.start()) for j, m in places if (j, m) != chosen}
+        if len(places) > 1:
+            warnings.append(f"span {span!r} was written {len(places)} times: kept once")
+    replace: dict[int, int] = {}  # a garbled placeholder's word -> the span it becomes
+    after: dict[int, list[int]] = {}  # spans put in after word j (-1: before the first)
+    for k in lost:
+        span = protected.spans[k][1]
+        warnings.append(f"span {span!r} was lost: put back at its aligned position")
+        s = protected.placeholder_words[k]
+        garbled = [
+            t
+            for t in sorted(aligned.get(s, []))
+            if re.search(r"[#\d]", words[t])
+            and t not in replace
+            and not PLACEHOLDER.search(words[t])
+        ]
+        if garbled:
+            replace[garbled[0]] = k
+            continue
+        position = len(words) - 1
+        before = [max(aligned[i]) for i in range(s - 1, -1, -1) if aligned.get(i)]
+        later = [min(aligned[i]) for i in range(s + 1, len(protected.source_of)) if aligned.get(i)]
+        if before:
+            position = before[0]
+        elif later:
+            position = later[0] - 1
+        after.setdefault(position, []).append(k)
+    # the restored translation as pieces joined by spaces: a word as the model wrote it, or a
+    # span as the source has it (spaces inside kept), each with the word it came from (None
+    # for a span put in) and the spans it holds
+    pieces: list[list] = []
+
+    def put(text: str, came_from: int | None, held: set[int]) -> None:
+        pieces.append([text, came_from, frozenset(held)])
+
+    for k in after.get(-1, []):
+        put(protected.spans[k][1], None, {k})
+    for j, word in enumerate(words):
+        if j in replace:
+            k = replace[j]
+            core = re.match(r"^(\W*?)([#\w].*?)(\W*)$", word)
+            head, tail = (core.group(1), core.group(3)) if core else ("", "")
+            put(head + protected.spans[k][1] + tail, j, {k})
+        else:
+            parts, at, held = [], 0, set()
+            for m in PLACEHOLDER.finditer(word):
+                if (j, m.start()) in keep:
+                    held.add(keep[(j, m.start())])
+                    parts += [word[at : m.start()], protected.spans[keep[(j, m.start())]][1]]
+                    at = m.end()
+                elif (j, m.start()) in drop:
+                    parts.append(word[at : m.start()])
+                    at = m.end()
+            rest = "".join(parts) + word[at:]
+            if held or any(c.isalnum() for c in rest) or rest == word:
+                put(rest, j, held)
+            elif rest and pieces:  # a dropped placeholder's punctuation: onto the word before
+                pieces[-1][0] += rest
+        for k in after.get(j, []):
+            last = pieces[-1] if pieces else None
+            if j == len(words) - 1 and last and not last[2] and last[0][-1:] in ".!?":
+                mark = last[0][-1]
+                last[0] = last[0][:-1]
+                if not last[0].strip():  # the mark was the whole word
+                    pieces.pop()
+                put(protected.spans[k][1] + mark, None, {k})
+            else:
+                put(protected.spans[k][1], None, {k})
+    origin: list[int | None] = []
+    spans_of: list[frozenset[int]] = []
+    for text, came_from, held in pieces:
+        count = len(text.split())
+        origin += [came_from] * count
+        spans_of += [held] * count
+    return Restored(" ".join(text for text, _, _ in pieces), origin, spans_of, warnings)
+
+
+def restored_links(
+    protected: Protected, restored: Restored, links: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """`links` between protected.text and the model's translation, as links between the
+    sentence and the restored translation: through both word maps, and each span's words
+    linked to the words it came from, and to nothing else (the model's links from a
+    placeholder are dropped: tags placed by them would wrap more than the span)."""
+    span_sources = [protected.source_of[w] for w in protected.placeholder_words]
+    new_of: dict[int, list[int]] = {}
+    for i, j in enumerate(restored.origin):
+        if j is not None:
+            new_of.setdefault(j, []).append(i)
+    placeholders = set(protected.placeholder_words)
+    out = set()
+    for s, t in links:
+        if s in placeholders:  # what the model wrote for a placeholder is no span's link
+            continue
+        for i in new_of.get(t, []):
+            if not restored.spans_of[i]:
+                out |= {(s2, i) for s2 in protected.source_of[s]}
+    for i, held in enumerate(restored.spans_of):
+        for k in held:
+            out |= {(s2, i) for s2 in span_sources[k]}
+    return sorted(out)

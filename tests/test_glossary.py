@@ -1,0 +1,123 @@
+"""Glossaries (nmt.terms.glossary, nmt.terms.placing): read strictly, found at word boundaries
+in any inflection, used on both engines, and reported through every door."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_module
+
+from nmt.documents.translation import translate_texts
+from nmt.terms.glossary import Entry, Glossary, GlossaryError
+
+
+def sources(glossary: Glossary, sentence: str) -> list[str]:
+    return [m.entry.source for m in glossary.find(sentence)]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("bike\tFahrrad\nhelmet Helm\n", "g.tsv line 2: 0 tabs"),
+        ("# terms\n\nbike\tFahrrad\tRad\n", "g.tsv line 3: 2 tabs"),
+        ("bike\t \n", "g.tsv line 1: an empty target term"),
+        ("\tRad\n", "g.tsv line 1: an empty source term"),
+        ("bike\t" + "x" * 201 + "\n", "a term over 200 characters"),
+    ],
+)
+def test_a_malformed_glossary_names_its_file_and_line(text, message):
+    with pytest.raises(GlossaryError, match=message) as error:
+        Glossary.parse(text, "g.tsv")
+    assert "\n" not in str(error.value)
+
+
+def test_terms_are_found_at_word_boundaries_in_their_case_and_any_inflection():
+    glossary = Glossary.parse(
+        "bike\tFahrrad\nred shirt\trotes Hemd\nshirt\tHemd\nApple\tApple\ncontract\tVertrag\n",
+        "g.tsv",
+    )
+    assert sources(glossary, "Bikers ride bikes, one bike.") == ["bike", "bike"]
+    assert sources(glossary, "A man in red shirts signs contracts.") == ["red shirt", "contract"]
+    assert sources(glossary, "A shirt and an apple, not an Apple.") == ["shirt", "Apple"]
+    assert sources(glossary, "No bike-sharing, no motorbikes.") == []
+    assert [m.words for m in glossary.find("Two red shirts")] == [range(1, 3)]
+    dotted = Glossary.parse("ACME Inc.\tACME AG\n", "g.tsv")
+    assert sources(dotted, "ACME Inc. sells bikes.") == ["ACME Inc."]
+    assert glossary.uses("Er unterschreibt die Verträge.", "Vertrag")
+    assert glossary.uses("Ein rotes Hemd.", "rotes Hemd")
+    assert not glossary.uses("Ein Hemd, rot.", "rotes Hemd")
+
+
+def test_a_later_entry_and_a_requests_win_a_shared_source_term():
+    server = Glossary([Entry("bike", "Rad"), Entry("bike", "Fahrrad"), Entry("dog", "Hund")])
+    assert [e.target for e in server.entries] == ["Fahrrad", "Hund"]
+    mine = server.merged(Glossary.of_request({"dog": "Köter"}))
+    assert {e.source: e.target for e in mine.entries} == {"bike": "Fahrrad", "dog": "Köter"}
+    with pytest.raises(GlossaryError, match="at most 1000"):
+        Glossary.of_request({f"w{i}": "x" for i in range(1001)})
+
+
+def test_a_glossary_that_would_make_finding_terms_costly_is_refused():
+    """A sentence's words are looked up, not the glossary's entries scanned: a run of words
+    checks at most 4 entries, and no term is over 8 words."""
+    forms = {"bike": "a", "Bike": "b", "bikes": "c", "Bikes": "d", "BIKE": "e"}
+    with pytest.raises(GlossaryError, match="over 4 entries are forms of 'BIKE'"):
+        Glossary.of_request(forms)
+    with pytest.raises(GlossaryError, match="a source term over 8 words"):
+        Glossary.of_request({" ".join(["a"] * 9): "x"})
+    many = Glossary.of_request({f"a b{i}": f"x{i}" for i in range(1000)})
+    assert sources(many, "a b7 and a b999, " + "a " * 500) == ["a b7", "a b999"]
+
+
+@pytest.fixture(params=["torch", "ctranslate2"])
+def engine(request, overfit_engine):
+    return overfit_engine if request.param == "torch" else request.getfixturevalue("ct2_f32")
+
+
+TERMS = "bushes\tSträucher\nhard hats\tHelmen\n"
+
+
+def test_both_engines_use_the_terms_and_leave_other_lines_alone(engine, overfit_pairs):
+    """The memorised lines hold 'bushes' (the model writes Büsche) and 'hard hats' (it writes
+    Schutzhelmen): each translation uses the glossary's term instead, says so, and a line
+    without a term translates as without a glossary, alone or in a batch."""
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    lines = overfit_pairs[0][:3]
+    plain = translate_texts(engine, lines, engine.search)
+    found = translate_texts(engine, lines, engine.search, glossary=glossary)
+    assert "Büsche" in plain[0].text and "Sträucher" in found[0].text, found[0].text
+    assert "Helmen" in found[1].text.replace("Schutzhelmen", ""), found[1].text
+    assert found[0].terms == [{"source": "bushes", "target": "Sträucher", "used": True}]
+    assert found[1].terms == [{"source": "hard hats", "target": "Helmen", "used": True}]
+    assert found[0].warnings == [] and found[1].warnings == []
+    assert found[2].text == plain[2].text and found[2].terms == []
+    alone = translate_texts(engine, lines[1:2], engine.search, glossary=glossary)[0]
+    assert alone.text == found[1].text
+
+
+def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line(
+    model_pt, overfit_engine, overfit_pairs, tmp_path
+):
+    good, bad = tmp_path / "terms.tsv", tmp_path / "bad.tsv"
+    good.write_text(TERMS, encoding="utf-8")
+    bad.write_text("bushes Sträucher\n", encoding="utf-8")
+    lines = overfit_pairs[0][:3]
+    stdin = "".join(line + "\n" for line in lines).encode()
+    result = run_module(
+        "nmt.translate",
+        [f"ckpt={model_pt}", f"glossary={good}", "scores=true", "progress=false"],
+        tmp_path,
+        stdin=stdin,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    rows = [row.split("\t") for row in result.stdout.decode().splitlines()]
+    direct = translate_texts(
+        overfit_engine, lines, overfit_engine.search, glossary=Glossary.read(str(good))
+    )
+    assert [row[0] for row in rows] == [t.text for t in direct]
+    assert [row[6] for row in rows] == ["bushes -> Sträucher", "hard hats -> Helmen", ""]
+    assert "glossary: 2 of 2 terms in 2 lines used" in result.stderr.decode()
+    for module in ("nmt.translate", "nmt.evaluate"):
+        refused = run_module(module, [f"ckpt={model_pt}", f"glossary={bad}"], tmp_path, stdin=b"")
+        assert refused.returncode == 2, refused.stderr.decode()
+        assert f"glossary={bad} line 1: 0 tabs" in refused.stderr.decode()
+        assert len(refused.stderr.decode().strip().splitlines()) == 1

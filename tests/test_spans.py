@@ -1,0 +1,273 @@
+"""Protected spans (nmt.terms.spans): found where they are, carried byte for byte whatever the
+model writes, on both engines and through every door."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+from conftest import run_module
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nmt.documents.translation import translate_texts
+from nmt.terms.spans import (
+    DEFAULT_RULES,
+    PLACEHOLDER,
+    Rules,
+    SpanError,
+    find,
+    needs_alignment,
+    protect,
+    restore,
+    restored_links,
+)
+
+SPANS = [
+    "https://example.org/a1?b=2",
+    "ann@example.org",
+    "`make train`",
+    "{{name}}",
+    "{0}",
+    "%s",
+    "%(count)d",
+    "$HOME",
+    ":user",
+    "1,250",
+    "17",
+]
+
+
+def found(sentence: str, rules: Rules = DEFAULT_RULES) -> list[str]:
+    return [sentence[r.start : r.stop] for r in find(sentence, rules.compiled())]
+
+
+def test_each_kind_finds_its_spans_and_nothing_else():
+    sentence = (
+        "Mail ann@example.org at 10:30 about https://example.org/a1?b=2, run `make train`, "
+        "greet {{name}} and {0} with %s or %(count)d in $HOME as :user: 1,250 boxes, 17 left."
+    )
+    assert found(sentence) == [
+        "ann@example.org",
+        "10",
+        "30",
+        "https://example.org/a1?b=2",
+        "`make train`",
+        "{{name}}",
+        "{0}",
+        "%s",
+        "%(count)d",
+        "$HOME",
+        ":user",
+        "1,250",
+        "17",
+    ]
+    plain = "A man in a red shirt: he said 50% sale, then left."
+    assert found(plain, Rules(("urls", "emails", "code", "variables"))) == []
+    assert found("see www.example.com.", Rules(("urls",))) == ["www.example.com"]
+
+
+def test_the_callers_pattern_wins_a_tie_and_the_longest_match_an_overlap():
+    rules = Rules(("numbers",), (r"ACME-\d+",))
+    assert found("Order ACME-2000 and 3 more.", rules) == ["ACME-2000", "3"]
+    assert found("Call 0800 123.", Rules((), (r"\d+ \d+", r"\d+"))) == ["0800 123"]
+
+
+@pytest.mark.parametrize(
+    "rules, message",
+    [
+        (Rules(("links",)), "protect: no kind 'links'"),
+        (Rules((), ("(unclosed",)), "is no pattern"),
+        (Rules((), ("x*",)), "matches the empty text"),
+        (Rules((), ("a" * 300,)), "over 200 characters"),
+        (Rules((), tuple(f"w{i}" for i in range(17))), "17 given, at most 16"),
+    ],
+)
+def test_a_setting_that_cannot_work_is_one_line(rules, message):
+    with pytest.raises(SpanError, match=message) as error:
+        rules.check()
+    assert "\n" not in str(error.value)
+
+
+def test_placeholders_are_numbers_the_sentence_does_not_hold():
+    protected = protect("Ticket #1 of {{name}} at https://example.org", DEFAULT_RULES.compiled())
+    assert [p for p, _ in protected.spans] == ["#2", "#3", "#4"]  # #1's 1 is a number span
+    assert protected.text == "Ticket ##2 of #3 at #4"
+    assert protected.source_of == [[0], [1], [2], [3], [4], [5]]
+    assert protected.placeholder_words == [1, 3, 5]
+    glued = protect("Ticket #12b: see https://x.org", DEFAULT_RULES.compiled())
+    assert glued.text == "Ticket #12b: see #1" and glued.placeholder_words == [3]
+    # a span runs on over the digits after it: its placeholder stays one
+    sku = protect("Order SKU123 now.", Rules((), ("SKU",)).compiled())
+    assert sku.spans == [("#1", "SKU123")] and sku.text == "Order #1 now."
+
+
+@st.composite
+def sentences_and_outputs(draw):
+    """A sentence of plain words and spans, the placeholders it gets, and an output as a model
+    might write it: placeholders kept, lost, doubled, garbled or moved, with any links."""
+    words = draw(
+        st.lists(st.sampled_from(["A", "man", "rides", "a", "red", "bike", ".", ","]), max_size=8)
+    )
+    for span in draw(st.lists(st.sampled_from(SPANS), min_size=1, max_size=4, unique=True)):
+        words.insert(draw(st.integers(0, len(words))), span)
+    sentence = " ".join(words)
+    protected = protect(sentence, DEFAULT_RULES.compiled())
+    out = []
+    for word in protected.text.split():
+        fate = draw(st.sampled_from(["keep", "keep", "lose", "double", "garble", "word", "glue"]))
+        if word.startswith("#") and fate != "keep":
+            out += {
+                "lose": [],
+                "double": [word, word],
+                "garble": ["Nr.9"],
+                "word": ["Hund"],
+                "glue": [f"({word}),"],
+            }[fate]
+        else:
+            out.append(word)
+    out = draw(st.permutations(out))
+    n_src, n_out = len(protected.text.split()), len(out)
+    links = draw(
+        st.sets(
+            st.tuples(st.integers(0, max(n_src - 1, 0)), st.integers(0, max(n_out - 1, 0))),
+            max_size=12,
+        )
+        if n_src and n_out
+        else st.just(set())
+    )
+    return protected, " ".join(out), sorted(links)
+
+
+@settings(max_examples=400, deadline=None)
+@given(sentences_and_outputs())
+def test_a_span_is_never_lost_doubled_or_changed_whatever_the_model_writes(case):
+    protected, output, links = case
+    restored = restore(protected, output, links)
+    words = restored.text.split()
+    for k, (_, span) in enumerate(protected.spans):
+        mine = [w for w, held in zip(words, restored.spans_of, strict=True) if k in held]
+        assert span in " ".join(mine)  # the span, byte for byte, in the words that hold it
+        # once: as often as the sentence has it (no span is part of another here)
+        assert restored.text.count(span) == protected.source.count(span), restored.text
+    placeholders = {p for p, _ in protected.spans}
+    assert not any(m.group(0) in placeholders for m in PLACEHOLDER.finditer(restored.text))
+    assert restored.complete == (not needs_alignment(protected, output))
+    assert len(restored.origin) == len(words) == len(restored.spans_of)
+    n_source = len(protected.source.split())
+    for s, t in restored_links(protected, restored, links):
+        assert 0 <= s < n_source and 0 <= t < len(words)
+
+
+def test_a_lost_span_goes_after_the_words_aligned_to_the_word_before_it_and_is_reported():
+    protected = protect("Visit https://example.org today.", DEFAULT_RULES.compiled())
+    assert protected.text == "Visit #1 today."
+    restored = restore(protected, "Besuchen Sie heute.", [(0, 0), (0, 1), (2, 2)])
+    assert restored.text == "Besuchen Sie https://example.org heute."
+    assert restored.warnings == [
+        "span 'https://example.org' was lost: put back at its aligned position"
+    ]
+    garbled = restore(protected, "Besuchen Sie Nr.1 heute.", [(0, 0), (1, 2), (2, 3)])
+    assert garbled.text == "Besuchen Sie https://example.org heute."
+    at_end = restore(protected, "Heute.", [])
+    assert at_end.text == "Heute https://example.org."
+    bare = restore(protect("Visit https://example.org", DEFAULT_RULES.compiled()), "Besuchen .")
+    assert bare.text == "Besuchen https://example.org." and bare.origin == [0, None]
+    spaced = protect("Run `make  train` now.", DEFAULT_RULES.compiled())
+    assert restore(spaced, "Starte #1 jetzt.").text == "Starte `make  train` jetzt."
+    two = protect("Meet at 10:30 today.", DEFAULT_RULES.compiled())
+    both = restore(two, "Treffen um #1:#2 heute.")
+    assert both.text == "Treffen um 10:30 heute." and both.spans_of[2] == {0, 1}
+    doubled = restore(protected, "#1 Besuchen Sie #1 heute.", [(1, 3)])
+    assert doubled.text == "Besuchen Sie https://example.org heute."
+    assert doubled.warnings == ["span 'https://example.org' was written 2 times: kept once"]
+
+
+@pytest.fixture(params=["torch", "ctranslate2"])
+def engine(request, overfit_engine):
+    return overfit_engine if request.param == "torch" else request.getfixturevalue("ct2_f32")
+
+
+def spanned(overfit_pairs) -> list[str]:
+    """Memorised lines with spans put in, and one as it was."""
+    lines = overfit_pairs[0][:4]
+    return [
+        f"{lines[0][:-1]} at https://example.org/a1?b=2 .",
+        f"{lines[1]} Mail ann@example.org or run `make train` for {{{{name}}}}.",
+        f"{lines[2][:-1]} 17 times.",
+        lines[3],
+    ]
+
+
+def test_both_engines_carry_every_span_alone_and_in_a_batch(engine, overfit_pairs):
+    lines = spanned(overfit_pairs)
+    together = translate_texts(engine, lines, engine.search, protect=DEFAULT_RULES, alignments=True)
+    for line, result in zip(lines, together, strict=True):
+        alone = translate_texts(engine, [line], engine.search, protect=DEFAULT_RULES)[0]
+        assert alone.text == result.text and alone.warnings == result.warnings
+        for span in [s for s in SPANS if s in line]:
+            assert result.text.count(span) == line.count(span), (line, result.text)
+        assert not any(f"#{k}" in result.text.split() for k in range(1, 6))
+        n_src, n_tgt = len(line.split()), len(result.text.split())
+        assert all(s < n_src and t < n_tgt for s, t in result.alignments[0])
+    plain = translate_texts(engine, lines[3:], engine.search, protect=None)[0]
+    assert together[3].text == plain.text  # a line with no span reads as it was
+
+
+def test_translate_carries_spans_as_the_library_does_and_refuses_a_bad_setting_in_one_line(
+    model_pt, overfit_engine, overfit_pairs, tmp_path
+):
+    lines = [*spanned(overfit_pairs), "Order ACME-2000 now."]
+    stdin = "".join(line + "\n" for line in lines).encode()
+    ok = run_module(
+        "nmt.translate",
+        [f"ckpt={model_pt}", "progress=false", 'protect_patterns=["ACME-[0-9]+"]'],
+        tmp_path,
+        stdin=stdin,
+    )
+    assert ok.returncode == 0, ok.stderr.decode()
+    rules = Rules(DEFAULT_RULES.kinds, ("ACME-[0-9]+",))
+    direct = translate_texts(overfit_engine, lines, overfit_engine.search, protect=rules)
+    assert ok.stdout.decode().splitlines() == [t.text for t in direct]
+    assert "ACME-2000" in direct[-1].text and "{{name}}" in direct[1].text
+    for args, message in (
+        (["protect=[links]"], "protect: no kind 'links'"),
+        (["protect_patterns=[x*]"], "matches the empty text"),
+    ):
+        bad = run_module("nmt.translate", [f"ckpt={model_pt}", *args], tmp_path, stdin=stdin)
+        assert bad.returncode == 2
+        assert message in bad.stderr.decode()
+        assert len(bad.stderr.decode().strip().splitlines()) == 1
+
+
+def test_a_request_whose_patterns_would_hold_the_server_is_refused_before_decoding():
+    from nmt.jobs.check import check
+    from nmt.jobs.job import Job, JobError, Limits
+
+    job = Job(texts=["a" * 30 + "!"] * 50, protect=Rules((), (r"(a|aa)+$",)))
+    start = time.perf_counter()
+    with pytest.raises(JobError, match="took over 0.5 s") as error:
+        check(job, Limits.unbounded(max_pattern_seconds=0.5))
+    assert error.value.status == 422 and time.perf_counter() - start < 5
+    check(replace(job, texts=["no a here!"]), Limits.unbounded(max_pattern_seconds=0.5))
+
+
+def test_a_page_keeps_its_spans_inside_their_tags_and_its_untranslated_elements(
+    engine, overfit_pairs
+):
+    from nmt.documents.sentences import SentenceSplitter
+    from nmt.jobs.check import check
+    from nmt.jobs.job import Job, Limits
+    from nmt.jobs.run import engine_translator, run
+
+    line = overfit_pairs[0][0][:-1]
+    page = (
+        f'<p>{line} <a href="/x">https://example.org/a1?b=2</a> with '
+        '<code translate="no">{{name}}</code>.</p>'
+    )
+    job = Job(texts=[page], format="html", search=engine.search, protect=DEFAULT_RULES)
+    plan = check(job, Limits.unbounded())
+    out = run(plan, engine_translator(engine, job, SentenceSplitter())).translations[0].text
+    assert '<a href="/x">https://example.org/a1?b=2</a>' in out
+    assert '<code translate="no">{{name}}</code>' in out
