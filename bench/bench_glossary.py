@@ -2,11 +2,12 @@
 time, per engine, through `translate`'s path.
 
 The glossary is built from test_2016_flickr's references: for each test pair whose plain
-translation lacks (by German lemma) a reference word that eflomal links one to one to a
-source content word (letters only, 3 or more, not a function word: the stand-in for "a noun
-or verb", no tagger being at hand), that source word -> reference word is one entry (the
-first such pair of the sentence; a source word already in the glossary is skipped, so each
-entry has one target). Measured:
+translation lacks (by German lemma) a reference noun (capitalised, not the sentence's first
+word: German capitalises nouns alone; no tagger is at hand for verbs) that eflomal links one
+to one to a source content word (letters only, 3 or more, not a function word), that source
+word -> reference noun is one entry (the first such pair of the sentence; a source word
+already in the glossary is skipped, so each entry has one target). The glossary applies to
+every sentence, as a user's does. Measured:
 - term use: the share of entries whose sentence's translation holds the target term (any
   inflection, by lemma), without and with the glossary (without is 0 by construction);
 - exact form: of those used, the share in the glossary's own form;
@@ -57,6 +58,8 @@ def build(src: list[str], refs: list[str], plain: list[str]) -> dict[int, Entry]
                 len(word) >= 3
                 and word.isalpha()
                 and term.isalpha()
+                and b > 0
+                and term[:1].isupper()  # a noun: German capitalises nouns alone
                 and word.lower() not in FUNCTION_WORDS
                 and word.lower() not in taken
                 and lemma(term, "de") not in have

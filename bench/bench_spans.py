@@ -100,6 +100,8 @@ def main() -> None:
             print(record, flush=True)
             for i in put_back[: args.show]:
                 print(f"  {spanned[i]!r} -> {hyps[i]!r}: {found[i].warnings}", flush=True)
+            for i in sorted(set(asked) - set(kept))[: args.show]:
+                print(f"  not kept: {spanned[i]!r} -> {hyps[i]!r}", flush=True)
     save_records(records, "spans")
 
 

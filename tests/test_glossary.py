@@ -43,6 +43,7 @@ def test_terms_are_found_at_word_boundaries_in_their_case_and_any_inflection():
     dotted = Glossary.parse("ACME Inc.\tACME AG\n", "g.tsv")
     assert sources(dotted, "ACME Inc. sells bikes.") == ["ACME Inc."]
     assert glossary.uses("Er unterschreibt die Verträge.", "Vertrag")
+    assert glossary.uses("Der Vertrag - „unterschrieben“.", "Vertrag")  # words of punctuation
     assert glossary.uses("Ein rotes Hemd.", "rotes Hemd")
     assert not glossary.uses("Ein Hemd, rot.", "rotes Hemd")
 

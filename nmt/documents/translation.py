@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis
 from nmt.documents import casing
 from nmt.documents.layout import Layout, lay_out
 from nmt.documents.sentences import SentenceSplitter
@@ -90,6 +91,9 @@ def translate_texts(
     to carry unchanged (nmt.terms.spans), None for none; `glossary`: the terms to use."""
     check_segment(segment)
     splitter = splitter or SentenceSplitter()
+    rules = protect.compiled() if protect is not None and protect.active else None
+    if rules:  # no sentence ends inside a span
+        splitter = spans.KeepWhole(splitter, rules)
     whole = [segment == "lines" or bool(prefixes and prefixes[i]) for i in range(len(texts))]
     layouts = [
         Layout.whole(text) if one else lay_out(text, splitter)
@@ -99,13 +103,21 @@ def translate_texts(
     flat = [s for layout in layouts for s in layout.sentences]
     numbers = [line_number(first_line_number, i) for i in owner]
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
-    rules = protect.compiled() if protect is not None and protect.active else None
-    guarded = [spans.protect(line, rules) for line in flat] if rules else None
+    # placeholders for a model that learnt to carry them; for any other, spans taken out
+    learnt = bool(engine.info.get("placeholders"))
+    guarded = [spans.protect(line, rules, learnt) for line in flat] if rules else None
+    # a sentence of spans alone ("https://example.org", "10:30") has nothing to translate
+    bare = [
+        bool(g and g.spans and not any(c.isalpha() for c in g.masked(g.text)))
+        for g in guarded or []
+    ]
+    for j in [j for j, is_bare in enumerate(bare) if is_bare]:
+        guarded[j] = spans.protect(flat[j], [])
     folded = [
         casing.fold(line) if search.fold_case and not (forced and forced[j]) else (line, "")
         for j, line in enumerate([g.text for g in guarded] if guarded else flat)
     ]
-    read = [line for line, _ in folded]
+    read = ["" if bare and bare[j] else line for j, (line, _) in enumerate(folded)]
     found = engine.translate(
         read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop, done=done
     )
@@ -126,6 +138,10 @@ def translate_texts(
         )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
+    for j in [j for j, is_bare in enumerate(bare) if is_bare]:  # given back as it came
+        identity = [(i, i) for i in range(len(flat[j].split()))] if alignments else None
+        found[j] = [Hypothesis([], 0.0, 0.0, alignment=identity)]
+        sentence_texts[j] = [flat[j]]
     rated = engine.rate(read, found, numbers) if scores else [None] * len(flat)
     # checked and fixed as the model wrote them, for the lines as it read them; then recased
     # (placeholders are no numbers to keep: they are checked, and put back, as spans)

@@ -50,10 +50,11 @@ class Match:
 
 @lru_cache(maxsize=200_000)
 def lemma(word: str, lang: str) -> str:
-    """The word's lemma in lower case (simplemma; the word itself where it knows none)."""
+    """The word's lemma in lower case (simplemma; the word itself where it knows none; "" for
+    "")."""
     import simplemma
 
-    return simplemma.lemmatize(word, lang=lang).lower()
+    return simplemma.lemmatize(word, lang=lang).lower() if word else ""
 
 
 def core(word: str) -> str:

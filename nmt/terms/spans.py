@@ -2,9 +2,12 @@
 
 A span is a URL, an e-mail address, inline code (`...`), a template variable (`{{name}}`,
 `{0}`, `%s`, `%(name)s`, `$var`, `:name`), a number, or a match of a pattern the caller gives
-(`Rules`). `protect` puts a placeholder (#1, #2, ...: two pieces, "#" and digits) in each
-span's place, so the model reads a token it can carry instead of pieces it would translate or
-garble; the placeholders view teaches a model to carry them (nmt.data.augmentation).
+(`Rules`). For a model the placeholders view taught to carry them (nmt.data.augmentation; its
+model.pt says `placeholders: true`), `protect` puts a placeholder (#1, #2, ...: two pieces,
+"#" and digits) in each span's place, so the model reads a token it can carry instead of
+pieces it would translate or garble. A model that never saw one garbles it ("#1" becomes
+"Nummer 1"), so for any other model the span is taken out, the model translates the rest,
+and the span goes in at its aligned position (the last case below).
 `restore` then puts each span back, byte for byte:
 - its placeholder is in the output once: in its place;
 - twice or more: in place of the one aligned to the placeholder's source word (else the
@@ -126,7 +129,10 @@ class Protected:
     text: str
     spans: list[tuple[str, str]] = field(default_factory=list)
     source_of: list[list[int]] = field(default_factory=list)
-    placeholder_words: list[int] = field(default_factory=list)  # per span, its word in text
+    # per span: its placeholder's word in text, or (taken out) the first word of text after it
+    placeholder_words: list[int] = field(default_factory=list)
+    span_words: list[list[int]] = field(default_factory=list)  # per span, its words in source
+    taken_out: bool = False  # the spans are not in text at all (placeholders=False)
 
     def masked(self, text: str) -> str:
         """`text` (this sentence as read, or its translation) with each of its placeholders
@@ -154,9 +160,11 @@ def find(sentence: str, compiled: list[regex.Pattern]) -> list[range]:
     return spans
 
 
-def protect(sentence: str, compiled: list[regex.Pattern]) -> Protected:
+def protect(sentence: str, compiled: list[regex.Pattern], placeholders: bool = True) -> Protected:
     """`sentence` with a placeholder in each span's place (see the module docstring); the
-    placeholders' numbers are ones the sentence does not hold already."""
+    placeholders' numbers are ones the sentence does not hold already. placeholders=False
+    (a model that never saw a placeholder) takes each span out instead, with a space beside
+    it: the model reads the rest, and `restore` places the span by the alignment alone."""
     ranges = find(sentence, compiled)
     if not ranges:
         words = len(sentence.split())
@@ -165,25 +173,37 @@ def protect(sentence: str, compiled: list[regex.Pattern]) -> Protected:
     numbers = (n for n in range(1, len(sentence) + len(taken) + 2) if n not in taken)
     parts, origins, at, spans, offsets = [], [], 0, [], []
     for span in ranges:
-        placeholder = f"#{next(numbers)}"
-        parts.append(sentence[at : span.start])
-        origins += [(c, c + 1) for c in range(at, span.start)]
+        placeholder = f"#{next(numbers)}" if placeholders else ""
+        before = sentence[at : span.start]
+        if not placeholders and (not before or before[-1].isspace()):
+            before = before.rstrip()  # "see https://x.org now" reads "see now"
+            before += " " if sentence[span.stop : span.stop + 1].isspace() and before else ""
+        parts.append(before)
+        origins += [(c, c + 1) for c in range(at, at + len(before))]
         offsets.append(len(origins))  # where the placeholder starts in the text
         parts.append(placeholder)
         origins += [(span.start, span.stop)] * len(placeholder)
         spans.append((placeholder, sentence[span.start : span.stop]))
         at = span.stop
+        if not placeholders and before.endswith(" "):
+            at += len(sentence[at:]) - len(sentence[at:].lstrip())
     parts.append(sentence[at:])
     origins += [(c, c + 1) for c in range(at, len(sentence))]
     text = "".join(parts)
     word_at = _word_index(sentence)
-    source_of, placeholder_words = [], []
+    source_of = []
     for m in WORD.finditer(text):
         covered = {word_at[c] for a, b in origins[m.start() : m.end()] for c in range(a, b)}
         source_of.append(sorted(covered - {-1}))
     starts = [m.start() for m in WORD.finditer(text)]
-    placeholder_words = [sum(1 for s in starts if s <= at) - 1 for at in offsets]
-    return Protected(sentence, text, spans, source_of, placeholder_words)
+    if placeholders:
+        placeholder_words = [sum(1 for s in starts if s <= at) - 1 for at in offsets]
+    else:
+        placeholder_words = [sum(1 for s in starts if s < at) for at in offsets]
+    span_words = [sorted({word_at[c] for c in r} - {-1}) for r in ranges]
+    return Protected(
+        sentence, text, spans, source_of, placeholder_words, span_words, not placeholders
+    )
 
 
 def _word_index(text: str) -> list[int]:
@@ -213,7 +233,10 @@ class Restored:
 
 
 def needs_alignment(protected: Protected, translation: str) -> bool:
-    """Whether `restore` needs the word alignment: a placeholder lost or written twice."""
+    """Whether `restore` needs the word alignment: a placeholder lost or written twice, or
+    spans taken out."""
+    if protected.taken_out:
+        return bool(protected.spans)
     counts = _counts(protected, translation.split())
     return any(counts.get(p, 0) != 1 for p, _ in protected.spans)
 
@@ -266,22 +289,27 @@ def restore(
     replace: dict[int, int] = {}  # a garbled placeholder's word -> the span it becomes
     after: dict[int, list[int]] = {}  # spans put in after word j (-1: before the first)
     for k in lost:
-        span = protected.spans[k][1]
-        warnings.append(f"span {span!r} was lost: put back at its aligned position")
-        s = protected.placeholder_words[k]
-        garbled = [
-            t
-            for t in sorted(aligned.get(s, []))
-            if re.search(r"[#\d]", words[t])
-            and t not in replace
-            and not PLACEHOLDER.search(words[t])
-        ]
-        if garbled:
-            replace[garbled[0]] = k
-            continue
+        s, span = protected.placeholder_words[k], protected.spans[k][1]
+        if protected.taken_out:  # where it goes is the alignment's call: said so
+            warnings.append(f"span {span!r} put in at its aligned position")
+        else:  # a placeholder the model lost
+            warnings.append(f"span {span!r} was lost: put back at its aligned position")
+            garbled = [
+                t
+                for t in sorted(aligned.get(s, []))
+                if re.search(r"[#\d]", words[t])
+                and t not in replace
+                and not PLACEHOLDER.search(words[t])
+            ]
+            if garbled:
+                replace[garbled[0]] = k
+                continue
         position = len(words) - 1
         before = [max(aligned[i]) for i in range(s - 1, -1, -1) if aligned.get(i)]
-        later = [min(aligned[i]) for i in range(s + 1, len(protected.source_of)) if aligned.get(i)]
+        first_after = s if protected.taken_out else s + 1
+        later = [
+            min(aligned[i]) for i in range(first_after, len(protected.source_of)) if aligned.get(i)
+        ]
         if before:
             position = before[0]
         elif later:
@@ -344,12 +372,12 @@ def restored_links(
     sentence and the restored translation: through both word maps, and each span's words
     linked to the words it came from, and to nothing else (the model's links from a
     placeholder are dropped: tags placed by them would wrap more than the span)."""
-    span_sources = [protected.source_of[w] for w in protected.placeholder_words]
+    span_sources = protected.span_words
     new_of: dict[int, list[int]] = {}
     for i, j in enumerate(restored.origin):
         if j is not None:
             new_of.setdefault(j, []).append(i)
-    placeholders = set(protected.placeholder_words)
+    placeholders = set() if protected.taken_out else set(protected.placeholder_words)
     out = set()
     for s, t in links:
         if s in placeholders:  # what the model wrote for a placeholder is no span's link
@@ -361,3 +389,21 @@ def restored_links(
         for k in held:
             out |= {(s2, i) for s2 in span_sources[k]}
     return sorted(out)
+
+
+class KeepWhole:
+    """A sentence splitter (nmt.documents.sentences) that never cuts inside a protected span
+    ("https://example.org/docs?id=42" holds a "?"): two sentences whose boundary falls inside
+    a span are one."""
+
+    def __init__(self, splitter, compiled: list[regex.Pattern]):
+        self.splitter, self.compiled = splitter, compiled
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        protected = find(text, self.compiled)
+        joined: list[tuple[int, int]] = []
+        for start, end in self.splitter.spans(text):
+            if joined and any(r.start < start and r.stop > joined[-1][1] for r in protected):
+                start = joined.pop()[0]
+            joined.append((start, end))
+        return joined

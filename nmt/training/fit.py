@@ -267,6 +267,8 @@ def final_weights(
         valid = datamodule.splits["valid"]
         checkpoint, selection = best_or_average(cfg, checkpoint, epochs_dir, valid, module.device)
     checkpoint.search = cfg.search  # the search chosen for the model travels with it
+    # whether it learnt to carry protected spans' placeholders (nmt.terms.spans reads it)
+    checkpoint.info["placeholders"] = cfg.data.augment.placeholders > 0
     return checkpoint, selection
 
 
