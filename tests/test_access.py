@@ -226,7 +226,7 @@ def access_gate(**settings):
         settings[name] = parse_limit(name, settings[name])
     cfg = ServeConfig(ckpt="model.pt", decode=DecodeConfig())
     readers = add_libretranslate(FastAPI(), cfg, "en", "de", DecodeConfig(), None)
-    readers["/translate"] = translate_reader(DecodeConfig(), "text", "sentences")
+    readers["/translate"] = translate_reader(DecodeConfig(), cfg)
     routes = {path: Route(read, 1 << 20, "max_body_bytes") for path, read in readers.items()}
     access = Access(**settings, storage=MemoryStorage())
     limits = Limits.of(cfg, 1024)

@@ -356,9 +356,9 @@ def test_a_sigkilled_run_resumes_with_the_same_losses(overfit_data, tmp_path):
     assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
     a = losses(tmp_path / "whole")
     b = losses(tmp_path / "killed")
-    # the log goes on from the checkpoint (step 4): what the killed run flushed before it
-    # stays, nothing after it twice
-    assert sorted(b) == list(range(min(b), 12)) and min(b) <= 4
+    # the log goes on from the checkpoint (step 4); what the killed run flushed before it
+    # stays (how much of it reached the file before the kill is the kill's timing)
+    assert set(range(4, 12)) <= set(b) and max(b) == 11
     for step in sorted(b):
         assert b[step] == pytest.approx(a[step], rel=1e-5), step
     assert json.loads((tmp_path / "killed" / "metrics.json").read_text())["global_step"] == 12
