@@ -2,7 +2,9 @@
 
 Format (a plain dict, loadable with `torch.load(weights_only=True)`):
   format: "nmt-inference-1"; model_config: ModelConfig as a dict; state_dict: the weights;
-  src_lang, tgt_lang: the direction; sentencepiece: the tokenizer model as a uint8 tensor;
+  src_lang, tgt_lang: the direction; sentencepiece: the tokenizer model as a uint8 tensor
+  (an imported model's source model, with target_sentencepiece, vocabulary and unk_id:
+  nmt.split_tokenizer);
   info: free-form provenance (experiment, step, metrics); search (optional): the DecodeConfig
   chosen for this model as a dict, which translate and evaluate run unless told otherwise.
 A Lightning training checkpoint (`*.ckpt` written by `nmt.train`) loads through the same call.
@@ -20,6 +22,7 @@ import torch
 from nmt.decoding.settings import DecodeConfig
 from nmt.files import atomic_path
 from nmt.model import Ensemble, ModelConfig, Transformer
+from nmt.split_tokenizer import SplitTokenizer, tokenizer_from_payload
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-inference-1"
@@ -31,7 +34,7 @@ class Checkpoint:
     has built one) with its tokenizer, direction, provenance and search."""
 
     model: Transformer | Ensemble
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | SplitTokenizer
     src_lang: str
     tgt_lang: str
     info: dict[str, Any]
@@ -40,7 +43,7 @@ class Checkpoint:
 
 def inference_payload(
     model_cfg: ModelConfig,
-    tokenizer: Tokenizer,
+    tokenizer: Tokenizer | SplitTokenizer,
     src_lang: str,
     tgt_lang: str,
     info: dict,
@@ -53,7 +56,7 @@ def inference_payload(
         "model_config": asdict(model_cfg),
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
-        "sentencepiece": torch.frombuffer(bytearray(tokenizer.model_bytes), dtype=torch.uint8),
+        **tokenizer.payload(),
         "info": info,
     }
     if search is not None:
@@ -85,7 +88,7 @@ def check_combinable(
     """CheckpointError (one line) if `other` cannot join `first` in `what` ("ensemble members",
     "averaged checkpoints"): another tokenizer or direction, or with `same_shape` weights of
     other names or shapes."""
-    if other.tokenizer.model_bytes != first.tokenizer.model_bytes:
+    if other.tokenizer.identity != first.tokenizer.identity:
         raise CheckpointError(
             f"{path} has another tokenizer than {first_path}: {what} must share one"
         )
@@ -118,7 +121,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     try:
         model = Transformer(ModelConfig(**payload["model_config"]))
         model.load_state_dict(payload["state_dict"])
-        tokenizer = Tokenizer(payload["sentencepiece"].numpy().tobytes())
+        tokenizer = tokenizer_from_payload(payload, model.cfg.special_ids)
         search = DecodeConfig(**payload["search"]) if "search" in payload else None
         checkpoint = Checkpoint(
             model,
@@ -130,10 +133,14 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         )
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise CheckpointError(f"{path} is damaged: {_first_line(error)}") from None
-    if tokenizer.vocab_size != model.cfg.vocab_size:
+    if (tokenizer.vocab_size, tokenizer.special_ids) != (
+        model.cfg.vocab_size,
+        model.cfg.special_ids,
+    ):
         raise CheckpointError(
-            f"{path}: its tokenizer has {tokenizer.vocab_size} pieces but its model "
-            f"{model.cfg.vocab_size}: they were not trained together"
+            f"{path}: its tokenizer has {tokenizer.vocab_size} pieces and special ids "
+            f"{tokenizer.special_ids} but its model {model.cfg.vocab_size} and "
+            f"{model.cfg.special_ids}: they were not trained together"
         )
     model.eval()
     return checkpoint

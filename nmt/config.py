@@ -553,6 +553,18 @@ class ExportConfig:
 
 
 @dataclass
+class ImportConfig:
+    """`python -m nmt.import`: a Hugging Face MarianMTModel (OPUS-MT's, or our format=hf
+    export) as our model.pt."""
+
+    source: str = MISSING  # a MarianMTModel directory, or a hub id where the network allows
+    out: str = MISSING  # the model.pt to write (overwrite=true replaces an existing file)
+    src_lang: str | None = None  # None: the tokenizer's source_lang, else en
+    tgt_lang: str | None = None  # None: the tokenizer's target_lang, else de
+    overwrite: bool = False
+
+
+@dataclass
 class AverageConfig:
     """`python -m nmt.average`: the mean weights of some checkpoints."""
 
@@ -581,6 +593,7 @@ def register_configs() -> None:
         ("evaluate_schema", EvaluateConfig),
         ("average_schema", AverageConfig),
         ("export_schema", ExportConfig),
+        ("import_schema", ImportConfig),
         ("serve_schema", ServeConfig),
     ]:
         cs.store(name=name, node=node)

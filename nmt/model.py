@@ -18,8 +18,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, SpecialIds
+
 NORM_CHOICES = ("post", "pre")
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+# swish (SiLU): what Marian/OPUS-MT models use (nmt.hf.marian_import)
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
 
 @dataclass
@@ -36,11 +39,17 @@ class ModelConfig:
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     token_dropout: float = 0.0  # word dropout: a whole input token's embedding zeroed (training)
-    activation: str = "relu"  # of the FFN's hidden layer: "relu" (paper) or "gelu"
+    activation: str = "relu"  # of the FFN's hidden layer: "relu" (paper), "gelu" or "swish"
     norm: str = "post"  # "post" (paper) or "pre" (LayerNorm before each sublayer + final norm)
     tie_embeddings: bool = True  # source embedding = target embedding = output projection
     max_positions: int = 1024
-    pad_id: int = 0
+    # A fixed bias added to the logits (V,): an imported Marian model's final_logits_bias,
+    # kept as it came (a buffer, not trained), as transformers keeps it.
+    output_bias: bool = False
+    # The special ids (nmt.vocabulary): ours unless an imported model brings its own.
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID  # the decoder's first input
+    eos_id: int = EOS_ID
     # Word alignments come from the cross-attention of this decoder layer (negative: from the
     # last, the first where that runs past it), averaged over its first alignment_heads heads
     # (0: all of them, raw attention, best in the second-to-last layer of an hour's model:
@@ -56,12 +65,19 @@ class ModelConfig:
             return self.alignment_layer
         return max(self.decoder_layers + self.alignment_layer, 0)
 
+    @property
+    def special_ids(self) -> SpecialIds:
+        return SpecialIds(self.pad_id, self.bos_id, self.eos_id)
+
     def __post_init__(self) -> None:
-        if self.pad_id != 0:
-            raise ValueError(
-                f"model.pad_id must be 0, the id the tokenizer and batches pad with, got "
-                f"{self.pad_id}"
-            )
+        for name in ("pad_id", "bos_id", "eos_id"):
+            if not 0 <= getattr(self, name) < self.vocab_size:
+                raise ValueError(
+                    f"model.{name}={getattr(self, name)} is not an id of the "
+                    f"{self.vocab_size}-piece vocabulary"
+                )
+        if self.eos_id in (self.pad_id, self.bos_id):
+            raise ValueError(f"model.eos_id={self.eos_id} must differ from pad_id and bos_id")
         if not 0.0 <= self.token_dropout < 1.0:
             raise ValueError(f"model.token_dropout must be in [0, 1), got {self.token_dropout}")
         if self.norm not in NORM_CHOICES:
@@ -372,6 +388,9 @@ class Transformer(nn.Module):
         self.register_buffer(
             "positions", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False
         )
+        self.register_buffer(
+            "output_bias", torch.zeros(cfg.vocab_size) if cfg.output_bias else None
+        )
         self.embed_dropout = Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -514,8 +533,10 @@ class Transformer(nn.Module):
         return self.tgt_embed.weight if self.cfg.tie_embeddings else self.output_proj.weight
 
     def project_vocab(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> logits (B, T, V), through the tied embedding unless untied."""
-        return F.linear(x, self.output_weight)
+        """(B, T, D) -> logits (B, T, V), through the tied embedding unless untied, plus the
+        output bias if the model has one."""
+        bias = None if self.output_bias is None else self.output_bias.to(x.dtype)
+        return F.linear(x, self.output_weight, bias)
 
     @staticmethod
     def reorder_cache(
@@ -571,11 +592,14 @@ class Ensemble(nn.Module):
             raise ValueError("an ensemble needs at least one model")
         first = members[0].cfg
         for member in members[1:]:
-            if (member.cfg.vocab_size, member.cfg.pad_id) != (first.vocab_size, first.pad_id):
+            mine, theirs = (
+                (first.vocab_size, first.special_ids),
+                (member.cfg.vocab_size, member.cfg.special_ids),
+            )
+            if mine != theirs:
                 raise ValueError(
-                    "ensemble members must share a tokenizer: vocab_size/pad_id "
-                    f"{member.cfg.vocab_size}/{member.cfg.pad_id} against "
-                    f"{first.vocab_size}/{first.pad_id}"
+                    f"ensemble members must share a tokenizer: vocabulary size and special ids "
+                    f"{theirs} against {mine}"
                 )
         self.members = nn.ModuleList(members)
         self.cfg = replace(first, max_positions=min(member.cfg.max_positions for member in members))

@@ -1,4 +1,5 @@
 """A joint sentencepiece BPE model over source and target text: raw text in, raw text out.
+(An imported model's pair of models over its own vocabulary: nmt.split_tokenizer.)
 
 Ids are fixed (nmt.vocabulary): pad=0, unk=1, bos=2, eos=3. Training one:
 nmt.tokenizer_training; BPE-dropout: nmt.data.bpe_dropout; Arrow columns:
@@ -16,14 +17,57 @@ from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
+import torch
 
-from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SpecialIds
 
 log = logging.getLogger(__name__)
 
 
-class Tokenizer:
-    """A loaded sentencepiece model with the project's special ids."""
+class Vocabulary:
+    """What every tokenizer offers over its model's vocabulary (`vocabulary_pieces`, by id):
+    the pieces of ids, and how they group into whitespace words (for alignments)."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    unk_id: int
+    vocabulary_pieces: list[str]
+
+    @property
+    def special_ids(self) -> SpecialIds:
+        return SpecialIds(self.pad_id, self.bos_id, self.eos_id)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocabulary_pieces)
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Ids -> their pieces (CTranslate2 reads pieces; attention plots show them)."""
+        vocabulary = self.vocabulary_pieces
+        return [vocabulary[i] for i in ids]
+
+    @cached_property
+    def piece_ids(self) -> dict[str, int]:
+        """Piece -> id, the inverse of `vocabulary_pieces`."""
+        return {piece: i for i, piece in enumerate(self.vocabulary_pieces)}
+
+    def word_starts(self) -> np.ndarray:
+        """(V,) bool: the ids whose piece begins a whitespace word (a leading "▁")."""
+        return np.array([piece.startswith("\u2581") for piece in self.vocabulary_pieces])
+
+    def word_texts(self, ids, word_starts: np.ndarray) -> list[str]:
+        """The words of a row of ids as `piece_words` groups them, each as one token without
+        spaces ("▁" where its pieces hold nothing else): `" ".join(...).split()` gives them
+        back one for one, which the text's own split() does not where it has a tab, a
+        no-break space or two spaces in a row."""
+        pieces = self.pieces(ids)
+        texts = ("".join(pieces[span.start : span.stop]) for span in piece_words(ids, word_starts))
+        return ["\u2581".join(text.replace("\u2581", " ").split()) or "\u2581" for text in texts]
+
+
+class Tokenizer(Vocabulary):
+    """A loaded sentencepiece model with the project's special ids, for both sides."""
 
     pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
 
@@ -40,8 +84,18 @@ class Tokenizer:
         return cls(Path(path).read_bytes())
 
     @property
-    def vocab_size(self) -> int:
-        return self.sp.get_piece_size()
+    def target(self) -> Tokenizer:
+        """The tokenizer of target text: this one (the model is joint)."""
+        return self
+
+    @property
+    def identity(self) -> bytes:
+        """Equal for equal tokenizers: what ensembles and averaged checkpoints compare."""
+        return self.model_bytes
+
+    def payload(self) -> dict:
+        """What a checkpoint stores of it (nmt.checkpoint)."""
+        return {"sentencepiece": torch.frombuffer(bytearray(self.model_bytes), dtype=torch.uint8)}
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Texts -> piece ids, without BOS/EOS; the same ids as sentencepiece's own encode.
@@ -66,28 +120,10 @@ class Tokenizer:
         """Piece ids (special ids are dropped) -> raw text."""
         return self.sp.decode([[i for i in seq if i > EOS_ID] for seq in ids])
 
-    def word_starts(self) -> np.ndarray:
-        """(V,) bool: the ids whose piece begins a whitespace word (a leading "▁")."""
-        return np.array([piece.startswith("\u2581") for piece in self.vocabulary_pieces])
-
     @cached_property
     def vocabulary_pieces(self) -> list[str]:
         """Every id's piece, by id (a list lookup, where a corpus's ids are many)."""
-        return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
-
-    def word_texts(self, ids, word_starts: np.ndarray) -> list[str]:
-        """The words of a row of ids as `piece_words` groups them, each as one token without
-        spaces ("▁" where its pieces hold nothing else): `" ".join(...).split()` gives them
-        back one for one, which the text's own split() does not where it has a tab, a
-        no-break space or two spaces in a row."""
-        vocabulary = self.vocabulary_pieces
-        pieces = [vocabulary[i] for i in ids]
-        texts = ("".join(pieces[span.start : span.stop]) for span in piece_words(ids, word_starts))
-        return ["\u2581".join(text.replace("\u2581", " ").split()) or "\u2581" for text in texts]
-
-    def pieces(self, ids: list[int]) -> list[str]:
-        """Ids -> their pieces, for attention plots."""
-        return [self.sp.id_to_piece(i) for i in ids]
+        return [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
 
     # Dataset.map hashes its function with pickle: keep the bytes, rebuild the processor.
     def __getstate__(self) -> dict:

@@ -184,14 +184,14 @@ def test_the_export_carries_the_direction_search_and_tokenizer(model_pt, exporte
 
 def test_a_setting_the_export_cannot_express_is_named(overfit_engine):
     cfg = replace(overfit_engine.model.cfg)
-    object.__setattr__(cfg, "activation", "swish")  # past ModelConfig's own check
-    assert unsupported(cfg).startswith("model.activation='swish'")
+    object.__setattr__(cfg, "activation", "tanh")  # past ModelConfig's own check
+    assert unsupported(cfg).startswith("model.activation='tanh'")
     model = overfit_engine.model
     original = model.cfg
     model.cfg = cfg
     try:
         with pytest.raises(ValueError, match="model.activation"):
-            transformer_spec(model, ["x"] * cfg.vocab_size)
+            transformer_spec(model, overfit_engine.tokenizer)
     finally:
         model.cfg = original
 

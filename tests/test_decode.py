@@ -368,7 +368,12 @@ def first_k_reference(model, source: list[int], k: int, alpha: float, max_len: i
         prefixes = torch.tensor([[BOS_ID, *tokens] for tokens, _ in live])
         logits = model(src.expand(len(live), -1), prefixes)[:, -1].float()
         log_probs = constrain(
-            logits.log_softmax(-1), prefixes[:, 1:], torch.full((len(live),), max_len), 0, 0
+            logits.log_softmax(-1),
+            prefixes[:, 1:],
+            torch.full((len(live),), max_len),
+            0,
+            0,
+            model.cfg.special_ids,
         )
         candidates = sorted(
             (

@@ -1,11 +1,13 @@
 """An exported CTranslate2 model directory: written whole or not at all, and read back.
 
 Layout: CTranslate2's `model.bin`, `config.json` and `shared_vocabulary.json`, plus ours:
-`sentencepiece.model` (the tokenizer the model was trained with) and `nmt.json`:
+`sentencepiece.model` (the tokenizer the model was trained with; an imported model's source
+model, with `target_sentencepiece.model` beside it: nmt.split_tokenizer) and `nmt.json`:
   format: "nmt-ctranslate2-1"; src_lang, tgt_lang; quantization; model_config (the
   ModelConfig it was exported from);
   search: the DecodeConfig the model is meant to run with (the checkpoint's, or one written
-  back by `nmt.evaluate save_search=true`); info: the checkpoint's provenance.
+  back by `nmt.evaluate save_search=true`); info: the checkpoint's provenance; vocabulary and
+  unk_id for an imported model's tokenizer.
 And `.nmt-export`, the mark of every export (nmt.files.staged_directory).
 """
 
@@ -18,13 +20,13 @@ from typing import Any
 
 from nmt.checkpoint import Checkpoint
 from nmt.decoding.settings import DecodeConfig
-from nmt.files import staged_directory, write_bytes, write_text
+from nmt.files import staged_directory, write_text
 from nmt.model import ModelConfig
+from nmt.split_tokenizer import SplitTokenizer, read_tokenizer_files, write_tokenizer_files
 from nmt.tokenizer import Tokenizer
 
 FORMAT = "nmt-ctranslate2-1"
 SETTINGS = "nmt.json"
-TOKENIZER = "sentencepiece.model"
 QUANTIZATIONS = (
     "int8",
     "int8_float32",
@@ -42,7 +44,7 @@ class ModelDir:
     """What `nmt.json` and `sentencepiece.model` say about an exported directory."""
 
     path: Path
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | SplitTokenizer
     src_lang: str
     tgt_lang: str
     quantization: str
@@ -65,15 +67,14 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
     model = checkpoint.model
-    pieces = [checkpoint.tokenizer.sp.id_to_piece(i) for i in range(model.cfg.vocab_size)]
+    tokenizer = checkpoint.tokenizer
 
     class _Converter(Converter):
         def _load(self):
-            return transformer_spec(model, pieces)  # spec.array makes every weight float32
+            return transformer_spec(model, tokenizer)  # spec.array makes every weight float32
 
     with staged_directory(out, overwrite) as built:
         _Converter().convert(str(built), quantization=quantization, force=True)
-        write_bytes(built / TOKENIZER, checkpoint.tokenizer.model_bytes)
         settings = {
             "format": FORMAT,
             "src_lang": checkpoint.src_lang,
@@ -83,6 +84,7 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
             "search": asdict(checkpoint.search) if checkpoint.search else None,
             "info": checkpoint.info,
         }
+        write_tokenizer_files(built, tokenizer, settings)
         write_text(built / SETTINGS, json.dumps(settings, indent=2, default=str) + "\n")
     return Path(out)
 
@@ -105,13 +107,14 @@ def read_model_dir(path: str | Path) -> ModelDir:
     if settings.get("format") != FORMAT:
         raise ValueError(f"{settings_file}: format {settings.get('format')!r}, not {FORMAT}")
     search = settings.get("search")
+    model_config = ModelConfig(**settings["model_config"])
     return ModelDir(
         path=path,
-        tokenizer=Tokenizer.from_file(path / TOKENIZER),
+        tokenizer=read_tokenizer_files(path, model_config.special_ids, settings),
         src_lang=settings["src_lang"],
         tgt_lang=settings["tgt_lang"],
         quantization=settings["quantization"],
-        model_config=ModelConfig(**settings["model_config"]),
+        model_config=model_config,
         search=DecodeConfig(**search) if search else None,
         info=settings.get("info", {}),
     )

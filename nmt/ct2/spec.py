@@ -6,10 +6,12 @@ What has to be carried exactly, and how:
 - embeddings are scaled by sqrt(d_model) (`scale_embeddings`), then the position is added.
 - post-norm (LayerNorm after each residual) or pre-norm (before each sublayer, plus a final
   LayerNorm per stack); LayerNorm epsilon 1e-5, torch's default.
-- FFN activation relu or gelu (erf form, torch's default).
+- FFN activation relu, gelu (erf form, torch's default) or swish; an imported model's
+  logits bias as the output projection's bias.
 - the tied embedding is set as the source and target embedding and the output projection,
   which the converter stores once.
-- the source ends with EOS (`add_source_eos`) and the decoder starts from BOS <s>.
+- the source ends with EOS (`add_source_eos`) and the decoder starts from the model's BOS
+  (<s>; an imported Marian model's <pad>), with its EOS and UNK pieces named.
 """
 
 from __future__ import annotations
@@ -21,8 +23,13 @@ from ctranslate2.specs.transformer_spec import TransformerSpec
 from torch import nn
 
 from nmt.model import DecoderLayer, EncoderLayer, ModelConfig, Residual, Transformer
+from nmt.tokenizer import Vocabulary
 
-ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+ACTIVATIONS = {
+    "relu": common_spec.Activation.RELU,
+    "gelu": common_spec.Activation.GELU,
+    "swish": common_spec.Activation.SWISH,
+}
 NORMS = ("post", "pre")
 LAYER_NORM_EPSILON = 1e-5  # nn.LayerNorm's default, which the model uses
 
@@ -38,9 +45,11 @@ def unsupported(cfg: ModelConfig) -> str | None:
     return None
 
 
-def transformer_spec(model: Transformer, pieces: list[str]) -> TransformerSpec:
-    """The spec of `model` (float32 weights) with `pieces`, the shared vocabulary in id order."""
+def transformer_spec(model: Transformer, tokenizer: Vocabulary) -> TransformerSpec:
+    """The spec of `model` (float32 weights) with its tokenizer's vocabulary, shared by both
+    sides."""
     cfg = model.cfg
+    pieces = tokenizer.vocabulary_pieces
     reason = unsupported(cfg)
     if reason:
         raise ValueError(f"cannot export: {reason}")
@@ -64,9 +73,14 @@ def transformer_spec(model: Transformer, pieces: list[str]) -> TransformerSpec:
         set_layer_norm(spec.encoder.layer_norm, model.encoder_norm)
         set_layer_norm(spec.decoder.layer_norm, model.decoder_norm)
     spec.decoder.projection.weight = array(model.output_weight)
+    if model.output_bias is not None:
+        spec.decoder.projection.bias = array(model.output_bias)
 
     spec.config.add_source_eos = True  # our sources end with EOS
-    spec.config.decoder_start_token = "<s>"  # and the decoder starts from BOS
+    spec.config.bos_token = pieces[cfg.bos_id]
+    spec.config.decoder_start_token = pieces[cfg.bos_id]  # and the decoder starts from BOS
+    spec.config.eos_token = pieces[cfg.eos_id]
+    spec.config.unk_token = pieces[tokenizer.unk_id]
     spec.config.layer_norm_epsilon = LAYER_NORM_EPSILON
     spec.register_source_vocabulary(pieces)
     spec.register_target_vocabulary(pieces)

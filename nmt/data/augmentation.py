@@ -259,7 +259,10 @@ def augment_rows(
         if has_links:
             out["word_align"][i] = [x for link in sorted(pair.links) for x in link]
         changed.append(i)
-    encoded = {side: tokenizer.encode([out[side][i] for i in changed]) for side in ("src", "tgt")}
+    encoded = {
+        side: texts.encode([out[side][i] for i in changed])
+        for side, texts in (("src", tokenizer), ("tgt", tokenizer.target))
+    }
     for i, src_ids, tgt_ids in zip(changed, encoded["src"], encoded["tgt"], strict=True):
         if max(len(src_ids), len(tgt_ids)) > max_len:  # capitals take more pieces: as it was
             for key in out:

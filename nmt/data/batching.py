@@ -4,8 +4,9 @@ Teacher forcing convention (collate): for a source x1..xm and a target y1..yn,
     src     = x1 .. xm EOS
     tgt_in  = BOS y1 .. yn     (what the decoder reads)
     tgt_out = y1 .. yn EOS     (what it is trained to predict, position for position)
-each padded on the right with PAD (0). So a pair costs m+1 source and n+1 target positions: the
-lengths TokenBatchSampler takes are len(ids) + 1.
+each padded on the right with PAD (the tokenizer's special ids: ours, or an imported
+model's). So a pair costs m+1 source and n+1 target positions: the lengths TokenBatchSampler
+takes are len(ids) + 1.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from nmt.data.bpe_dropout import BpeDropout
 from nmt.tokenizer import Tokenizer, piece_words
-from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
+from nmt.vocabulary import OURS, SpecialIds
 
 log = logging.getLogger(__name__)
 
@@ -269,27 +270,30 @@ class Batch:
     links: Tensor | None = None
 
 
-def collate(examples: list[dict]) -> Batch:
-    """[{index, src_ids, tgt_ids}] -> Batch."""
-    src = [list(e["src_ids"]) + [EOS_ID] for e in examples]
-    tgt_in = [[BOS_ID] + list(e["tgt_ids"]) for e in examples]
-    tgt_out = [list(e["tgt_ids"]) + [EOS_ID] for e in examples]
+def collate(examples: list[dict], special: SpecialIds = OURS) -> Batch:
+    """[{index, src_ids, tgt_ids}] -> Batch, with the tokenizer's special ids."""
+    eos, pad = special.eos, special.pad
+    src = [list(e["src_ids"]) + [eos] for e in examples]
+    tgt_in = [[special.bos] + list(e["tgt_ids"]) for e in examples]
+    tgt_out = [list(e["tgt_ids"]) + [eos] for e in examples]
     return Batch(
-        src=_pad(src),
-        tgt_in=_pad(tgt_in),
-        tgt_out=_pad(tgt_out),
+        src=_pad(src, pad),
+        tgt_in=_pad(tgt_in, pad),
+        tgt_out=_pad(tgt_out, pad),
         indices=torch.tensor([e["index"] for e in examples], dtype=torch.long),
         num_tgt_tokens=sum(len(t) for t in tgt_out),
     )
 
 
-def collate_with_links(examples: list[dict], word_starts: np.ndarray) -> Batch:
+def collate_with_links(
+    examples: list[dict], word_starts: np.ndarray, special: SpecialIds = OURS
+) -> Batch:
     """`collate`, and each example's word alignment ("word_align": flattened source word,
     target word pairs) as links between their pieces: every piece of the source word with
     every piece of the target word. `word_starts` (V,) bool: the ids whose piece begins a
     word (a leading "▁"): the words the aligner read (nmt.data.encoding). A link past
     the pair's pieces (from a cache of other words) is left out."""
-    batch = collate(examples)
+    batch = collate(examples, special)
     links = []
     for row, example in enumerate(examples):
         pairs = np.asarray(example["word_align"], dtype=np.int64).reshape(-1, 2)
@@ -305,7 +309,7 @@ def collate_with_links(examples: list[dict], word_starts: np.ndarray) -> Batch:
     return batch
 
 
-def _pad(seqs: list[list[int]]) -> Tensor:
-    """Lists of ids -> (B, max length) long, right-padded with PAD_ID."""
+def _pad(seqs: list[list[int]], pad: int) -> Tensor:
+    """Lists of ids -> (B, max length) long, right-padded with `pad`."""
     tensors = [torch.tensor(s, dtype=torch.long) for s in seqs]
-    return pad_sequence(tensors, batch_first=True, padding_value=PAD_ID)
+    return pad_sequence(tensors, batch_first=True, padding_value=pad)

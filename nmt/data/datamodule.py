@@ -156,9 +156,11 @@ class TranslationDataModule(L.LightningDataModule):
             pairs = IndexedPairs(ds)
         if both_directions:
             pairs = BothDirections(pairs)
-        gather = collate
+        special = self.tokenizer.special_ids
+        gather = partial(collate, special=special)
         if role == "train" and self.data_cfg.word_alignments:
-            gather = partial(collate_with_links, word_starts=self.tokenizer.word_starts())
+            starts = self.tokenizer.word_starts()
+            gather = partial(collate_with_links, word_starts=starts, special=special)
         return DataLoader(
             pairs,
             batch_sampler=sampler,

@@ -100,8 +100,8 @@ def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> d
 
 def _encode_batch(batch: pa.Table, tokenizer: Tokenizer, id_type: type) -> pa.Table:
     blank = None
-    for side in ("src", "tgt"):
-        ids = encode_arrow(tokenizer, batch[side], id_type)
+    for side, texts in (("src", tokenizer), ("tgt", tokenizer.target)):
+        ids = encode_arrow(texts, batch[side], id_type)
         batch = batch.append_column(f"{side}_ids", ids)
         batch = batch.append_column(f"{side}_len", pc.list_value_length(ids))
         empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(batch[side])), 0)

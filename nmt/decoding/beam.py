@@ -33,7 +33,6 @@ from nmt.decoding.penalties import normalized_score, sentence_done
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
-from nmt.vocabulary import EOS_ID
 
 
 def top_candidates(
@@ -95,7 +94,12 @@ def beam_search(
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
         forced = batch.forced_tokens(sentence.repeat_interleave(beams), t)
-        rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
+        rules = (
+            max_lengths.repeat_interleave(beams),
+            cfg.min_len,
+            cfg.no_repeat_ngram_size,
+            batch.special,
+        )
         step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, forced)
         cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
         # each candidate's own token log-prob; parent indexes the (B' * beams) rows
@@ -103,7 +107,7 @@ def beam_search(
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
 
-        is_eos = token.eq(EOS_ID)  # (B', 2k)
+        is_eos = token.eq(batch.special.eos)  # (B', 2k)
         ended = is_eos[:, :k]  # (B', k)
         if ended.any():
             score = finished_scores(cand_log_prob[:, :k], ended, t + 1, cfg)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
+from nmt.vocabulary import SpecialIds
 
 
 def repeated_ngram_mask(tokens: Tensor, n: int, vocab_size: int) -> Tensor:
@@ -33,32 +33,35 @@ def constrain(
     max_lengths: Tensor,
     min_len: int,
     no_repeat_ngram_size: int,
+    special: SpecialIds,
     forced: Tensor | None = None,
 ) -> Tensor:
     """Forbid, in place, what the next token may not be; returns log_probs (N, V) float32.
 
     tokens (N, t): each row's output so far (BOS excluded); max_lengths (N,): each row's
     maximum output length; forced (N,): a target prefix's token for this position, PAD where
-    the row is free, or None. PAD and BOS are never allowed; EOS not while t < min_len; no token
-    that repeats an n-gram; at t == max length only EOS, with its own log-prob (forced end,
-    which wins over min_len); and a row with a forced token allows that token alone, with its
-    own log-prob (a prefix wins over every other rule).
+    the row is free, or None; special: the model's PAD, BOS and EOS. PAD and BOS are never
+    allowed; EOS not while t < min_len; no token that repeats an n-gram; at t == max length
+    only EOS, with its own log-prob (forced end, which wins over min_len); and a row with a
+    forced token allows that token alone, with its own log-prob (a prefix wins over every other
+    rule).
     """
     t = tokens.size(1)
     if forced is not None:
-        is_forced = forced.ne(PAD_ID)  # (N,)
+        is_forced = forced.ne(special.pad)  # (N,)
         forced_log_prob = log_probs.gather(1, forced[:, None])  # (N, 1), before any rule
-    eos_log_prob = log_probs[:, EOS_ID].clone()  # (N,), before min_len forbids it
-    log_probs[:, [PAD_ID, BOS_ID]] = float("-inf")
+    eos = special.eos
+    eos_log_prob = log_probs[:, eos].clone()  # (N,), before min_len forbids it
+    log_probs[:, [special.pad, special.bos]] = float("-inf")
     if t < min_len:
-        log_probs[:, EOS_ID] = float("-inf")
+        log_probs[:, eos] = float("-inf")
     if no_repeat_ngram_size > 0:
         banned = repeated_ngram_mask(tokens, no_repeat_ngram_size, log_probs.size(1))
         log_probs.masked_fill_(banned, float("-inf"))
     at_end = t >= max_lengths  # (N,)
     if at_end.any():
         log_probs.masked_fill_(at_end[:, None], float("-inf"))
-        log_probs[:, EOS_ID] = torch.where(at_end, eos_log_prob, log_probs[:, EOS_ID])
+        log_probs[:, eos] = torch.where(at_end, eos_log_prob, log_probs[:, eos])
     if forced is not None and is_forced.any():
         only = torch.full_like(log_probs, float("-inf")).scatter_(
             1, forced[:, None], forced_log_prob

@@ -17,7 +17,6 @@ from nmt.decoding.constraints import constrain
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
-from nmt.vocabulary import EOS_ID
 
 
 @torch.inference_mode()
@@ -48,6 +47,7 @@ def greedy_search(
             max_lengths,
             cfg.min_len,
             cfg.no_repeat_ngram_size,
+            batch.special,
             batch.forced_tokens(sentence, prefix.size(1) - 1),
         )
         if pick is None:
@@ -59,7 +59,7 @@ def greedy_search(
         each = torch.cat([each, best[:, None]], dim=1)  # (N, t + 1)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
-        ended = token.eq(EOS_ID)  # (N,)
+        ended = token.eq(batch.special.eos)  # (N,)
         if ended.any():
             finished.add(
                 sentence[ended],

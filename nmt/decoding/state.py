@@ -17,7 +17,7 @@ from torch import Tensor
 from nmt.decoding.penalties import max_output_lengths
 from nmt.decoding.settings import DecodeConfig
 from nmt.model import Ensemble, Transformer
-from nmt.vocabulary import BOS_ID, PAD_ID
+from nmt.vocabulary import SpecialIds
 
 
 @dataclass
@@ -58,11 +58,12 @@ class Batch:
     """A source batch ready for search. src_pad_mask (B, S) True at padding; src_lengths (B,)
     real source tokens (EOS included); max_lengths (B,) most output tokens (EOS excluded);
     target_prefix (B, P) the forced first output tokens of each sentence, right-padded with
-    PAD, or None."""
+    PAD, or None; special: the model's PAD, BOS and EOS."""
 
     src_pad_mask: Tensor
     src_lengths: Tensor
     max_lengths: Tensor
+    special: SpecialIds
     target_prefix: Tensor | None = None
 
     def forced_tokens(self, sentence: Tensor, t: int) -> Tensor | None:
@@ -91,8 +92,9 @@ def prepare(
                 f"a target prefix of {target_prefix.size(1)} tokens leaves no room in the "
                 f"model's {model.cfg.max_positions} positions"
             )
-        max_lengths = torch.maximum(max_lengths, target_prefix.ne(PAD_ID).sum(dim=1))
-    return Batch(src_pad_mask, src_lengths, max_lengths, target_prefix)
+        pad = model.cfg.pad_id
+        max_lengths = torch.maximum(max_lengths, target_prefix.ne(pad).sum(dim=1))
+    return Batch(src_pad_mask, src_lengths, max_lengths, model.cfg.special_ids, target_prefix)
 
 
 class StepDecoder:
@@ -209,9 +211,9 @@ class Finished:
         return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in out]
 
 
-def start_prefix(batch_size: int, device: torch.device) -> Tensor:
+def start_prefix(batch_size: int, bos: int, device: torch.device) -> Tensor:
     """(B, 1) decoder input: BOS for every row."""
-    return torch.full((batch_size, 1), BOS_ID, dtype=torch.long, device=device)
+    return torch.full((batch_size, 1), bos, dtype=torch.long, device=device)
 
 
 class SearchStart(NamedTuple):
@@ -236,4 +238,6 @@ def start_search(
     decoder = StepDecoder(model, src, batch.src_pad_mask, record, cache)
     n = src.size(0)
     sentence = torch.arange(n, device=src.device)
-    return SearchStart(batch, decoder, Finished(n), sentence, start_prefix(n, src.device))
+    return SearchStart(
+        batch, decoder, Finished(n), sentence, start_prefix(n, batch.special.bos, src.device)
+    )

@@ -112,7 +112,7 @@ def evaluate_split(
         hypotheses=hypotheses,
         scores=scores,
         seconds=seconds,
-        target_tokens=sum(map(len, engine.tokenizer.encode(hypotheses))),
+        target_tokens=sum(map(len, engine.tokenizer.target.encode(hypotheses))),
         sentence_bleu=sentence_bleu(hypotheses, references),
         by_length=scores_by_length(sources, hypotheses, references, cfg.length_buckets),
     )

@@ -2,11 +2,12 @@
 
 Marian is the transformers class our model maps onto exactly: post-norm layers, embeddings
 scaled by sqrt(d_model), sinusoidal positions from position 0, shared (or separate)
-embeddings, relu or gelu, LayerNorm epsilon 1e-5, a source ending in EOS and a decoder that
-starts from a configurable token (our BOS).
+embeddings, relu, gelu or swish, LayerNorm epsilon 1e-5, a logits bias (zero for our own
+models), a source ending in EOS and a decoder that starts from a configurable token (our BOS;
+an imported model's own special ids are carried). nmt.hf.marian_import reads the other way.
 
 One layout differs. Marian's position table puts sin in the first half of the features and
-cos in the second; ours interleaves them (sin on even features, cos on odd). `FEATURE_ORDER`
+cos in the second; ours interleaves them (sin on even features, cos on odd). `feature_order`
 permutes the model dimension: Marian's feature j is our feature order[j]. Every weight that
 reads or writes the residual stream is permuted the same way (embeddings, the input columns
 of Q/K/V and FFN-in, the output rows of attention-out and FFN-out, LayerNorm), so Marian's
@@ -22,9 +23,9 @@ from torch import Tensor
 from nmt.decoding.penalties import gnmt_as_power
 from nmt.decoding.settings import DecodeConfig
 from nmt.model import ModelConfig, Transformer
-from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu"}  # ours -> transformers' ACT2FN (both exact)
+# ours -> transformers' ACT2FN (each exact)
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}
 MAX_LENGTH = 512  # generate's ceiling on output tokens (MarianTokenizer's model_max_length)
 
 
@@ -69,11 +70,11 @@ def marian_config(cfg: ModelConfig):
         scale_embedding=True,
         share_encoder_decoder_embeddings=cfg.tie_embeddings,
         tie_word_embeddings=cfg.tie_embeddings,
-        pad_token_id=PAD_ID,
-        bos_token_id=BOS_ID,
-        eos_token_id=EOS_ID,
-        forced_eos_token_id=EOS_ID,  # a sentence held to max_length ends with EOS, as ours
-        decoder_start_token_id=BOS_ID,
+        pad_token_id=cfg.pad_id,
+        bos_token_id=cfg.bos_id,
+        eos_token_id=cfg.eos_id,
+        forced_eos_token_id=cfg.eos_id,  # a sentence held to max_length ends with EOS, as ours
+        decoder_start_token_id=cfg.bos_id,
     )
 
 
@@ -88,7 +89,8 @@ def marian_model(model: Transformer):
     hf = MarianMTModel(marian_config(cfg))
     order = feature_order(cfg.d_model)
     ours = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
-    weights = {"final_logits_bias": torch.zeros(1, cfg.vocab_size)}
+    bias = ours.pop("output_bias", torch.zeros(cfg.vocab_size))
+    weights = {"final_logits_bias": bias.reshape(1, -1)}
     weights.update(embedding_weights(model, ours, order))
     for i in range(cfg.encoder_layers):
         weights.update(layer_weights(ours, order, f"encoder_layers.{i}.", f"encoder.layers.{i}."))
@@ -164,12 +166,13 @@ def generation_settings(search: DecodeConfig | None, cfg: ModelConfig) -> tuple[
     """
     search = search or DecodeConfig()
     settings: dict = {
-        "bos_token_id": BOS_ID,
-        "eos_token_id": EOS_ID,
-        "pad_token_id": PAD_ID,
-        "decoder_start_token_id": BOS_ID,
-        "forced_eos_token_id": EOS_ID,
-        "suppress_tokens": [PAD_ID, BOS_ID],  # our searches never choose them
+        "bos_token_id": cfg.bos_id,
+        "eos_token_id": cfg.eos_id,
+        "pad_token_id": cfg.pad_id,
+        "decoder_start_token_id": cfg.bos_id,
+        "forced_eos_token_id": cfg.eos_id,
+        # our searches never choose them
+        "suppress_tokens": sorted({cfg.pad_id, cfg.bos_id}),
         "max_new_tokens": min(cfg.max_positions, MAX_LENGTH) - 1,  # after the start token
         "num_beams": 1,
         "do_sample": False,

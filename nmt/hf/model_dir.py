@@ -17,6 +17,7 @@ from nmt.checkpoint import Checkpoint
 from nmt.files import staged_directory, write_bytes, write_text
 from nmt.hf.marian import generation_settings, marian_model
 from nmt.hf.model_card import model_card
+from nmt.split_tokenizer import SplitTokenizer
 
 DTYPES = ("float32", "float16", "bfloat16")  # the weights as saved; transformers casts on load
 
@@ -48,26 +49,34 @@ def export_hf(
 
 
 def write_tokenizer(checkpoint: Checkpoint, folder: Path) -> None:
-    """MarianTokenizer's files, saved by MarianTokenizer itself: the joint model as source
-    and target, `<s>` declared BOS (so decoding drops it), no space clean-up (our decode has
-    none)."""
+    """MarianTokenizer's files, saved by MarianTokenizer itself: our joint model as source and
+    target (an imported model's own two), every piece at its id, the special pieces named,
+    `<s>` declared BOS where the model has one (so decoding drops it), no space clean-up (our
+    decode has none)."""
     from transformers import MarianTokenizer
 
-    sp = checkpoint.tokenizer.sp
-    for name in ("source.spm", "target.spm"):
-        write_bytes(folder / name, checkpoint.tokenizer.model_bytes)
-    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    tokenizer = checkpoint.tokenizer
+    split = isinstance(tokenizer, SplitTokenizer)
+    source = tokenizer.source_bytes if split else tokenizer.model_bytes
+    write_bytes(folder / "source.spm", source)
+    write_bytes(folder / "target.spm", tokenizer.target_bytes if split else source)
+    pieces = tokenizer.vocabulary_pieces
+    vocab = {piece: i for i, piece in enumerate(pieces)}
     write_text(folder / "vocab.json", json.dumps(vocab, ensure_ascii=False, indent=1) + "\n")
-    tokenizer = MarianTokenizer(
+    special = {
+        "eos_token": pieces[tokenizer.eos_id],
+        "unk_token": pieces[tokenizer.unk_id],
+        "pad_token": pieces[tokenizer.pad_id],
+    }
+    if tokenizer.bos_id != tokenizer.pad_id:
+        special["bos_token"] = pieces[tokenizer.bos_id]
+    marian = MarianTokenizer(
         source_spm=str(folder / "source.spm"),
         target_spm=str(folder / "target.spm"),
         vocab=str(folder / "vocab.json"),
         source_lang=checkpoint.src_lang,
         target_lang=checkpoint.tgt_lang,
-        bos_token=sp.id_to_piece(sp.bos_id()),
-        eos_token=sp.id_to_piece(sp.eos_id()),
-        unk_token=sp.id_to_piece(sp.unk_id()),
-        pad_token=sp.id_to_piece(sp.pad_id()),
         clean_up_tokenization_spaces=False,
+        **special,
     )
-    tokenizer.save_pretrained(folder)
+    marian.save_pretrained(folder)

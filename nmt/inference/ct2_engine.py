@@ -146,7 +146,9 @@ class CTranslate2Engine(Engine):
     def options(self, cfg: DecodeConfig) -> dict:
         """translate_batch keyword arguments for `cfg` (a runnable search), but the batch's
         maximum length."""
+        never = self.tokenizer.pieces(sorted({self.tokenizer.pad_id, self.tokenizer.bos_id}))
         options = dict(
+            suppress_sequences=[[piece] for piece in never],  # as the torch search forbids
             no_repeat_ngram_size=cfg.no_repeat_ngram_size,
             num_hypotheses=cfg.nbest,
             return_scores=True,
@@ -198,13 +200,13 @@ class CTranslate2Engine(Engine):
         """search_batches for some batches, all queued at once."""
         import torch
 
-        piece = self.tokenizer.sp.id_to_piece
+        pieces = self.tokenizer.pieces
         pending = []  # the window's batches queued at once: the workers decode them in parallel
         limits = [max(batch.max_lengths[0], 1) for batch in batches]
         for batch, limit in zip(batches, limits, strict=True):
             prefixes = None
             if batch.prefixes is not None:
-                prefixes = [[piece(t) for t in p] or None for p in batch.prefixes]
+                prefixes = [pieces(p) or None for p in batch.prefixes]
             pending.append(
                 engine.translate_batch(
                     self.source_pieces(batch),  # config adds EOS
@@ -251,14 +253,14 @@ class CTranslate2Engine(Engine):
         """Each hypothesis's token log-probs, EOS's last (queued): CTranslate2's search gives
         one score per hypothesis, so `score_batch` force-decodes it (one parallel pass of the
         decoder)."""
-        piece = self.tokenizer.sp.id_to_piece
+        pieces = self.tokenizer.pieces
         sources = self.source_pieces(batch)
         rows = [(i, hyp) for i, nbest in enumerate(nbests) for hyp in nbest]
         if not rows:
             return []
         return self.engine.score_batch(
             [sources[i] for i, _ in rows],
-            [[piece(t) for t in hyp.tokens] for _, hyp in rows],
+            [pieces(hyp.tokens) for _, hyp in rows],
             max_input_length=0,
             asynchronous=True,
         )
@@ -266,16 +268,16 @@ class CTranslate2Engine(Engine):
     def source_pieces(self, batch: Batch) -> list[list[str]]:
         """The batch's sources as CTranslate2 takes them: pieces, without the EOS its config
         adds."""
-        piece = self.tokenizer.sp.id_to_piece
-        return [[piece(t) for t in ids[:-1]] for ids in batch.sources]
+        pieces = self.tokenizer.pieces
+        return [pieces(ids[:-1]) for ids in batch.sources]
 
     def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
         """CTranslate2's `score_batch`, every batch queued at once as in `search_batches`."""
-        piece = self.tokenizer.sp.id_to_piece
+        pieces = self.tokenizer.pieces
         pending = [
             self.engine.score_batch(
                 self.source_pieces(batch),  # config adds EOS
-                [[piece(t) for t in target] for target in batch.prefixes],
+                [pieces(target) for target in batch.prefixes],
                 max_input_length=0,
                 asynchronous=True,
             )
@@ -291,9 +293,9 @@ class CTranslate2Engine(Engine):
         Its attention, when asked for: (output tokens, source tokens), neither EOS."""
         import torch
 
-        to_id = self.tokenizer.sp.piece_to_id
+        ids = self.tokenizer.piece_ids
         found = [
-            Hypothesis([to_id(p) for p in pieces], score, score * scored_length**alpha)
+            Hypothesis([ids[p] for p in pieces], score, score * scored_length**alpha)
             for pieces, score in zip(output.hypotheses, output.scores, strict=True)
             for scored_length in [len(pieces) + (len(pieces) < limit)]
         ]

@@ -77,7 +77,7 @@ def encode_prefixes(
     that would fill the model's positions is cut to leave room for EOS, with a warning naming
     its line (`numbers`)."""
     encoded = []
-    for text, ids, number in zip(prefixes, tokenizer.encode(prefixes), numbers, strict=True):
+    for text, ids, number in zip(prefixes, tokenizer.target.encode(prefixes), numbers, strict=True):
         if len(ids) > max_positions - 2:
             log.warning(
                 "line %d: prefix of %d tokens cut to %d", number, len(ids), max_positions - 2

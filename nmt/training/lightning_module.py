@@ -103,6 +103,7 @@ class TranslationModule(L.LightningModule):
             batch.tgt_out,
             self.optim_cfg.label_smoothing,
             self.model.cfg.pad_id,
+            bias=self.model.output_bias,
         )
         if guided:
             aligned = alignment_loss(attention, batch.links)
@@ -126,6 +127,7 @@ class TranslationModule(L.LightningModule):
             self.optim_cfg.label_smoothing,
             self.optim_cfg.rdrop_alpha / 2,
             self.model.cfg.pad_id,
+            bias=self.model.output_bias,
         )
         ntokens = batch.num_tgt_tokens
         kl = kl_sum / (2 * ntokens)  # (KL(a||b) + KL(b||a)) / 2 per token

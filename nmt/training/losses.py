@@ -34,13 +34,15 @@ def label_smoothed_loss(
 @dataclass(frozen=True)
 class FusedLossOptions:
     """The settings of a fused loss: label smoothing epsilon, target positions per chunk, the
-    dtype of the matrix products, whether to form gradients, R-Drop's KL weight."""
+    dtype of the matrix products, whether to form gradients, R-Drop's KL weight, and a fixed
+    (V,) bias added to the logits (an imported model's; not trained), or None."""
 
     epsilon: float
     chunk_rows: int
     dtype: torch.dtype
     need_grad: bool = True
     kl_weight: float = 0.0
+    bias: Tensor | None = None
 
 
 class ProjectedLabelSmoothedLoss(torch.autograd.Function):
@@ -85,6 +87,8 @@ class ProjectedLabelSmoothedLoss(torch.autograd.Function):
                 torch.mm(h, w.t(), out=logits)
             else:
                 logits.copy_(torch.mm(h, w.t(), out=low_buffer[:n]))
+            if options.bias is not None:
+                logits.add_(options.bias)
             gold = logits.gather(1, y[:, None]).squeeze(1)
             mean = logits.mean(dim=-1)
             top = logits.amax(dim=-1)
@@ -118,6 +122,11 @@ def product_dtype(hidden: Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
 
 
+def exact_bias(bias: Tensor | None) -> Tensor | None:
+    """A logits bias in float32, the precision the fused losses' softmax runs in."""
+    return None if bias is None else bias.detach().float()
+
+
 def real_positions(
     states: tuple[Tensor, ...], target: Tensor, pad_id: int
 ) -> tuple[tuple[Tensor, ...], Tensor]:
@@ -140,10 +149,12 @@ def projected_label_smoothed_loss(
     epsilon: float,
     pad_id: int,
     chunk_rows: int | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """`label_smoothed_loss(states @ weight.T, target)` without the full logits.
+    """`label_smoothed_loss(states @ weight.T + bias, target)` without the full logits.
 
-    states (B, T, D) final decoder states, weight (V, D) the output projection, target (B, T).
+    states (B, T, D) final decoder states, weight (V, D) the output projection, target (B, T),
+    bias (V,) fixed or None.
     Only non-pad positions are projected, `chunk_rows` at a time (None: ~8 MB of fp32 logits
     per chunk). Returns (smoothed loss sum, NLL sum).
     """
@@ -153,7 +164,9 @@ def projected_label_smoothed_loss(
         chunk_rows = default_chunk_rows(weight, passes=1)
     need_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
     with torch.autocast(hidden.device.type, enabled=False):
-        options = FusedLossOptions(epsilon, chunk_rows, compute_dtype, need_grad)
+        options = FusedLossOptions(
+            epsilon, chunk_rows, compute_dtype, need_grad, bias=exact_bias(bias)
+        )
         return ProjectedLabelSmoothedLoss.apply(hidden, weight, target, options)
 
 
@@ -191,6 +204,8 @@ class ProjectedRDropLoss(torch.autograd.Function):
             log_p = []
             for h in (h_a, h_b):
                 logits = (h @ w.t()).to(exact)  # (n, V)
+                if options.bias is not None:
+                    logits.add_(options.bias)
                 logits = logits.sub_(logits.logsumexp(dim=-1, keepdim=True))  # log-probs
                 token_nll = -logits[gold]
                 loss += ((1 - epsilon) * token_nll - epsilon * logits.mean(dim=-1)).sum()
@@ -237,6 +252,7 @@ def projected_rdrop_loss(
     pad_id: int,
     *,
     chunk_rows: int | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """R-Drop's terms for a batch that was run twice, stacked: states (2B, T, D) holds the
     first pass in rows :B and the second in B:, target (B, T) is the batch's own.
@@ -250,7 +266,9 @@ def projected_rdrop_loss(
     if chunk_rows is None:
         chunk_rows = default_chunk_rows(weight, passes=2)
     with torch.autocast(hidden_a.device.type, enabled=False):
-        options = FusedLossOptions(epsilon, chunk_rows, compute_dtype, kl_weight=kl_weight)
+        options = FusedLossOptions(
+            epsilon, chunk_rows, compute_dtype, kl_weight=kl_weight, bias=exact_bias(bias)
+        )
         return ProjectedRDropLoss.apply(hidden_a, hidden_b, weight, target, options)
 
 

@@ -1,0 +1,287 @@
+"""`nmt.import`: a MarianMTModel directory laid out as OPUS-MT's (built here, offline, with
+OPUS-MT en-de's configuration at smaller widths) becomes our model.pt, computing what
+transformers computes; our own export comes back translating byte for byte the same."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+import torch
+from conftest import run_module
+
+from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.decoding.greedy import greedy_search
+from nmt.decoding.settings import DecodeConfig
+from nmt.hf.marian_import import import_marian
+from nmt.inference.output_text import best_text
+from nmt.inference.torch_engine import TorchEngine
+from nmt.split_tokenizer import SplitTokenizer
+
+pytestmark = pytest.mark.xdist_group("hf_export")
+MAX_TOKENS = 20
+
+
+def train_spm(lines: list[str], vocab_size: int) -> bytes:
+    """A unigram model as OPUS-MT's: <unk> 0, <s> 1, </s> 2, no pad."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        character_coverage=1.0,
+        minloglevel=2,
+    )
+    return model.getvalue()
+
+
+def opus_mt_config(vocab_size: int):
+    """OPUS-MT en-de's config.json as published, with widths made small."""
+    from transformers import MarianConfig
+
+    pad = vocab_size - 1
+    return MarianConfig(
+        vocab_size=vocab_size,
+        decoder_vocab_size=vocab_size,
+        d_model=32,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        activation_function="swish",
+        max_position_embeddings=512,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=0,
+        decoder_start_token_id=pad,
+        dropout=0.1,
+    )
+
+
+def opus_mt_generation(pad: int):
+    """OPUS-MT en-de's generation_config.json as published."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        bad_words_ids=[[pad]],
+        bos_token_id=0,
+        decoder_start_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=0,
+        max_length=512,
+        num_beams=4,
+        pad_token_id=pad,
+    )
+
+
+@pytest.fixture(scope="module")
+def opus_dir(multi30k_dir: Path, tmp_path_factory) -> Path:
+    """A MarianMTModel directory as OPUS-MT's: random weights made large enough to matter,
+    a nonzero final_logits_bias, source and target sentencepiece models of their own and one
+    vocab.json over both (EOS 0, UNK 1, PAD last)."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    folder = tmp_path_factory.mktemp("opus_mt")
+    read = lambda name: (multi30k_dir / name).read_text(encoding="utf-8").splitlines()[:2000]  # noqa: E731
+    source, target = train_spm(read("train.en"), 300), train_spm(read("train.de"), 350)
+    pieces = ["</s>", "<unk>"]
+    for model in (source, target):
+        sp = spm.SentencePieceProcessor(model_proto=model)
+        pieces += [
+            sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+            if not sp.is_control(i) and not sp.is_unknown(i)
+        ]
+    pieces = list(dict.fromkeys(pieces)) + ["<pad>"]
+    (folder / "source.spm").write_bytes(source)
+    (folder / "target.spm").write_bytes(target)
+    vocab = {piece: i for i, piece in enumerate(pieces)}
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    torch.manual_seed(0)
+    hf = MarianMTModel(opus_mt_config(len(pieces))).eval()
+    with torch.no_grad():
+        for name, param in hf.named_parameters():
+            if "embed_positions" not in name:
+                param.add_(torch.randn_like(param) * 0.3)
+        hf.final_logits_bias.normal_(0, 1.0)
+    hf.generation_config = opus_mt_generation(len(pieces) - 1)
+    hf.save_pretrained(folder)
+    tokenizer = MarianTokenizer(
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
+        source_lang="en",
+        target_lang="de",
+    )
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def sentences(multi30k_dir: Path) -> list[str]:
+    return (multi30k_dir / "val.en").read_text(encoding="utf-8").splitlines()[:24]
+
+
+def load_engine(path: Path) -> TorchEngine:
+    return TorchEngine.load([str(path)], "cpu", "float32", 4096)
+
+
+def texts(engine: TorchEngine, lines: list[str], search: DecodeConfig) -> list[str]:
+    return best_text(engine.tokenizer, engine.translate(lines, search))
+
+
+def command(module: str, *args: str, cwd: Path) -> None:
+    done = run_module(module, list(args), cwd)
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def transformers_side(folder: Path):
+    from transformers import MarianMTModel, MarianTokenizer
+
+    return MarianMTModel.from_pretrained(folder).eval(), MarianTokenizer.from_pretrained(folder)
+
+
+def test_import_keeps_marians_own_settings(opus_dir):
+    imported = import_marian(str(opus_dir))
+    cfg = imported.model.cfg
+    assert (cfg.activation, cfg.output_bias, cfg.tie_embeddings) == ("swish", True, True)
+    pad = cfg.vocab_size - 1
+    assert (cfg.pad_id, cfg.bos_id, cfg.eos_id, imported.tokenizer.unk_id) == (pad, pad, 0, 1)
+    assert (imported.src_lang, imported.tgt_lang) == ("en", "de")
+    assert (imported.search.strategy, imported.search.beam_size) == ("beam", 4)
+
+
+def test_tokenizer_gives_marians_ids_and_text(opus_dir, sentences):
+    """Source ids as MarianTokenizer's (its EOS aside); target text encoded by the target
+    model and joined back as MarianTokenizer joins it."""
+    _, theirs = transformers_side(opus_dir)
+    ours = import_marian(str(opus_dir)).tokenizer
+    assert isinstance(ours, SplitTokenizer)
+    expected = [ids[:-1] for ids in theirs(sentences)["input_ids"]]
+    assert ours.encode(sentences) == expected
+    german = [
+        "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt.",
+        "Zwei junge Männer spielen Fußball.",
+    ]
+    target_ids = ours.target.encode(german)
+    assert target_ids == [theirs(text_target=g)["input_ids"][:-1] for g in german]
+    decoded = [
+        theirs.decode(ids, skip_special_tokens=True, use_source_tokenizer=False)
+        for ids in target_ids
+    ]
+    assert ours.decode(target_ids) == decoded
+
+
+def test_imported_model_computes_transformers_log_probs_and_greedy(opus_dir, sentences):
+    """Teacher-forced log-probs within 2e-5 of MarianMTModel's, padding included, and the same
+    greedy tokens."""
+    hf, tokenizer = transformers_side(opus_dir)
+    model = import_marian(str(opus_dir)).model
+    batch = tokenizer(sentences[:8], return_tensors="pt", padding=True)
+    pad = model.cfg.pad_id
+    tgt = torch.randint(2, model.cfg.vocab_size - 1, (8, 9))
+    tgt[:, 0] = pad  # the decoder starts from PAD
+    with torch.no_grad():
+        theirs = hf(**batch, decoder_input_ids=tgt).logits.log_softmax(-1)
+        ours = model(batch["input_ids"], tgt).log_softmax(-1)
+    torch.testing.assert_close(ours, theirs, atol=2e-5, rtol=0)
+
+    batch = tokenizer(sentences, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = hf.generate(
+            **batch, num_beams=1, do_sample=False, max_new_tokens=MAX_TOKENS + 1
+        )
+        search = DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_TOKENS)
+        found = greedy_search(model, batch["input_ids"], search)
+    theirs = [row[1:] for row in generated.tolist()]
+    theirs = [[t for t in row if t != pad] for row in theirs]
+    theirs = [row[: row.index(0)] if 0 in row else row for row in theirs]
+    assert [hyps[0].tokens for hyps in found] == theirs
+
+
+def test_import_refuses_what_it_cannot_express(opus_dir, tmp_path):
+    """One line naming the field, exit 2, nothing written."""
+    bad = tmp_path / "separate"
+    bad.mkdir()
+    for path in opus_dir.iterdir():
+        (bad / path.name).write_bytes(path.read_bytes())
+    config = json.loads((bad / "config.json").read_text())
+    config["decoder_vocab_size"] = config["vocab_size"] + 5
+    (bad / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "model.pt"
+    result = run_module("nmt.import", [f"source={bad}", f"out={out}"], tmp_path)
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "decoder_vocab_size" in lines[0], stderr
+    assert not out.exists()
+
+
+def test_imported_model_pt_translates_as_transformers_does(opus_dir, sentences, tmp_path):
+    """`nmt.import` writes a model.pt whose translation (through the engine, greedy) is what
+    transformers' generate decodes to."""
+    out = tmp_path / "model.pt"
+    command("nmt.import", f"source={opus_dir}", f"out={out}", cwd=tmp_path)
+    search = DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_TOKENS)
+    ours = texts(load_engine(out), sentences, search)
+    hf, tokenizer = transformers_side(opus_dir)
+    with torch.no_grad():
+        generated = hf.generate(
+            **tokenizer(sentences, return_tensors="pt", padding=True),
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=MAX_TOKENS + 1,
+        )
+    theirs = tokenizer.batch_decode(generated, skip_special_tokens=True, use_source_tokenizer=False)
+    assert ours == theirs
+
+
+def test_our_export_imports_back_to_the_same_translations(model_pt, tmp_path, sentences):
+    """Our model -> format=hf -> nmt.import: byte-identical translations, beam search too."""
+    hf_dir, back = tmp_path / "hf", tmp_path / "back.pt"
+    command("nmt.export", f"ckpt={model_pt}", f"out={hf_dir}", "format=hf", cwd=tmp_path)
+    command("nmt.import", f"source={hf_dir}", f"out={back}", cwd=tmp_path)
+    original, imported = load_engine(model_pt), load_engine(back)
+    assert imported.model.cfg.special_ids == original.model.cfg.special_ids
+    for search in (DecodeConfig(strategy="greedy"), DecodeConfig(strategy="beam", beam_size=4)):
+        assert texts(imported, sentences, search) == texts(original, sentences, search)
+
+
+def test_imported_checkpoint_saves_and_loads_unchanged(opus_dir, tmp_path, sentences):
+    imported = import_marian(str(opus_dir))
+    save_checkpoint(tmp_path / "m.pt", imported)
+    loaded = load_checkpoint(tmp_path / "m.pt")
+    assert loaded.tokenizer.identity == imported.tokenizer.identity
+    theirs = imported.model.state_dict()
+    assert all(
+        torch.equal(weight, theirs[name]) for name, weight in loaded.model.state_dict().items()
+    )
+    assert loaded.tokenizer.encode(sentences) == imported.tokenizer.encode(sentences)
+
+
+def test_imported_model_exports_to_ctranslate2_with_equal_greedy(opus_dir, sentences, tmp_path):
+    """The imported model (swish, logits bias, Marian's ids, two sentencepiece models) as a
+    CTranslate2 float32 directory: the same greedy translations as the torch engine."""
+    from nmt.ct2.model_dir import export
+    from nmt.inference.ct2_engine import CTranslate2Engine
+
+    out = tmp_path / "model.pt"
+    save_checkpoint(out, import_marian(str(opus_dir)))
+    torch_engine = load_engine(out)
+    export(load_checkpoint(out), tmp_path / "ct2", "float32", False)
+    ct2 = CTranslate2Engine(str(tmp_path / "ct2"), "cpu", "default", 1, 1024)
+    search = DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_TOKENS)
+    assert texts(ct2, sentences, search) == texts(torch_engine, sentences, search)
