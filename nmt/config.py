@@ -116,6 +116,12 @@ class DataConfig:
     num_proc: int = 1  # processes for tokenization (Dataset.map)
     num_workers: int = 0  # DataLoader workers
     max_train_pairs: int | None = None  # keep only the first N training pairs (tests, smoke runs)
+    # files: training pairs set aside as the validation split when data_files names none
+    carve_valid: int = 1000
+    # Also dropped from the training pairs (and counted): repeats of an earlier pair, and
+    # pairs whose target is their source (untranslated); on for data=files.
+    drop_duplicates: bool = False
+    drop_copies: bool = False
     # Word-align the training pairs with eflomal (both directions, grow-diag-final-and), once,
     # cached with the encoded data: for guided alignment (optim.alignment_weight). Needs
     # `pip install eflomal`; not with bpe_dropout or bidirectional_epochs.
@@ -282,6 +288,9 @@ class TrainConfig:
     experiment_name: str = MISSING
     seed: int = 1234
     ckpt_path: str | None = None  # resume: "last" (of this run's folder) or a checkpoint path
+    # fine-tune: start from this model.pt's weights, shape and tokenizer with a fresh optimizer
+    # and schedule (nmt/training/init_from.py)
+    init_from: str | None = None
     val_bleu: bool = True  # decode the validation split and log val/bleu at each validation
     compile: bool = False  # torch.compile each encoder and decoder layer
     # Compiled oneDNN kernels kept (CPU, bf16): enough for every batch shape of an epoch;

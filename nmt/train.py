@@ -21,6 +21,7 @@ from nmt.cli import lightning_logs_once, one_line_errors
 from nmt.config import TrainConfig, register_configs
 from nmt.training.budget_bands import without_overridden
 from nmt.training.experiment_choice import with_experiment
+from nmt.training.init_from import check_init_from
 
 log = logging.getLogger("nmt.train")
 EXAMPLE = "python -m nmt.train experiment=multi30k_cpu"
@@ -48,9 +49,9 @@ def main() -> None:
         with one_line_errors("nmt.train", EXAMPLE):
             cfg: TrainConfig = OmegaConf.to_object(dict_cfg)
             # the command line's settings win over the budget bands'
-            cfg.budget_bands = without_overridden(
-                cfg.budget_bands, HydraConfig.get().overrides.task
-            )
+            overrides = HydraConfig.get().overrides.task
+            cfg.budget_bands = without_overridden(cfg.budget_bands, overrides)
+            check_init_from(cfg, overrides)
             from nmt.training.fit import train  # Lightning loads once the config is valid
 
             lightning_logs_once()

@@ -27,6 +27,7 @@ from nmt.data.encoding import (
     tokenizer_for,
 )
 from nmt.data.sources import load_splits
+from nmt.split_tokenizer import SplitTokenizer
 from nmt.tokenizer import Tokenizer
 
 
@@ -51,7 +52,15 @@ class TranslationDataModule(L.LightningDataModule):
     batch.indices give each output's line.
     """
 
-    def __init__(self, data_cfg: DataConfig, tok_cfg: TokenizerConfig, seed: int):
+    def __init__(
+        self,
+        data_cfg: DataConfig,
+        tok_cfg: TokenizerConfig,
+        seed: int,
+        tokenizer: Tokenizer | SplitTokenizer | None = None,
+    ):
+        """`tokenizer`: a model's own (init_from), used as it is; None trains or loads one
+        per `tok_cfg`."""
         super().__init__()
         if data_cfg.bpe_dropout > 0 and tok_cfg.model_type != "bpe":
             raise ValueError(
@@ -59,7 +68,8 @@ class TranslationDataModule(L.LightningDataModule):
                 f"{tok_cfg.model_type!r}"
             )
         self.data_cfg, self.tok_cfg, self.seed = data_cfg, tok_cfg, seed
-        self.tokenizer: Tokenizer | None = None
+        self.given_tokenizer = tokenizer
+        self.tokenizer: Tokenizer | SplitTokenizer | None = None
         self.splits: dict[str, datasets.Dataset] = {}  # role -> raw src, tgt text
         self.encoded: dict[str, datasets.Dataset] = {}  # role -> + src_ids, tgt_ids; train cleaned
         self._resume: dict[str, int] = {}  # from a checkpoint: epoch and batches already trained
@@ -77,11 +87,17 @@ class TranslationDataModule(L.LightningDataModule):
     def _build(self) -> tuple[dict[str, datasets.Dataset], Tokenizer, dict[str, datasets.Dataset]]:
         cfg = self.data_cfg
         splits = load_splits(cfg)
-        tokenizer = tokenizer_for(cfg, self.tok_cfg, splits["train"])
+        tokenizer = self.given_tokenizer or tokenizer_for(cfg, self.tok_cfg, splits["train"])
         encoded = {role: encode_split(ds, tokenizer, cfg.num_proc) for role, ds in splits.items()}
         if cfg.word_alignments:
             encoded["train"] = add_word_alignments(encoded["train"], tokenizer)
-        encoded["train"] = clean_train(encoded["train"], cfg.max_len, cfg.max_len_ratio)
+        encoded["train"] = clean_train(
+            encoded["train"],
+            cfg.max_len,
+            cfg.max_len_ratio,
+            cfg.drop_duplicates,
+            cfg.drop_copies,
+        )
         return splits, tokenizer, encoded
 
     def train_dataloader(self) -> DataLoader:

@@ -158,23 +158,41 @@ def small_column(ds: datasets.Dataset, name: str) -> np.ndarray:
     return column.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> datasets.Dataset:
+def clean_train(
+    ds: datasets.Dataset,
+    max_len: int,
+    max_len_ratio: float,
+    drop_duplicates: bool = False,
+    drop_copies: bool = False,
+) -> datasets.Dataset:
     """Drop training pairs that teach nothing or cost too much, and log how many and why.
 
     Dropped, each pair counted under the first reason that applies: (1) either side empty after
     strip(); (2) more than max_len pieces on either side; (3) longer/shorter piece count above
-    max_len_ratio (misaligned pairs). Validation and test data are never cleaned: a reference
-    line must stay aligned with its source line.
+    max_len_ratio (misaligned pairs); with `drop_copies`, (4) a target equal to its source
+    (left untranslated); with `drop_duplicates`, (5) a repeat of an earlier pair. Validation and
+    test data are never cleaned: a reference line must stay aligned with its source line.
     """
     src_len, tgt_len = token_lengths(ds)
     empty = small_column(ds, "blank").astype(bool)  # never the text: its pages stay unread
     longest, shortest = np.maximum(src_len, tgt_len), np.minimum(src_len, tgt_len)
     too_long = ~empty & (longest > max_len)
     bad_ratio = ~empty & ~too_long & (longest > max_len_ratio * np.maximum(shortest, 1))
-    keep = ~(empty | too_long | bad_ratio)
+    dropped = empty | too_long | bad_ratio
+    copies = duplicates = np.zeros(len(dropped), dtype=bool)
+    if drop_copies or drop_duplicates:
+        text = ds.select_columns(["src", "tgt"]).with_format("arrow")[:]
+        if drop_copies:
+            copies = ~dropped & pc.equal(text["src"], text["tgt"]).to_numpy(zero_copy_only=False)
+            dropped |= copies
+        if drop_duplicates:
+            pairs = pc.binary_join_element_wise(text["src"], text["tgt"], "\t").to_pandas()
+            duplicates = ~dropped & pairs.duplicated().to_numpy()
+            dropped |= duplicates
+    keep = ~dropped
     log.info(
         "Training data: kept %d of %d pairs; dropped %d with an empty side, %d longer than %d "
-        "tokens, %d with a length ratio above %g",
+        "tokens, %d with a length ratio above %g%s%s",
         keep.sum(),
         len(keep),
         empty.sum(),
@@ -182,6 +200,8 @@ def clean_train(ds: datasets.Dataset, max_len: int, max_len_ratio: float) -> dat
         max_len,
         bad_ratio.sum(),
         max_len_ratio,
+        f", {copies.sum()} whose target is their source" if drop_copies else "",
+        f", {duplicates.sum()} repeats of an earlier pair" if drop_duplicates else "",
     )
     if keep.all():
         return ds

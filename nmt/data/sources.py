@@ -4,7 +4,9 @@ Three sources (DataConfig.source):
   multi30k: `{split}.{lang}` files in cfg.dir, else $NMT_DATA_DIR, else
             shared/data/multi30k beside the project's folder, else downloaded once from
             `{cfg.url}/{split}.{lang}.gz` into `<cfg.cache_dir or ~/.cache/nmt>/downloads/`.
-  files:    cfg.data_files = {split: {lang: path}}, a pair of parallel text files per split.
+  files:    cfg.data_files = {split: {lang: path}}, a pair of parallel text files per split, or
+            {split: path} of a .tsv or .tmx file (nmt.data.user_files); with no validation
+            split named, cfg.carve_valid training pairs are set aside as one.
   hub:      `datasets.load_dataset(cfg.path, cfg.config_name, data_files=cfg.data_files)`, rows
             {"translation": {lang: text}}: wmt/wmt14 (de-en), IWSLT/iwslt2017, or json/parquet.
 Text files are read with "\\n" as the only line break and are otherwise kept byte for byte:
@@ -26,10 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from nmt.config import DataConfig
+from nmt.data.user_files import read_pair_file
 from nmt.files import atomic_path, read_lines
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,10 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
     split = cfg.splits[role]
     if cfg.source == "hub":
         ds = _load_hub(cfg, split)
+    elif cfg.source == "files" and carves_valid(cfg) and role in ("train", "valid"):
+        ds = carved(cfg)[role]
+    elif cfg.source == "files" and isinstance(_given(cfg.data_files).get(split), str):
+        ds = _load_pair_file(cfg, split)
     elif cfg.source in ("multi30k", "files"):
         ds = _load_text_pair(*_text_pair_paths(cfg, split), cache_dir=cfg.cache_dir)
     else:
@@ -57,6 +66,58 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
     if role == "train" and cfg.max_train_pairs is not None:
         ds = ds.select(range(min(cfg.max_train_pairs, len(ds))))
     return ds
+
+
+# --- a user's files (files) ---
+
+
+def carves_valid(cfg: DataConfig) -> bool:
+    """No validation split named in data_files (or one left null)."""
+    given = _given(cfg.data_files).get(cfg.splits["valid"])
+    return not given or (isinstance(given, dict) and not any(given.values()))
+
+
+def carved(cfg: DataConfig) -> dict[str, datasets.Dataset]:
+    """The training split less cfg.carve_valid pairs (a tenth at most), drawn at random with a
+    fixed seed, and those pairs as the validation split; every repeat of a validation pair
+    leaves the training split too, or it would be scored on what it learnt by heart."""
+    name = cfg.splits["train"]
+    given = _given(cfg.data_files).get(name)
+    if isinstance(given, str):
+        ds = _load_pair_file(cfg, name)
+    else:
+        ds = _load_text_pair(*_text_pair_paths(cfg, name), cache_dir=cfg.cache_dir)
+    n = min(cfg.carve_valid, len(ds) // 10)
+    if n < 1:
+        raise ValueError(
+            f"data_files names no {cfg.splits['valid']} split and {len(ds)} training pairs "
+            "leave none to carve off: name one (data.data_files.dev=...)"
+        )
+    valid = np.sort(np.random.default_rng(0).permutation(len(ds))[:n])
+    text = ds.with_format("arrow")[:]
+    pairs = pc.binary_join_element_wise(text["src"], text["tgt"], "\t").to_pandas()
+    train = np.flatnonzero(~pairs.isin(set(pairs[valid])).to_numpy())
+    log.info(
+        "No %s split given: %d training pairs set aside as one (%d repeats of them dropped)",
+        cfg.splits["valid"],
+        n,
+        len(ds) - n - len(train),
+    )
+    return {"train": ds.select(train), "valid": ds.select(valid)}
+
+
+def _load_pair_file(cfg: DataConfig, split: str) -> datasets.Dataset:
+    """A split given as one .tsv or .tmx file."""
+    path = Path(_given(cfg.data_files)[split])
+    sources, targets, skipped = read_pair_file(path, cfg.src_lang, cfg.tgt_lang)
+    if skipped:
+        log.info(
+            "%s: %d pairs read; skipped %s",
+            path,
+            len(sources),
+            ", ".join(f"{n:,} {why}" for why, n in skipped.items()),
+        )
+    return datasets.Dataset.from_dict({"src": sources, "tgt": targets}, features=PAIR_FEATURES)
 
 
 # --- text files (multi30k, files) ---

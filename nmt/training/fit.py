@@ -40,6 +40,7 @@ from nmt.evaluation.runs_table import FINAL_EVALUATION
 from nmt.files import atomic_path, write_text
 from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget, less_time, time_budget
 from nmt.training.budget_bands import set_before_building
+from nmt.training.init_from import starting_point
 from nmt.training.lightning_module import TranslationModule
 from nmt.training.run_logs import run_loggers
 from nmt.training.selection import best_or_average
@@ -143,8 +144,11 @@ def resolve_resume(ckpt_path: str | None, checkpoint_dir: Path) -> str | None:
 def build_module(cfg: TrainConfig) -> tuple[TranslationDataModule, TranslationModule]:
     """The data module and the LightningModule of a run. Lightning runs the data module's
     prepare_data (tokenizer training, caches) once per node before setup on every rank; the
-    module takes the tokenizer from it in its own setup."""
-    datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed)
+    module takes the tokenizer from it in its own setup. With `init_from`, both start from
+    that checkpoint's model and tokenizer (nmt.training.init_from)."""
+    start = starting_point(cfg) if cfg.init_from else None
+    tokenizer = start.tokenizer if start else None
+    datamodule = TranslationDataModule(cfg.data, cfg.tokenizer, seed=cfg.seed, tokenizer=tokenizer)
     module = TranslationModule(
         cfg.model,
         cfg.optim,
@@ -156,6 +160,9 @@ def build_module(cfg: TrainConfig) -> tuple[TranslationDataModule, TranslationMo
         compile_model=cfg.compile,
         on_nonfinite_loss=cfg.on_nonfinite_loss,
     )
+    if start:
+        module.model.load_state_dict(start.model.state_dict())
+        log.info("Starting from %s (fresh optimizer and schedule)", cfg.init_from)
     log.info("Model: %s parameters", f"{module.num_parameters:,}")
     return datamodule, module
 
@@ -269,6 +276,8 @@ def final_weights(
     checkpoint.search = cfg.search  # the search chosen for the model travels with it
     # whether it learnt to carry protected spans' placeholders (nmt.terms.spans reads it)
     checkpoint.info["placeholders"] = cfg.data.augment.placeholders > 0
+    if cfg.init_from:
+        checkpoint.info["init_from"] = cfg.init_from
     return checkpoint, selection
 
 

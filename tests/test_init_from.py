@@ -1,0 +1,74 @@
+"""`init_from=model.pt`: fine-tuning starts from the model's weights, shape and tokenizer with
+a fresh optimizer and schedule, and refuses a change of shape or tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import compose_train_config, overfit_training, run_module
+
+from nmt.checkpoint import load_checkpoint
+from nmt.decoding.settings import DecodeConfig
+from nmt.inference.output_text import best_text
+from nmt.inference.torch_engine import TorchEngine
+
+SHORT = ["trainer.max_steps=2", "final_evaluation.splits=[]", "val_bleu=false"]
+
+
+def translations(model_pt: Path, lines: list[str]) -> list[str]:
+    engine = TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
+    return best_text(engine.tokenizer, engine.translate(lines, DecodeConfig()))
+
+
+def test_a_fine_tune_starts_from_the_model_with_a_fresh_schedule(
+    overfit_run, overfit_data, overfit_pairs, tmp_path
+):
+    """Two updates from the overfit model keep what it memorised (two updates from scratch
+    translate nothing right); the step count starts at 0; the tokenizer is the model's own,
+    whatever the run's tokenizer settings; the other shape settings are the model's too."""
+    from nmt.training.fit import train
+
+    source, reference = overfit_pairs[0][:16], overfit_pairs[1][:16]
+    start = overfit_run / "model.pt"
+    overrides = overfit_training(overfit_data, tmp_path, *SHORT, "tokenizer.vocab_size=300")
+    tuned = compose_train_config([*overrides, f"init_from={start}", "model.d_model=32"])
+    metrics = train(tuned, tmp_path / "tuned")
+    assert metrics["global_step"] == 2
+    scratch = compose_train_config(overrides)
+    train(scratch, tmp_path / "scratch")
+
+    before, after = load_checkpoint(start), load_checkpoint(tmp_path / "tuned" / "model.pt")
+    assert after.tokenizer.identity == before.tokenizer.identity
+    assert after.model.cfg.d_model == before.model.cfg.d_model
+    assert after.info["init_from"] == str(start)
+    assert translations(tmp_path / "tuned" / "model.pt", source) == reference
+    assert translations(tmp_path / "scratch" / "model.pt", source) != reference
+
+
+@pytest.mark.parametrize(
+    "overrides, named",
+    [
+        (["model.d_model=32", "budget_bands=[]"], "model.d_model"),
+        (["tokenizer.vocab_size=300", "budget_bands=[]"], "tokenizer.vocab_size"),
+        (["model=base", "budget_bands=[]"], "model"),
+        ([], "model.encoder_layers (set by a budget band"),  # the recipe's slow-machine band
+    ],
+)
+def test_a_shape_or_tokenizer_change_is_refused(
+    overfit_run, overfit_data, tmp_path, overrides, named
+):
+    """Refused in one line before any work; what only training reads may change."""
+    args = [
+        "experiment=multi30k_cpu",
+        f"data.dir={overfit_data}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "model.dropout=0.2",
+        f"init_from={overfit_run / 'model.pt'}",
+        *overrides,
+    ]
+    done = run_module("nmt.train", args, tmp_path)
+    stderr = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2, done.stderr.decode()
+    assert f"nmt.train: error: {named}" in stderr[-1] and "init_from" in stderr[-1], stderr[-1]
+    assert not (tmp_path / "run" / "model.pt").exists()
