@@ -256,7 +256,8 @@ def test_our_export_imports_back_to_the_same_translations(model_pt, tmp_path, se
     command("nmt.import", f"source={hf_dir}", f"out={back}", cwd=tmp_path)
     original, imported = load_engine(model_pt), load_engine(back)
     assert imported.model.cfg.special_ids == original.model.cfg.special_ids
-    for search in (DecodeConfig(strategy="greedy"), DecodeConfig(strategy="beam", beam_size=4)):
+    beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6)
+    for search in (DecodeConfig(strategy="greedy"), beam):
         assert texts(imported, sentences, search) == texts(original, sentences, search)
 
 

@@ -32,6 +32,7 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine, ModelCard
 from nmt.inference.planner import Batch, Planner
+from nmt.vocabulary import OURS
 
 # CTranslate2 ends a beam once beam_size * patience hypotheses have finished. first_k is
 # patience 1; our exact rule (no live hypothesis can beat the finished ones) has no
@@ -146,14 +147,19 @@ class CTranslate2Engine(Engine):
     def options(self, cfg: DecodeConfig) -> dict:
         """translate_batch keyword arguments for `cfg` (a runnable search), but the batch's
         maximum length."""
-        never = self.tokenizer.pieces(sorted({self.tokenizer.pad_id, self.tokenizer.bos_id}))
         options = dict(
-            suppress_sequences=[[piece] for piece in never],  # as the torch search forbids
             no_repeat_ngram_size=cfg.no_repeat_ngram_size,
             num_hypotheses=cfg.nbest,
             return_scores=True,
             max_input_length=0,  # sources are cut to the model's positions before
         )
+        if self.tokenizer.special_ids != OURS:
+            # The torch search forbids PAD and BOS after the softmax; CTranslate2 can only
+            # suppress them before it, which renormalises the scores. Our models never choose
+            # them (trained never to); an imported Marian model's PAD can win, as in
+            # transformers without its bad_words_ids, so for it they are suppressed.
+            never = sorted({self.tokenizer.pad_id, self.tokenizer.bos_id})
+            options["suppress_sequences"] = [[piece] for piece in self.tokenizer.pieces(never)]
         if cfg.strategy == "beam":
             options.update(
                 beam_size=cfg.beam_size,
