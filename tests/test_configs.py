@@ -79,7 +79,7 @@ def test_typos_and_wrong_types_fail_at_start_up(override):
         ("model.n_heads=7", "is not divisible by n_heads=7"),
         ("model.activation=tanh", "model.activation must be one of"),
         ("checkpoint.average_last_epochs=[5,0]", "checkpoint.average_last_epochs lists"),
-        ("model.pad_id=1", "model.pad_id must be 0"),
+        ("model.pad_id=99999", "model.pad_id=99999 is not an id of the"),
         ("val_bleu=false", "val_bleu=false logs no val/bleu"),
         ("final_evaluation.splits=[val,test]", r"final_evaluation.splits=\['val'\] not in data"),
         ("~data.splits.valid", "data.splits has no valid role"),

@@ -16,6 +16,7 @@ COMMANDS = {
     "translate": ("translate", "TranslateConfig"),
     "evaluate": ("evaluate", "EvaluateConfig"),
     "export": ("export", "ExportConfig"),
+    "import": ("import", "ImportConfig"),
     "serve": ("serve", "ServeConfig"),
     "score": ("score", "ScoreConfig"),
     "calibrate": ("calibrate", "CalibrateConfig"),

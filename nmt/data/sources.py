@@ -72,7 +72,9 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
 
 
 def carves_valid(cfg: DataConfig) -> bool:
-    """No validation split named in data_files (or one left null)."""
+    """A validation role whose split data_files does not name (or leaves null)."""
+    if "valid" not in cfg.splits:
+        return False
     given = _given(cfg.data_files).get(cfg.splits["valid"])
     return not given or (isinstance(given, dict) and not any(given.values()))
 
