@@ -286,3 +286,21 @@ def test_imported_model_exports_to_ctranslate2_with_equal_greedy(opus_dir, sente
     ct2 = CTranslate2Engine(str(tmp_path / "ct2"), "cpu", "default", 1, 1024)
     search = DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_TOKENS)
     assert texts(ct2, sentences, search) == texts(torch_engine, sentences, search)
+
+
+def test_imported_model_exports_back_to_transformers_unchanged(opus_dir, sentences, tmp_path):
+    """Imported, then `format=hf` again: transformers loads it and generates what the
+    original directory generates (swish, the logits bias and Marian's ids carried back)."""
+    save_checkpoint(tmp_path / "model.pt", import_marian(str(opus_dir)))
+    command(
+        "nmt.export", f"ckpt={tmp_path / 'model.pt'}", f"out={tmp_path / 'hf'}", "format=hf",
+        cwd=tmp_path,
+    )  # fmt: skip
+    outputs = []
+    for folder in (opus_dir, tmp_path / "hf"):
+        hf, tokenizer = transformers_side(folder)
+        batch = tokenizer(sentences, return_tensors="pt", padding=True)
+        with torch.no_grad():
+            generated = hf.generate(**batch, num_beams=1, max_new_tokens=MAX_TOKENS + 1)
+        outputs.append(generated.tolist())
+    assert outputs[0] == outputs[1]
