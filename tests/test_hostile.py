@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import threading
 import time
 import zipfile
@@ -33,7 +32,8 @@ pytestmark = pytest.mark.xdist_group("serve")
 
 HEALTH_SECONDS = 1.0  # /health answers within this while a case runs
 MEMORY_MB = 400  # the server's processes grow by at most this much over a case
-TMP_MB = 20  # and /tmp by at most this much
+TMP_MB = 20  # and its temporary files by at most this much
+SERVER_TMP: list[Path] = []  # the temporary folder (TMPDIR) of the server under test
 
 
 @pytest.fixture(scope="module", params=["torch", "ctranslate2"])
@@ -43,6 +43,10 @@ def server(request, model_pt: Path, tmp_path_factory) -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     env |= {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
     env.pop("no_proxy", None), env.pop("NO_PROXY", None)
+    # its own temporary folder: what it spools is measured there, not whatever else writes
+    # to /tmp meanwhile (another test worker)
+    SERVER_TMP[:] = [tmp_path_factory.mktemp("server_tmp")]
+    env["TMPDIR"] = str(SERVER_TMP[0])
     if request.param == "torch":
         args = [f"ckpt={model_pt}", "workers=1", "threads=1"]
     else:
@@ -67,16 +71,21 @@ class Outcome:
     headers: httpx.Headers
 
 
-def server_rss_mb(url: str) -> float:
-    """The resident memory of the server's process and all its children, in MB."""
+def server_processes(url: str) -> list[psutil.Process]:
+    """The server's process and all its children."""
     port = url.rsplit(":", 1)[1]
     main = [
         p
         for p in psutil.Process().children()
         if any(f"port={port}" in part for part in p.cmdline())
     ]
+    return main + [c for p in main for c in p.children(recursive=True)]
+
+
+def server_rss_mb(url: str) -> float:
+    """The resident memory of the server's process and all its children, in MB."""
     total = 0
-    for process in main + [c for p in main for c in p.children(recursive=True)]:
+    for process in server_processes(url):
         try:
             total += process.memory_info().rss
         except psutil.Error:
@@ -84,13 +93,24 @@ def server_rss_mb(url: str) -> float:
     return total / 2**20
 
 
-def tmp_mb() -> float:
-    return shutil.disk_usage("/tmp").used / 2**20
+def tmp_mb(url: str) -> float:
+    """The server's temporary files, in MB: those in its TMPDIR, and those it holds open
+    there already deleted (a spooled upload)."""
+    folder = str(SERVER_TMP[0])
+    total = sum(p.stat().st_size for p in SERVER_TMP[0].rglob("*") if p.is_file())
+    for process in server_processes(url):
+        for fd in Path(f"/proc/{process.pid}/fd").glob("*"):
+            try:
+                if os.readlink(fd).startswith(folder) and os.readlink(fd).endswith("(deleted)"):
+                    total += fd.stat().st_size
+            except OSError:
+                continue
+    return total / 2**20
 
 
 def attack(url: str, path: str, **request) -> Outcome:
     """POST `request` to `path` while /health is asked every 0.1 s; what came of it."""
-    before, tmp_before = server_rss_mb(url), tmp_mb()
+    before, tmp_before = server_rss_mb(url), tmp_mb(url)
     peak, done, health = [before], threading.Event(), []
 
     def watch() -> None:
@@ -123,7 +143,7 @@ def attack(url: str, path: str, **request) -> Outcome:
         seconds,
         max(health, default=0.0),
         max(peak) - before,
-        tmp_mb() - tmp_before,
+        tmp_mb(url) - tmp_before,
         reply.headers,
     )
 

@@ -74,3 +74,50 @@ def test_a_shape_or_tokenizer_change_is_refused(
     assert done.returncode == 2, done.stderr.decode()
     assert f"nmt.train: error: {named}" in stderr[-1] and "init_from" in stderr[-1], stderr[-1]
     assert not (tmp_path / "run" / "model.pt").exists()
+
+
+def test_a_fine_tune_resumes_like_any_run(overfit_run, overfit_data, tmp_path):
+    """Stopped after 2 updates and resumed (`ckpt_path`) to 4: the resume continues the
+    fine-tune's own step and weights, not the model it started from."""
+    from nmt.training.fit import train
+
+    def config(*extra: str):
+        start = f"init_from={overfit_run / 'model.pt'}"
+        overrides = overfit_training(overfit_data, tmp_path, *SHORT, start, *extra)
+        return compose_train_config(overrides)
+
+    run = tmp_path / "tuned"
+    train(config(), run)
+    metrics = train(
+        config("trainer.max_steps=4", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"), run
+    )
+    assert metrics["global_step"] == 4
+    assert load_checkpoint(run / "model.pt").info["init_from"] == str(overfit_run / "model.pt")
+
+
+def test_a_fine_tune_runs_under_ddp(overfit_run, overfit_data, tmp_path):
+    """Two CPU processes start from the same checkpoint and agree on the step and weights."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    cmd = [
+        sys.executable, "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
+        f"init_from={overfit_run / 'model.pt'}", "budget_bands=[]", "data.max_tokens=600",
+        "data.word_alignments=false", "data.augment.numbers=0", "optim.alignment_weight=0.0",
+        "model.alignment_heads=0", "trainer.max_steps=4", "trainer.max_time=null",
+        "trainer.strategy=ddp", "trainer.devices=2", "trainer.enable_progress_bar=false",
+        "final_evaluation.splits=[]", f"hydra.run.dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((tmp_path / "run" / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ranks[0]["global_step"] == ranks[1]["global_step"] == 4
+    assert ranks[0]["parameter_checksum"] == ranks[1]["parameter_checksum"]
+    tuned, start = (
+        load_checkpoint(tmp_path / "run" / "model.pt"),
+        load_checkpoint(overfit_run / "model.pt"),
+    )
+    assert tuned.tokenizer.identity == start.tokenizer.identity
