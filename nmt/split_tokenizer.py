@@ -10,9 +10,8 @@ one joint model whose ids are the vocabulary (nmt.tokenizer).
 from __future__ import annotations
 
 import sentencepiece as spm
-import torch
 
-from nmt.tokenizer import Vocabulary
+from nmt.tokenizer import Tokenizer, Vocabulary, as_tensor
 from nmt.vocabulary import SpecialIds
 
 
@@ -106,14 +105,8 @@ class TargetText:
         return self.tokenizer.ids(self.tokenizer.target_sp.encode(texts, out_type=str))
 
 
-def as_tensor(data: bytes) -> torch.Tensor:
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
-
-
 def tokenizer_from_payload(payload: dict, special: SpecialIds):
     """The tokenizer a checkpoint's payload stores: ours (one joint model) or a split one."""
-    from nmt.tokenizer import Tokenizer
-
     source = payload["sentencepiece"].numpy().tobytes()
     if "target_sentencepiece" not in payload:
         return Tokenizer(source)
@@ -126,8 +119,6 @@ def tokenizer_from_payload(payload: dict, special: SpecialIds):
 def read_tokenizer_files(folder, special: SpecialIds, settings: dict):
     """The tokenizer an exported directory holds (nmt.ct2.model_dir): `sentencepiece.model`,
     and for a split one `target_sentencepiece.model` with `settings`' vocabulary and unk_id."""
-    from nmt.tokenizer import Tokenizer
-
     source = (folder / "sentencepiece.model").read_bytes()
     target = folder / "target_sentencepiece.model"
     if not target.is_file():

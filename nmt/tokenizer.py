@@ -95,7 +95,7 @@ class Tokenizer(Vocabulary):
 
     def payload(self) -> dict:
         """What a checkpoint stores of it (nmt.checkpoint)."""
-        return {"sentencepiece": torch.frombuffer(bytearray(self.model_bytes), dtype=torch.uint8)}
+        return {"sentencepiece": as_tensor(self.model_bytes)}
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Texts -> piece ids, without BOS/EOS; the same ids as sentencepiece's own encode.
@@ -170,3 +170,8 @@ def piece_words(ids, word_starts: np.ndarray) -> list[range]:
     (`word_starts`, (V,) bool) to the next; the first piece begins one whatever it is."""
     starts = [i for i in range(len(ids)) if word_starts[ids[i]] or i == 0]
     return [range(a, b) for a, b in zip(starts, [*starts[1:], len(ids)], strict=True)]
+
+
+def as_tensor(data: bytes) -> torch.Tensor:
+    """Bytes as a uint8 tensor: how a checkpoint stores a tokenizer's model."""
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)

@@ -57,10 +57,8 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
         ds = _load_hub(cfg, split)
     elif cfg.source == "files" and carves_valid(cfg) and role in ("train", "valid"):
         ds = carved(cfg)[role]
-    elif cfg.source == "files" and isinstance(_given(cfg.data_files).get(split), str):
-        ds = _load_pair_file(cfg, split)
     elif cfg.source in ("multi30k", "files"):
-        ds = _load_text_pair(*_text_pair_paths(cfg, split), cache_dir=cfg.cache_dir)
+        ds = _load_files_split(cfg, split)
     else:
         raise ValueError(f"data.source must be multi30k, files or hub, not {cfg.source!r}")
     if role == "train" and cfg.max_train_pairs is not None:
@@ -83,12 +81,7 @@ def carved(cfg: DataConfig) -> dict[str, datasets.Dataset]:
     """The training split less cfg.carve_valid pairs (a tenth at most), drawn at random with a
     fixed seed, and those pairs as the validation split; every repeat of a validation pair
     leaves the training split too, or it would be scored on what it learnt by heart."""
-    name = cfg.splits["train"]
-    given = _given(cfg.data_files).get(name)
-    if isinstance(given, str):
-        ds = _load_pair_file(cfg, name)
-    else:
-        ds = _load_text_pair(*_text_pair_paths(cfg, name), cache_dir=cfg.cache_dir)
+    ds = _load_files_split(cfg, cfg.splits["train"])
     n = min(cfg.carve_valid, len(ds) // 10)
     if n < 1:
         raise ValueError(
@@ -106,6 +99,13 @@ def carved(cfg: DataConfig) -> dict[str, datasets.Dataset]:
         len(ds) - n - len(train),
     )
     return {"train": ds.select(train), "valid": ds.select(valid)}
+
+
+def _load_files_split(cfg: DataConfig, split: str) -> datasets.Dataset:
+    """A split of text files: one .tsv or .tmx file, or a pair of line-aligned files."""
+    if cfg.source == "files" and isinstance(_given(cfg.data_files).get(split), str):
+        return _load_pair_file(cfg, split)
+    return _load_text_pair(*_text_pair_paths(cfg, split), cache_dir=cfg.cache_dir)
 
 
 def _load_pair_file(cfg: DataConfig, split: str) -> datasets.Dataset:
