@@ -77,6 +77,25 @@ class AugmentConfig:
 
 
 @dataclass
+class ReplayConfig:
+    """General-domain pairs mixed into the training split of a fine-tuning run, against
+    forgetting what the starting model knew (nmt.data.sources.with_replay): a fixed, seeded
+    sample of `file` (.tsv or .tmx) sized so that it makes up `share` of the training pairs."""
+
+    file: str | None = None
+    share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share < 1.0:
+            raise ValueError(f"data.replay.share must be in [0, 1), got {self.share}")
+        if self.share > 0 and not self.file:
+            raise ValueError(
+                "data.replay.share needs data.replay.file, the general pairs' file "
+                "(data.replay.share=0: none)"
+            )
+
+
+@dataclass
 class DataConfig:
     """Where the parallel text comes from and how it is cleaned and batched.
 
@@ -130,6 +149,7 @@ class DataConfig:
     # punctuation, numbers, merged pairs, placeholders), cached per epoch under the data's
     # fingerprint.
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def __post_init__(self) -> None:
         for view in ("numbers", "placeholders"):
@@ -165,6 +185,9 @@ class OptimConfig:
 
     schedule: str = "inverse_sqrt"  # inverse_sqrt | cosine
     lr_scale: float = 1.0
+    # The peak lr itself, whatever the model's width: lr_scale is then ignored. For a run whose
+    # d_model comes from its init_from (an imported model is 512 wide, ours 128 or 512).
+    peak_lr: float | None = None
     warmup_steps: int = 4000
     # The warmup follows the run's budget: min(warmup_steps, warmup_fraction x the updates the
     # budget allows, as nmt.training.budget estimates them), with the peak lr of warmup_steps

@@ -121,3 +121,44 @@ def test_a_fine_tune_runs_under_ddp(overfit_run, overfit_data, tmp_path):
         load_checkpoint(overfit_run / "model.pt"),
     )
     assert tuned.tokenizer.identity == start.tokenizer.identity
+
+
+def test_the_finetune_experiment_runs_as_its_comment_says(
+    overfit_run, overfit_pairs, multi30k_dir, tmp_path
+):
+    """experiment=finetune with init_from, a TSV of domain pairs and a general file to replay
+    (no dev split: one is carved off): it trains from the model at optim.peak_lr, mixes a
+    quarter of general pairs in, and writes model.pt. Without init_from: one line, exit 2."""
+    en, de = (_lines(multi30k_dir / f"train.{lang}", 300) for lang in ("en", "de"))
+    general = zip(en, de, strict=True)
+    (tmp_path / "general.tsv").write_text("".join(f"{x}\t{y}\n" for x, y in general))
+    domain = zip(*overfit_pairs, strict=True)
+    (tmp_path / "domain.tsv").write_text("".join(f"{x}\t{y}\n" for x, y in domain))
+    args = [
+        "experiment=finetune",
+        f"data.data_files.train={tmp_path / 'domain.tsv'}",
+        f"data.data_files.test={tmp_path / 'domain.tsv'}",
+        f"data.replay.file={tmp_path / 'general.tsv'}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "trainer.max_steps=3",
+        "final_evaluation.splits=[]",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    done = run_module("nmt.train", [*args, f"init_from={overfit_run / 'model.pt'}"], tmp_path)
+    log = done.stderr.decode()
+    assert done.returncode == 0, log[-2000:]
+    carved = len(overfit_pairs[0]) // 10
+    domain_pairs = len(overfit_pairs[0]) - carved
+    replayed = round(domain_pairs / 3)  # a quarter of the whole
+    assert f"Replay: {replayed} of 300 general pairs" in log, log[-2000:]
+    tuned = load_checkpoint(tmp_path / "run" / "model.pt")
+    assert tuned.info["init_from"] == str(overfit_run / "model.pt")
+    assert tuned.model.cfg.d_model == load_checkpoint(overfit_run / "model.pt").model.cfg.d_model
+
+    done = run_module("nmt.train", args, tmp_path)
+    lines = done.stderr.decode().strip().splitlines()
+    assert done.returncode == 2 and "init_from" in lines[-1], lines[-3:]
+
+
+def _lines(path: Path, n: int) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()[:n]

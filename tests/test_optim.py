@@ -273,3 +273,18 @@ def test_the_optimizer_saves_no_schedule_so_a_resume_follows_its_config():
     schedule.total_steps = 250
     assert scheduler.lr_lambdas[0](249) == pytest.approx(0.0, abs=1e-15)  # step 250: the end
     assert scheduler.state_dict()["lr_lambdas"] == [None]  # a function: nothing saved
+
+
+@pytest.mark.parametrize("schedule", ["inverse_sqrt", "cosine"])
+@pytest.mark.parametrize("d_model", [128, 512])
+def test_peak_lr_is_the_peak_whatever_the_width(schedule, d_model):
+    """optim.peak_lr: the lr at the end of the warmup, fitted or not, for any d_model (a
+    fine-tuning run's width comes from its init_from); lr_scale is ignored."""
+    cfg = OptimConfig(
+        schedule=schedule, lr_scale=9.0, peak_lr=1e-3, warmup_steps=400, warmup_fraction=0.05
+    )
+    lr = LearningRateSchedule(cfg, d_model=d_model)
+    assert lr(400) == pytest.approx(1e-3) and lr(200) == pytest.approx(5e-4)
+    assert max(lr(step) for step in range(1, 2000)) == pytest.approx(1e-3)
+    lr.total_steps = 2000  # the budget's end: a warmup of 100 (5%), the same peak
+    assert lr.warmup_steps == 100 and lr(100) == pytest.approx(1e-3)

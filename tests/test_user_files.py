@@ -137,3 +137,33 @@ def test_a_bad_file_stops_training_in_one_line(tmp_path, pairs):
     assert done.returncode != 0 and lines[-1].endswith(
         f"{bad}:31: expected source<TAB>target, found 0 tabs"
     ), lines[-3:]
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5])
+def test_replay_mixes_in_a_seeded_share_of_general_pairs(tmp_path, pairs, share):
+    """data.replay: the domain's training pairs, all of them, then general pairs from another
+    file making up `share` of the whole, drawn with a fixed seed; valid and test untouched."""
+    write = lambda name, rows: (tmp_path / name).write_text(  # noqa: E731
+        "".join(f"{x}\t{y}\n" for x, y in rows), encoding="utf-8"
+    )
+    write("domain.tsv", pairs[:60])
+    write("dev.tsv", pairs[60:70])
+    write("general.tsv", pairs[100:300])
+    overrides = [
+        "data=files",
+        f"data.data_files.train={tmp_path / 'domain.tsv'}",
+        f"data.data_files.dev={tmp_path / 'dev.tsv'}",
+        f"data.data_files.test={tmp_path / 'dev.tsv'}",
+        f"data.replay.file={tmp_path / 'general.tsv'}",
+        f"data.replay.share={share}",
+    ]
+    splits = load_splits(compose_train_config(overrides).data)
+    train = list(zip(splits["train"]["src"], splits["train"]["tgt"], strict=True))
+    replayed = train[60:]
+    assert train[:60] == pairs[:60] and len(replayed) == round(share / (1 - share) * 60)
+    assert set(replayed) <= set(pairs[100:300]) and len(set(replayed)) == len(replayed)
+    assert splits["valid"]["src"] == [x for x, _ in pairs[60:70]]
+    again = load_splits(compose_train_config(overrides).data)["train"]
+    assert again["src"] == splits["train"]["src"]  # the same sample every time
+    with pytest.raises(ValueError, match="needs data.replay.file"):
+        compose_train_config(["data.replay.share=0.3"])

@@ -63,7 +63,27 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
         raise ValueError(f"data.source must be multi30k, files or hub, not {cfg.source!r}")
     if role == "train" and cfg.max_train_pairs is not None:
         ds = ds.select(range(min(cfg.max_train_pairs, len(ds))))
+    if role == "train" and cfg.replay.share > 0:
+        ds = with_replay(ds, cfg)
     return ds
+
+
+def with_replay(train: datasets.Dataset, cfg: DataConfig) -> datasets.Dataset:
+    """The training split and, after it, a seeded sample of cfg.replay.file's pairs: as many
+    as make them cfg.replay.share of the whole (all of them if the file holds fewer)."""
+    general = _pair_file(Path(cfg.replay.file), cfg)
+    share = cfg.replay.share
+    n = min(len(general), round(share / (1 - share) * len(train)))
+    chosen = np.sort(np.random.default_rng(0).permutation(len(general))[:n])
+    log.info(
+        "Replay: %d of %d general pairs from %s mixed into %d training pairs (%.0f%%)",
+        n,
+        len(general),
+        cfg.replay.file,
+        len(train),
+        100 * n / (n + len(train)),
+    )
+    return datasets.concatenate_datasets([train, general.select(chosen)])
 
 
 # --- a user's files (files) ---
@@ -104,13 +124,12 @@ def carved(cfg: DataConfig) -> dict[str, datasets.Dataset]:
 def _load_files_split(cfg: DataConfig, split: str) -> datasets.Dataset:
     """A split of text files: one .tsv or .tmx file, or a pair of line-aligned files."""
     if cfg.source == "files" and isinstance(_given(cfg.data_files).get(split), str):
-        return _load_pair_file(cfg, split)
+        return _pair_file(Path(_given(cfg.data_files)[split]), cfg)
     return _load_text_pair(*_text_pair_paths(cfg, split), cache_dir=cfg.cache_dir)
 
 
-def _load_pair_file(cfg: DataConfig, split: str) -> datasets.Dataset:
-    """A split given as one .tsv or .tmx file."""
-    path = Path(_given(cfg.data_files)[split])
+def _pair_file(path: Path, cfg: DataConfig) -> datasets.Dataset:
+    """A .tsv or .tmx file's pairs, what it skipped logged."""
     sources, targets, skipped = read_pair_file(path, cfg.src_lang, cfg.tgt_lang)
     if skipped:
         log.info(

@@ -49,6 +49,10 @@ class LearningRateSchedule:
         self.cfg = cfg
         self.d_model = d_model
         self.total_steps = cfg.total_steps
+        # cfg.peak_lr, when set, is the peak of cfg.warmup_steps: the scale that reaches it
+        self.scale = cfg.lr_scale
+        if cfg.peak_lr is not None:
+            self.scale = cfg.peak_lr * d_model**0.5 * cfg.warmup_steps**0.5
 
     @property
     def warmup_steps(self) -> int:
@@ -63,9 +67,9 @@ class LearningRateSchedule:
         # Both schedules peak at scale * d^-0.5 * warmup^-0.5: rescaled to cfg.warmup_steps'.
         keep_peak = (warmup / cfg.warmup_steps) ** 0.5
         if cfg.schedule == "cosine":
-            lr = cosine_lr(step, self.d_model, warmup, cfg.lr_scale, self.total_steps)
+            lr = cosine_lr(step, self.d_model, warmup, self.scale, self.total_steps)
         else:
-            lr = inverse_sqrt_lr(step, self.d_model, warmup, cfg.lr_scale)
+            lr = inverse_sqrt_lr(step, self.d_model, warmup, self.scale)
         return lr * keep_peak
 
 
