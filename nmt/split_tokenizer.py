@@ -1,10 +1,14 @@
 """A source and a target sentencepiece model over one vocabulary of the model's own ids: how
 Marian/OPUS-MT models tokenize (MarianTokenizer's `source.spm`, `target.spm`, `vocab.json`).
 
-A text's pieces come from its side's model and are looked up by piece, UNK where the
+A text's pieces come from its side's model and are looked up by piece, UNK where its side's
 vocabulary lacks one; a translation's pieces are joined by the target model. The special ids
 are the model's (Marian: EOS 0, UNK 1, PAD last and the decoder's start). Our own models use
 one joint model whose ids are the vocabulary (nmt.tokenizer).
+
+A model with separate source and target vocabularies (`target_vocab.json`) is held in one id
+space: the target vocabulary's ids, then the source pieces it lacks (nmt.hf.marian_import).
+`target_size` says where the target's ids end, `source_ids` which ids are the source's.
 """
 
 from __future__ import annotations
@@ -28,9 +32,14 @@ class SplitTokenizer(Vocabulary):
         vocabulary: list[str],
         special: SpecialIds,
         unk_id: int,
+        source_ids: list[int] | None = None,
+        target_size: int | None = None,
     ):
+        """source_ids: the ids source text may take (None: all); target_size: target text
+        takes the ids below it (None: all)."""
         self.source_bytes, self.target_bytes = source_bytes, target_bytes
         self.vocabulary_pieces = list(vocabulary)
+        self.source_ids, self.target_size = source_ids, target_size
         self.pad_id, self.bos_id, self.eos_id = special.pad, special.bos, special.eos
         self.unk_id = unk_id
         for name in ("pad_id", "bos_id", "eos_id", "unk_id"):
@@ -39,15 +48,22 @@ class SplitTokenizer(Vocabulary):
         self.source_sp = spm.SentencePieceProcessor(model_proto=source_bytes)
         self.target_sp = spm.SentencePieceProcessor(model_proto=target_bytes)
         self.dropped = {self.pad_id, self.bos_id, self.eos_id, self.unk_id}
+        index = {piece: i for i, piece in enumerate(self.vocabulary_pieces)}
+        self.source_index = index
+        if source_ids is not None:
+            self.source_index = {self.vocabulary_pieces[i]: i for i in source_ids}
+        self.target_index = index
+        if target_size is not None:
+            self.target_index = {p: i for p, i in index.items() if i < target_size}
         self.target = TargetText(self)
 
-    def ids(self, pieces: list[list[str]]) -> list[list[int]]:
-        index, unk = self.piece_ids, self.unk_id
+    def ids(self, pieces: list[list[str]], index: dict[str, int]) -> list[list[int]]:
+        unk = self.unk_id
         return [[index.get(piece, unk) for piece in row] for row in pieces]
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Source texts -> ids, without EOS."""
-        return self.ids(self.source_sp.encode(texts, out_type=str))
+        return self.ids(self.source_sp.encode(texts, out_type=str), self.source_index)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Target ids (special ids dropped) -> text, joined as MarianTokenizer joins them."""
@@ -64,7 +80,8 @@ class SplitTokenizer(Vocabulary):
         """Equal for equal tokenizers: what ensembles and averaged checkpoints compare."""
         specials = f"{self.pad_id} {self.bos_id} {self.eos_id} {self.unk_id}\n"
         words = "\n".join(self.vocabulary_pieces).encode()
-        return b"\0".join([self.source_bytes, self.target_bytes, specials.encode(), words])
+        sides = f"{self.source_ids} {self.target_size}".encode()
+        return b"\0".join([self.source_bytes, self.target_bytes, specials.encode(), words, sides])
 
     def payload(self) -> dict:
         """What a checkpoint stores of it (nmt.checkpoint); the other special ids are the
@@ -74,7 +91,13 @@ class SplitTokenizer(Vocabulary):
             "target_sentencepiece": as_tensor(self.target_bytes),
             "vocabulary": self.vocabulary_pieces,
             "unk_id": self.unk_id,
-        }
+        } | self.sides()
+
+    def sides(self) -> dict:
+        """source_ids and target_size, for a model of separate vocabularies only."""
+        if self.source_ids is None and self.target_size is None:
+            return {}
+        return {"source_ids": self.source_ids, "target_size": self.target_size}
 
     # Dataset.map hashes its function with pickle: keep the bytes, rebuild the processors.
     def __getstate__(self) -> dict:
@@ -85,6 +108,8 @@ class SplitTokenizer(Vocabulary):
                 self.vocabulary_pieces,
                 self.special_ids,
                 self.unk_id,
+                self.source_ids,
+                self.target_size,
             )
         }
 
@@ -102,7 +127,10 @@ class TargetText:
         self.tokenizer = tokenizer
 
     def encode(self, texts: list[str]) -> list[list[int]]:
-        return self.tokenizer.ids(self.tokenizer.target_sp.encode(texts, out_type=str))
+        tokenizer = self.tokenizer
+        return tokenizer.ids(
+            tokenizer.target_sp.encode(texts, out_type=str), tokenizer.target_index
+        )
 
 
 def tokenizer_from_payload(payload: dict, special: SpecialIds):
@@ -112,7 +140,13 @@ def tokenizer_from_payload(payload: dict, special: SpecialIds):
         return Tokenizer(source)
     target = payload["target_sentencepiece"].numpy().tobytes()
     return SplitTokenizer(
-        source, target, list(payload["vocabulary"]), special, int(payload["unk_id"])
+        source,
+        target,
+        list(payload["vocabulary"]),
+        special,
+        int(payload["unk_id"]),
+        payload.get("source_ids"),
+        payload.get("target_size"),
     )
 
 
@@ -124,7 +158,8 @@ def read_tokenizer_files(folder, special: SpecialIds, settings: dict):
     if not target.is_file():
         return Tokenizer(source)
     vocabulary, unk = settings["vocabulary"], settings["unk_id"]
-    return SplitTokenizer(source, target.read_bytes(), vocabulary, special, unk)
+    sides = (settings.get("source_ids"), settings.get("target_size"))
+    return SplitTokenizer(source, target.read_bytes(), vocabulary, special, unk, *sides)
 
 
 def write_tokenizer_files(folder, tokenizer, settings: dict) -> None:
@@ -138,3 +173,4 @@ def write_tokenizer_files(folder, tokenizer, settings: dict) -> None:
     if split:
         write_bytes(folder / "target_sentencepiece.model", tokenizer.target_bytes)
         settings.update(vocabulary=tokenizer.vocabulary_pieces, unk_id=tokenizer.unk_id)
+        settings.update(tokenizer.sides())

@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 import torch
-from conftest import run_module
+from conftest import compose_train_config, run_module
 
 from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.cli import UsageError
 from nmt.decoding.greedy import greedy_search
 from nmt.decoding.settings import DecodeConfig
 from nmt.hf.marian_import import import_marian
 from nmt.inference.output_text import best_text
 from nmt.inference.torch_engine import TorchEngine
 from nmt.split_tokenizer import SplitTokenizer
+from nmt.training.init_from import starting_point
 
 pytestmark = pytest.mark.xdist_group("hf_export")
 MAX_TOKENS = 20
@@ -131,6 +133,66 @@ def opus_dir(multi30k_dir: Path, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def separate_dir(multi30k_dir: Path, tmp_path_factory) -> Path:
+    """As `opus_dir`, but with a vocabulary per side as OPUS-MT's newer models have them
+    (vocab.json for the source, target_vocab.json for the target, unshared untied
+    embeddings): </s> 0, <unk> 1 in both, <pad> last in each; the config's PAD is the
+    target's, the decoder's start."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    folder = tmp_path_factory.mktemp("opus_mt_separate")
+    read = lambda name: (multi30k_dir / name).read_text(encoding="utf-8").splitlines()[:2000]  # noqa: E731
+    models = {
+        "source": train_spm(read("train.en"), 400),
+        "target": train_spm(read("train.de"), 300),
+    }
+    sizes = {}
+    for side, model in models.items():
+        sp = spm.SentencePieceProcessor(model_proto=model)
+        pieces = ["</s>", "<unk>"] + [
+            sp.id_to_piece(i)
+            for i in range(sp.get_piece_size())
+            if not sp.is_control(i) and not sp.is_unknown(i)
+        ]
+        pieces.append("<pad>")
+        sizes[side] = len(pieces)
+        (folder / f"{side}.spm").write_bytes(model)
+        name = "vocab.json" if side == "source" else "target_vocab.json"
+        vocab = json.dumps({piece: i for i, piece in enumerate(pieces)}, ensure_ascii=False)
+        (folder / name).write_text(vocab, encoding="utf-8")
+    config = opus_mt_config(sizes["source"])
+    pad = sizes["target"] - 1
+    config.update(
+        {
+            "decoder_vocab_size": sizes["target"],
+            "share_encoder_decoder_embeddings": False,
+            "tie_word_embeddings": False,
+            "pad_token_id": pad,
+            "decoder_start_token_id": pad,
+        }
+    )
+    torch.manual_seed(1)
+    hf = MarianMTModel(config).eval()
+    with torch.no_grad():
+        for name, param in hf.named_parameters():
+            if "embed_positions" not in name:
+                param.add_(torch.randn_like(param) * 0.3)
+        hf.final_logits_bias.normal_(0, 1.0)
+    hf.generation_config = opus_mt_generation(pad)
+    hf.save_pretrained(folder)
+    MarianTokenizer(
+        source_spm=str(folder / "source.spm"),
+        target_spm=str(folder / "target.spm"),
+        vocab=str(folder / "vocab.json"),
+        target_vocab_file=str(folder / "target_vocab.json"),
+        separate_vocabs=True,
+        source_lang="en",
+        target_lang="de",
+    ).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
 def sentences(multi30k_dir: Path) -> list[str]:
     return (multi30k_dir / "val.en").read_text(encoding="utf-8").splitlines()[:24]
 
@@ -212,6 +274,65 @@ def test_imported_model_computes_transformers_log_probs_and_greedy(opus_dir, sen
     assert [hyps[0].tokens for hyps in found] == theirs
 
 
+def test_two_vocabularies_compute_transformers_log_probs_greedy_and_text(
+    separate_dir, sentences, tmp_path
+):
+    """Separate source and target vocabularies in one id space: MarianTokenizer's source
+    ids (mapped) and target ids (kept); log-probs of every target piece within 2e-5 of
+    transformers', no probability for the source-only ids; greedy tokens as generate's; the
+    saved model.pt translates as transformers decodes, on our engine and on CTranslate2."""
+    from nmt.ct2.model_dir import export
+    from nmt.inference.ct2_engine import CTranslate2Engine
+
+    hf, theirs = transformers_side(separate_dir)
+    imported = import_marian(str(separate_dir))
+    model, ours = imported.model, imported.tokenizer
+    target_size = hf.config.decoder_vocab_size
+    assert ours.target_size == target_size and model.cfg.vocab_size > target_size
+    as_ours = torch.tensor(ours.source_ids)
+    batch = theirs(sentences[:8], return_tensors="pt", padding=True)
+    expected = [ids[:-1] for ids in theirs(sentences)["input_ids"]]
+    assert ours.encode(sentences) == [as_ours[ids].tolist() for ids in expected]
+    german = ["Zwei junge Männer spielen Fußball.", "Ein Hund rennt durch den Schnee."]
+    assert ours.target.encode(german) == [theirs(text_target=g)["input_ids"][:-1] for g in german]
+
+    pad = model.cfg.pad_id
+    tgt = torch.randint(2, target_size - 1, (8, 9))
+    tgt[:, 0] = pad
+    with torch.no_grad():
+        expected_lp = hf(**batch, decoder_input_ids=tgt).logits.log_softmax(-1)
+        ours_lp = model(as_ours[batch["input_ids"]], tgt).log_softmax(-1)
+    torch.testing.assert_close(ours_lp[..., :target_size], expected_lp, atol=2e-5, rtol=0)
+    assert ours_lp[..., target_size:].exp().max() == 0
+
+    batch = theirs(sentences, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = hf.generate(**batch, num_beams=1, max_new_tokens=MAX_TOKENS + 1)
+        search = DecodeConfig(strategy="greedy", max_len_a=0, max_len_b=MAX_TOKENS)
+        found = greedy_search(model, as_ours[batch["input_ids"]], search)
+    rows = [[t for t in row[1:] if t != pad] for row in generated.tolist()]
+    assert [h[0].tokens for h in found] == [r[: r.index(0)] if 0 in r else r for r in rows]
+
+    out = tmp_path / "model.pt"
+    command("nmt.import", f"source={separate_dir}", f"out={out}", cwd=tmp_path)
+    # (MarianTokenizer takes the source's <pad> for its special id: the target's is dropped here)
+    decoded = theirs.batch_decode(rows, skip_special_tokens=True)
+    assert texts(load_engine(out), sentences, search) == decoded
+    export(load_checkpoint(out), tmp_path / "ct2", "float32", False)
+    ct2 = CTranslate2Engine(str(tmp_path / "ct2"), "cpu", "default", 1, 1024)
+    assert texts(ct2, sentences, search) == decoded
+
+    # format=hf writes one vocabulary of the id space; transformers generates the same ids
+    command("nmt.export", f"ckpt={out}", f"out={tmp_path / 'hf'}", "format=hf", cwd=tmp_path)
+    again, tokenizer = transformers_side(tmp_path / "hf")
+    with torch.no_grad():
+        batch = tokenizer(sentences, return_tensors="pt", padding=True)
+        assert again.generate(**batch, num_beams=1, max_new_tokens=MAX_TOKENS + 1).equal(generated)
+    cfg = compose_train_config(["experiment=multi30k_cpu", "budget_bands=[]", f"init_from={out}"])
+    with pytest.raises(UsageError, match="separate source and target vocabularies"):
+        starting_point(cfg)
+
+
 def test_import_refuses_what_it_cannot_express(opus_dir, tmp_path):
     """One line naming the field, exit 2, nothing written."""
     bad = tmp_path / "separate"
@@ -219,7 +340,7 @@ def test_import_refuses_what_it_cannot_express(opus_dir, tmp_path):
     for path in opus_dir.iterdir():
         (bad / path.name).write_bytes(path.read_bytes())
     config = json.loads((bad / "config.json").read_text())
-    config["decoder_vocab_size"] = config["vocab_size"] + 5
+    config["decoder_vocab_size"] = config["vocab_size"] + 5  # yet one shared table
     (bad / "config.json").write_text(json.dumps(config))
     out = tmp_path / "model.pt"
     result = run_module("nmt.import", [f"source={bad}", f"out={out}"], tmp_path)

@@ -5,8 +5,15 @@ position table, fused Q/K/V, the tied embedding).
 What Marian has beyond our own models is carried, not approximated: swish, the fixed
 `final_logits_bias`, its special ids (EOS 0, UNK 1, PAD as the decoder's start, no BOS), untied
 or shared embeddings, and MarianTokenizer's separate source and target sentencepiece models
-over one vocabulary (nmt.split_tokenizer). What our model cannot compute the same way is
-refused in one line naming the field.
+(nmt.split_tokenizer) over one vocabulary or two. What our model cannot compute the same way
+is refused in one line naming the field.
+
+Two vocabularies (`target_vocab.json`, `decoder_vocab_size`) become one id space: the target
+vocabulary's ids as they are, then the source pieces it lacks. The encoder's table has a row
+for each source piece at its id here (zeros elsewhere, never read); the decoder's and the
+output's keep the target rows, and the ids after them get a logits bias of -1e9, so the
+decoder gives them no probability (exp(-1e9) is 0 in float32) and every target piece the
+log-probability transformers computes.
 """
 
 from __future__ import annotations
@@ -32,19 +39,28 @@ class MarianImportError(ValueError):
     """A directory that cannot be imported; the message is one line naming the field."""
 
 
-def model_config(config: dict) -> ModelConfig:
-    """Our ModelConfig of a MarianConfig (config.json as a dict); refuses what differs."""
+NEVER = -1e9  # the logits bias of ids the decoder must not give (two vocabularies' source ids)
+
+
+def separate_vocabularies(config: dict) -> bool:
+    """Whether the encoder and the decoder have vocabularies of their own."""
+    return not config.get("share_encoder_decoder_embeddings", True)
+
+
+def model_config(config: dict, vocab_size: int) -> ModelConfig:
+    """Our ModelConfig of a MarianConfig (config.json as a dict) over `vocab_size` ids (the
+    vocabulary's, or two vocabularies' id space); refuses what differs."""
 
     def need(ok: bool, field: str, why: str) -> None:
         if not ok:
             raise MarianImportError(f"config.json {field}={config.get(field)!r}: {why}")
 
     need(config.get("model_type") == "marian", "model_type", "only MarianMTModel is imported")
-    vocab = config["vocab_size"]
     need(
-        config.get("decoder_vocab_size") in (None, vocab),
+        separate_vocabularies(config)
+        or config.get("decoder_vocab_size") in (None, config["vocab_size"]),
         "decoder_vocab_size",
-        f"separate source and target vocabularies (vocab_size {vocab}) are not supported yet",
+        "differs from vocab_size while share_encoder_decoder_embeddings is true",
     )
     for ours, theirs in (
         ("encoder_attention_heads", "decoder_attention_heads"),
@@ -56,10 +72,10 @@ def model_config(config: dict) -> ModelConfig:
     need(config.get("scale_embedding", False), "scale_embedding", "ours scales by sqrt(d_model)")
     for field in ("encoder_layerdrop", "decoder_layerdrop"):
         need(not config.get(field), field, "LayerDrop is not in our model")
-    shared = config.get("share_encoder_decoder_embeddings", True)
+    shared = not separate_vocabularies(config)
     tied = config.get("tie_word_embeddings", True)
     return ModelConfig(
-        vocab_size=vocab,
+        vocab_size=vocab_size,
         d_model=config["d_model"],
         n_heads=config["encoder_attention_heads"],
         d_ff=config["encoder_ffn_dim"],
@@ -81,8 +97,11 @@ def model_config(config: dict) -> ModelConfig:
     )
 
 
-def our_weights(theirs: dict[str, Tensor], cfg: ModelConfig, config: dict) -> dict[str, Tensor]:
-    """Marian's state dict (keys with or without the "model." prefix) as ours."""
+def our_weights(
+    theirs: dict[str, Tensor], cfg: ModelConfig, config: dict, source_ids: list[int] | None
+) -> dict[str, Tensor]:
+    """Marian's state dict (keys with or without the "model." prefix) as ours; source_ids: with
+    two vocabularies, the id here of each source id (the target's ids are kept)."""
     theirs = {k.removeprefix("model."): v.float() for k, v in theirs.items()}
     inverse = torch.argsort(feature_order(cfg.d_model))  # Marian's features in our order
 
@@ -103,10 +122,26 @@ def our_weights(theirs: dict[str, Tensor], cfg: ModelConfig, config: dict) -> di
         output = decoder_embed if tied else get("lm_head.weight")
         ours["output_proj.weight"] = output[:, inverse]
     ours["output_bias"] = get("final_logits_bias").reshape(-1)
+    if source_ids is not None:
+        ours = one_id_space(ours, cfg.vocab_size, source_ids)
     for i in range(cfg.encoder_layers):
         ours |= layer_weights(theirs, inverse, f"encoder.layers.{i}.", f"encoder_layers.{i}.")
     for i in range(cfg.decoder_layers):
         ours |= layer_weights(theirs, inverse, f"decoder.layers.{i}.", f"decoder_layers.{i}.")
+    return ours
+
+
+def one_id_space(ours: dict[str, Tensor], size: int, source_ids: list[int]) -> dict:
+    """Two vocabularies' tables over one id space of `size` ids: the encoder's rows at their
+    source pieces' ids, the target's rows first and NEVER as the bias of the ids after them."""
+    source = ours["src_embed.weight"]
+    ours["src_embed.weight"] = source.new_zeros(size, source.size(1))
+    ours["src_embed.weight"][torch.tensor(source_ids)] = source
+    for name in ("tgt_embed.weight", "output_proj.weight"):
+        target = ours[name]
+        ours[name] = torch.cat([target, target.new_zeros(size - len(target), target.size(1))])
+    bias = ours["output_bias"]
+    ours["output_bias"] = torch.cat([bias, bias.new_full((size - len(bias),), NEVER)])
     return ours
 
 
@@ -165,33 +200,63 @@ def read_state_dict(folder: Path) -> dict[str, Tensor]:
     raise MarianImportError(f"{folder} holds neither model.safetensors nor pytorch_model.bin")
 
 
-def read_tokenizer(folder: Path, cfg: ModelConfig) -> SplitTokenizer:
-    """MarianTokenizer's files as a SplitTokenizer over the model's ids."""
-    if (folder / "target_vocab.json").is_file():
+def read_index(path: Path, size: int | None = None) -> list[str]:
+    """A vocab.json ({piece: id}) as the piece of each id, ids it leaves out as <unusedN> up to
+    `size` (the model's table); its ids must be 0..n-1 within it."""
+    index = json.loads(path.read_text(encoding="utf-8"))
+    size = len(index) if size is None else size
+    if sorted(index.values()) != list(range(len(index))) or len(index) > size:
         raise MarianImportError(
-            "target_vocab.json: separate source and target vocabularies are not supported yet"
+            f"{path.name}: its {len(index)} ids are not 0..{len(index) - 1} within the model's "
+            f"{size}"
         )
+    pieces = [f"<unused{i}>" for i in range(size)]
+    for piece, i in index.items():
+        pieces[i] = piece
+    if "<unk>" not in index:
+        raise MarianImportError(f"{path.name} has no <unk>")
+    return pieces
+
+
+def read_vocabularies(folder: Path, config: dict) -> tuple[list[str], list[int] | None, int | None]:
+    """(the piece of each id, the source's ids, where the target's ids end): the last two
+    None for one vocabulary, else the target's ids then the source pieces it lacks."""
     for name in TOKENIZER_FILES:
         if not (folder / name).is_file():
             raise MarianImportError(f"{folder} has no {name} (MarianTokenizer's files)")
-    index = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-    if sorted(index.values()) != list(range(len(index))) or len(index) > cfg.vocab_size:
+    has_target = (folder / "target_vocab.json").is_file()
+    if not separate_vocabularies(config):
+        if has_target:
+            raise MarianImportError(
+                "target_vocab.json: a second vocabulary, but config.json "
+                "share_encoder_decoder_embeddings is true"
+            )
+        return read_index(folder / "vocab.json", config["vocab_size"]), None, None
+    if not has_target:
         raise MarianImportError(
-            f"vocab.json: its {len(index)} ids are not 0..{len(index) - 1} within the model's "
-            f"{cfg.vocab_size}"
+            f"{folder} has no target_vocab.json: config.json "
+            "share_encoder_decoder_embeddings=false wants the decoder's vocabulary"
         )
-    vocabulary = [f"<unused{i}>" for i in range(cfg.vocab_size)]  # ids the file leaves out
-    for piece, i in index.items():
-        vocabulary[i] = piece
-    unk = index.get("<unk>")
-    if unk is None:
-        raise MarianImportError("vocab.json has no <unk>")
+    source = read_index(folder / "vocab.json", config["vocab_size"])
+    target = read_index(folder / "target_vocab.json", config["decoder_vocab_size"])
+    pieces = target + [piece for piece in source if piece not in set(target)]
+    index = {piece: i for i, piece in enumerate(pieces)}
+    return pieces, [index[piece] for piece in source], len(target)
+
+
+def read_tokenizer(
+    folder: Path, cfg: ModelConfig, vocabularies: tuple[list[str], list[int] | None, int | None]
+) -> SplitTokenizer:
+    """MarianTokenizer's files as a SplitTokenizer over the model's ids."""
+    pieces, source_ids, target_size = vocabularies
     return SplitTokenizer(
         (folder / "source.spm").read_bytes(),
         (folder / "target.spm").read_bytes(),
-        vocabulary,
+        pieces,
         SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id),
-        unk,
+        pieces.index("<unk>"),
+        source_ids,
+        target_size,
     )
 
 
@@ -237,13 +302,14 @@ def import_marian(source: str, src_lang: str | None = None, tgt_lang: str | None
     if not config_path.is_file():
         raise MarianImportError(f"{folder} has no config.json")
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    cfg = model_config(config)
+    vocabularies = read_vocabularies(folder, config)
+    cfg = model_config(config, len(vocabularies[0]))
     model = Transformer(cfg)
-    weights = our_weights(read_state_dict(folder), cfg, config)
+    weights = our_weights(read_state_dict(folder), cfg, config, vocabularies[1])
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if missing or unexpected:
         raise MarianImportError(f"weights missing {missing[:3]} or left over {unexpected[:3]}")
-    tokenizer = read_tokenizer(folder, cfg)
+    tokenizer = read_tokenizer(folder, cfg, vocabularies)
     langs = {}
     if (folder / "tokenizer_config.json").is_file():
         langs = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))

@@ -67,6 +67,12 @@ def starting_point(cfg: TrainConfig) -> Checkpoint:
             f"data.bpe_dropout: init_from={cfg.init_from} has an imported model's tokenizer, "
             "which BPE-dropout cannot sample"
         )
+    if getattr(checkpoint.tokenizer, "target_size", None) is not None:
+        raise UsageError(
+            f"init_from={cfg.init_from} was imported with separate source and target "
+            "vocabularies, which training does not take yet (translate, evaluate, serve and "
+            "export do)"
+        )
     training = {name: getattr(cfg.model, name) for name in TRAINING_FIELDS}
     cfg.model = replace(checkpoint.model.cfg, **training)
     return checkpoint
