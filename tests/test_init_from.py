@@ -155,6 +155,18 @@ def test_the_finetune_experiment_runs_as_its_comment_says(
     assert tuned.info["init_from"] == str(overfit_run / "model.pt")
     assert tuned.model.cfg.d_model == load_checkpoint(overfit_run / "model.pt").model.cfg.d_model
 
+    # the guide's check for forgetting: evaluate on any TSV, the same command for each set
+    scored = [
+        f"ckpt={tmp_path / 'run' / 'model.pt'}",
+        "data=files",
+        f"data.data_files.test={tmp_path / 'general.tsv'}",
+        "splits=[test]",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+    ]
+    done = run_module("nmt.evaluate", scored, tmp_path)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert "test BLEU" in done.stderr.decode(), done.stderr.decode()[-2000:]
+
     done = run_module("nmt.train", args, tmp_path)
     lines = done.stderr.decode().strip().splitlines()
     assert done.returncode == 2 and "init_from" in lines[-1], lines[-3:]

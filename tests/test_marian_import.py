@@ -425,3 +425,45 @@ def test_imported_model_exports_back_to_transformers_unchanged(opus_dir, sentenc
             generated = hf.generate(**batch, num_beams=1, max_new_tokens=MAX_TOKENS + 1)
         outputs.append(generated.tolist())
     assert outputs[0] == outputs[1]
+
+
+def test_imported_model_serves_scores_aligns_and_translates_pages(opus_dir, sentences, tmp_path):
+    """The imported model.pt where ours goes: translate's scores and alignments (one line out
+    per line in, each word linked within the sentence), the server's API giving translate's
+    text, and an HTML page coming back with its tags."""
+    from conftest import compose
+
+    from nmt.serving.api import TranslationAPI
+    from nmt.serving.schema import TranslateRequest
+
+    out = tmp_path / "model.pt"
+    save_checkpoint(out, import_marian(str(opus_dir)))
+    lines = sentences[:6]
+    stdin = "".join(line + "\n" for line in lines).encode()
+    plain = run_module("nmt.translate", [f"ckpt={out}"], tmp_path, stdin=stdin)
+    assert plain.returncode == 0, plain.stderr.decode()
+    offline = plain.stdout.decode().splitlines()
+    rows = run_module(
+        "nmt.translate", [f"ckpt={out}", "alignments=true", "scores=true"], tmp_path, stdin=stdin
+    )
+    assert rows.returncode == 0, rows.stderr.decode()
+    for line, row, text in zip(lines, rows.stdout.decode().splitlines(), offline, strict=True):
+        fields = row.split("\t")
+        assert fields[0] == text and float(fields[2]) < 0  # the text, its log-prob
+        links = [tuple(map(int, pair.split("-"))) for pair in fields[-1].split()]
+        assert links and all(i < len(line.split()) and j < len(text.split()) for i, j in links), (
+            fields
+        )
+
+    api = TranslationAPI(
+        compose("serve", [f"ckpt={out}", "threads=1", "cache_sentences=0"]), [], "x"
+    )
+    api.setup("cpu")
+
+    def served(body: dict) -> list[str]:
+        request = api.decode_request(TranslateRequest.model_validate(body))
+        return api.predict([request])[0]["translation"]
+
+    assert served({"text": lines}) == offline
+    page = served({"text": f"<p>{lines[0]} <b>{lines[1]}</b></p>", "format": "html"})
+    assert page.startswith("<p>") and "<b>" in page and page.endswith("</p>")
