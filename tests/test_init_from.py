@@ -141,6 +141,7 @@ def test_the_finetune_experiment_runs_as_its_comment_says(
         f"data.replay.file={tmp_path / 'general.tsv'}",
         f"data.cache_dir={tmp_path / 'cache'}",
         "trainer.max_steps=3",
+        "optim.warmup_steps=1",  # a cosine decays after its warmup, within the 3 updates
         "final_evaluation.splits=[]",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]

@@ -34,6 +34,8 @@ def check_init_from(cfg: TrainConfig, overrides: list[str]) -> None:
     """Refuse, in one line, a command line (Hydra's `overrides`) or a budget band that would
     change what `cfg.init_from` fixes; nothing is loaded yet."""
     if cfg.init_from is None:
+        if cfg.experiment_name == "finetune":
+            raise UsageError("experiment=finetune needs init_from=model.pt, the model to tune")
         return
     given = [(override_key(o), "") for o in overrides]
     given += [
