@@ -23,9 +23,14 @@ def test_every_group_option_composes(group, option):
     assert isinstance(cfg, TrainConfig)
 
 
+# what an experiment requires besides: finetune's replay file, and a warmup its cosine ends
+NEEDS = {"finetune": ["data.replay.file=general.tsv", "optim.warmup_steps=1"]}
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_with_overrides(experiment):
-    cfg = compose_train([f"experiment={experiment}", "trainer.max_steps=7", "model.dropout=0.2"])
+    overrides = [f"experiment={experiment}", "trainer.max_steps=7", "model.dropout=0.2"]
+    cfg = compose_train(overrides + NEEDS.get(experiment, []))
     assert cfg.experiment_name == experiment
     assert cfg.trainer.max_steps == 7 and cfg.model.dropout == 0.2
     assert cfg.model.vocab_size == cfg.tokenizer.vocab_size
