@@ -45,7 +45,7 @@ class TokenizerConfig:
 
 
 # in the order they apply; a new view goes last, so the draws of the others stay as they were
-AUGMENT_VIEWS = ("merged", "numbers", "unpunctuated", "upper", "title", "placeholders")
+AUGMENT_VIEWS = ("merged", "numbers", "unpunctuated", "upper", "title", "placeholders", "terms")
 
 
 @dataclass
@@ -63,8 +63,14 @@ class AugmentConfig:
     # #1 (and #2) at pairs of linked words, replacing them or put before: what a protected
     # span becomes (nmt/terms/spans.py), so the model learns to carry it
     placeholders: float = 0.0
+    # a source word or two annotated with their linked target word, as a glossary term is
+    # at translation (nmt/terms/annotation.py), so the model learns to use the term given
+    terms: float = 0.0
+    term_form: str = "lemma"  # what the annotation carries: the target's "lemma" or "exact" form
 
     def __post_init__(self) -> None:
+        if self.term_form not in ("lemma", "exact"):
+            raise ValueError(f"data.augment.term_form={self.term_form}: choose lemma or exact")
         for view in AUGMENT_VIEWS:
             if not 0.0 <= getattr(self, view) <= 1.0:
                 raise ValueError(
@@ -152,7 +158,7 @@ class DataConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
 
     def __post_init__(self) -> None:
-        for view in ("numbers", "placeholders"):
+        for view in ("numbers", "placeholders", "terms"):
             if getattr(self.augment, view) > 0 and not self.word_alignments:
                 raise ValueError(
                     f"data.augment.{view} writes at linked words: set data.word_alignments=true"

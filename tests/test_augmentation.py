@@ -14,7 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig, DataConfig, TokenizerConfig
-from nmt.data.augmentation import Pair, merged, numbers, placeholders, title, unpunctuated, upper
+from nmt.data.augmentation import (
+    Pair,
+    merged,
+    numbers,
+    placeholders,
+    terms,
+    title,
+    unpunctuated,
+    upper,
+)
+from nmt.terms.annotation import MARK, annotate
+from nmt.terms.glossary import Entry, Match
 from nmt.data.datamodule import TranslationDataModule
 from nmt.tokenizer import piece_words
 
@@ -87,6 +98,37 @@ def test_each_view_keeps_its_pair_consistent(pair, other, seed):
             i for i, (a, b) in enumerate(zip(pair.src, with_number.src, strict=True)) if a != b
         ]
         assert len(changed) <= 1
+
+
+WORDS = st.text(alphabet="abcdefghrstuAB", min_size=2, max_size=7).map(lambda w: w + "x")
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs(), st.lists(WORDS, min_size=1, max_size=6), st.integers(0, 2**32 - 1))
+def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair, extra, seed):
+    """The source gains `word %% term %%` after one or two words linked one to one, the term
+    the linked target word (exact form), linked to it; the target and every other word stay;
+    and the text is what translation writes for a glossary entry of those two words."""
+    pair = Pair(
+        pair.src + extra,
+        pair.tgt + extra,
+        pair.links + [(len(pair.src) + i, len(pair.tgt) + i) for i in range(len(extra))],
+    )
+    new = terms(pair, np.random.default_rng(seed), "exact")
+    assert new is not None  # the extra words are term words linked one to one
+    assert_links_index_words(new)
+    assert new.tgt == pair.tgt
+    marks = [i for i, w in enumerate(new.src) if w.startswith(MARK)]
+    assert len(marks) in (2, 4)
+    matches = []
+    for at, close in zip(marks[0::2], marks[1::2], strict=True):
+        assert new.src[at] == MARK
+        (t,) = {t for s, t in new.links if at < s < close}
+        assert new.src[at + 1 : close] == [new.tgt[t].strip(",.!?")]
+        before = at - 1 - 3 * len(matches)  # the annotated word's place in the pair's source
+        assert (before, t) in pair.links
+        matches.append(Match(Entry(pair.src[before], new.tgt[t]), range(before, before + 1)))
+    assert annotate(" ".join(pair.src), matches, "exact").text == " ".join(new.src)
 
 
 @settings(max_examples=300, deadline=None)
@@ -171,7 +213,7 @@ def epoch_rows(dm: TranslationDataModule, epoch: int, rank: int = 0, world: int 
 
 
 SHARES = AugmentConfig(
-    upper=0.2, title=0.2, unpunctuated=0.3, numbers=0.3, merged=0.1, placeholders=0.1
+    upper=0.2, title=0.2, unpunctuated=0.3, numbers=0.3, merged=0.1, placeholders=0.1, terms=0.2
 )
 
 
@@ -193,7 +235,7 @@ def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
     assert sorted(rows) == sorted(original)  # every pair, once
     changed = [i for i in rows if rows[i] != original[i]]
     assert 0.4 * len(rows) < len(changed) < 0.95 * len(rows)
-    seen = {"upper": 0, "digits": 0, "unpunctuated": 0}
+    seen = {"upper": 0, "digits": 0, "unpunctuated": 0, "terms": 0}
     texts = {i: tokenizer.decode([s, t]) for i, (s, t, _) in original.items()}
     for i in changed:
         src_ids, tgt_ids, flat = rows[i]
@@ -216,6 +258,10 @@ def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
             assert not added - Counter(re.findall(r"\d+", tgt)), (src, tgt)
             seen["digits"] += 1
         seen["unpunctuated"] += src[-1] not in ".!?"
+        if MARK in src:  # a term annotated: marks in pairs around a word, the target as it was
+            assert MARK not in tgt
+            assert re.fullmatch(r"(?:[^%]+ %% [^ %]+ %%)+[^%]*", src), src
+            seen["terms"] += 1
     assert all(count > 10 for count in seen.values()), seen
 
 
@@ -256,4 +302,13 @@ def test_an_epochs_views_are_logged_and_cached(plain_and_augmented, caplog):
         augment_epoch(*args, epoch=6, max_len=dm.data_cfg.max_len)._fingerprint
         != first._fingerprint
     )
-    assert AUGMENT_VIEWS == ("merged", "numbers", "unpunctuated", "upper", "title", "placeholders")
+    # a new view goes last: the views column's bits and the other views' draws stay
+    assert AUGMENT_VIEWS == (
+        "merged",
+        "numbers",
+        "unpunctuated",
+        "upper",
+        "title",
+        "placeholders",
+        "terms",
+    )

@@ -1,6 +1,6 @@
 """Training pairs shown as people write: in ALL CAPS, in Title Case, without their final
-punctuation, with numbers, two pairs run together, or with placeholders where protected spans
-would be (data.augment).
+punctuation, with numbers, two pairs run together, with placeholders where protected spans
+would be, or with glossary terms annotated in the source (data.augment).
 
 Each view changes both sides alike and keeps the pair's word alignment true, so guided
 alignment still trains on real links. Which pairs get which view is drawn from
@@ -25,6 +25,8 @@ import datasets
 import numpy as np
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig
+from nmt.terms.annotation import annotated_word, term_text
+from nmt.terms.glossary import core
 from nmt.tokenizer import Tokenizer, piece_words
 
 log = logging.getLogger(__name__)
@@ -187,6 +189,42 @@ def placeholders(pair: Pair, rng: np.random.Generator) -> Pair | None:
     return pair
 
 
+# Source words a term is never made of: a glossary holds nouns, verbs and adjectives
+FUNCTION_WORDS = frozenset(
+    "the and with are for his her its their from while this that these those some into onto "
+    "who which what there has have was were been being one two three four five not but also "
+    "very other".split()
+)
+
+
+def terms(pair: Pair, rng: np.random.Generator, form: str) -> Pair | None:
+    """One (a third of the time two) source words linked one to one annotated with their
+    target word, as a glossary term (nmt.terms.annotation; form "lemma" or "exact"), the
+    annotation's words linked to the target word. Only words of letters, three or more, not
+    FUNCTION_WORDS; None where the pair has none."""
+    candidates = [
+        (s, t)
+        for s, t in one_to_one_links(pair.links)
+        if _term_word(core(pair.src[s])) and _term_word(core(pair.tgt[t]))
+    ]
+    if not candidates:
+        return None
+    count = min(len(candidates), 2 if rng.random() < 1 / 3 else 1)
+    picks = sorted(candidates[i] for i in rng.choice(len(candidates), count, replace=False))
+    src, links = list(pair.src), list(pair.links)
+    for s, t in reversed(picks):  # from the end: earlier picks' indices hold
+        added = annotated_word(src[s], term_text(core(pair.tgt[t]), form))
+        src[s : s + 1] = added
+        grown = len(added) - 1
+        links = [(a + grown * (a > s), b) for a, b in links]
+        links += [(s + 2 + k, t) for k in range(len(added) - 3)]  # the term's words, not marks
+    return Pair(src, pair.tgt, sorted(links))
+
+
+def _term_word(word: str) -> bool:
+    return len(word) >= 3 and word.isalpha() and word.lower() not in FUNCTION_WORDS
+
+
 def merged(first: Pair, second: Pair) -> Pair:
     """Two pairs as one: sources, then targets, joined, the second's links moved along."""
     ds, dt = len(first.src), len(first.tgt)
@@ -211,6 +249,7 @@ def augment_rows(
     seed: int,
     epoch: int,
     max_len: int,
+    term_form: str = "lemma",
 ) -> tuple[dict[str, list], list[list[str]]]:
     """The rows (src, tgt, src_ids, tgt_ids, optional word_align; row i is the epoch's
     row i) with their chosen views applied, re-encoded, and each row's views applied. A
@@ -245,6 +284,8 @@ def augment_rows(
                 new = numbers(pair, rng) if has_links else None
             elif view == "placeholders":
                 new = placeholders(pair, rng) if has_links else None
+            elif view == "terms":
+                new = terms(pair, rng, term_form) if has_links else None
             elif view == "unpunctuated":
                 new = unpunctuated(pair)
             else:
@@ -312,6 +353,7 @@ def augment_epoch(
             "seed": seed,
             "epoch": epoch,
             "max_len": max_len,
+            "term_form": shares.term_form,
         },
         desc=f"Augmenting epoch {epoch}",
     )

@@ -276,6 +276,10 @@ def final_weights(
     checkpoint.search = cfg.search  # the search chosen for the model travels with it
     # whether it learnt to carry protected spans' placeholders (nmt.terms.spans reads it)
     checkpoint.info["placeholders"] = cfg.data.augment.placeholders > 0
+    # whether it learnt to read glossary terms annotated in the source, and in which form
+    # (nmt.terms.annotation: translation annotates a glossary's terms for it)
+    augment = cfg.data.augment
+    checkpoint.info["terms"] = augment.term_form if augment.terms > 0 else None
     if cfg.init_from:
         checkpoint.info["init_from"] = cfg.init_from
     return checkpoint, selection

@@ -1,0 +1,85 @@
+"""Glossary terms written into the source, as a model trained with the `terms` view reads
+them: a source term's last word is followed by its target term between marks,
+`the contract %% Vertrag %% was signed` (the inline annotation of Dinu et al. 2019). With
+form "lemma" the mark carries the target's lemma, and the model learns to inflect it
+(Bergmanis & Pinnis 2021); with "exact", the form to copy.
+
+One writer serves training (nmt.data.augmentation, at a linked word pair) and translation
+(nmt.documents.translation, at a glossary match), so both write the same text. The punctuation
+after the word stays after the annotation: `contract, ` becomes `contract %% Vertrag %%,`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nmt.terms.glossary import EDGE, Match
+
+MARK = "%%"
+FORMS = ("lemma", "exact")
+
+
+def target_lemma(word: str) -> str:
+    """A German word's lemma (simplemma), its first letter's case kept ("Verträge" ->
+    "Vertrag"); the word itself where simplemma knows none."""
+    import simplemma
+
+    if word.isupper() and len(word) > 1:  # as a noun would be written, then in capitals again
+        return target_lemma(word[0] + word[1:].lower()).upper()
+    found = simplemma.lemmatize(word, lang="de") if word else word
+    if not found:
+        return word
+    first = found[:1].upper() if word[:1].isupper() else found[:1].lower()
+    return first + found[1:]
+
+
+def term_text(target: str, form: str) -> str:
+    """What the mark carries for a target term: its words' lemmas, or the term as given."""
+    if form == "exact":
+        return target
+    return " ".join(
+        w[: len(w) - len(w.lstrip(EDGE))] + target_lemma(w.strip(EDGE)) + w[len(w.rstrip(EDGE)) :]
+        if w.strip(EDGE)
+        else w
+        for w in target.split()
+    )
+
+
+def annotated_word(word: str, term: str) -> list[str]:
+    """`word` followed by the marked `term`, the word's trailing punctuation after the mark."""
+    body = word.rstrip(EDGE) or word
+    tail = word[len(body) :]
+    return [body, MARK, *term.split(), MARK + tail]
+
+
+@dataclass
+class Annotated:
+    """A sentence with its terms annotated: `text`, and for each of its words the word of the
+    sentence it stands for (an annotation's words stand for its term's first word)."""
+
+    text: str
+    source_of: list[int]
+
+    def source_links(self, links: list[tuple[int, int]] | None) -> list[tuple[int, int]] | None:
+        """Links from the annotated text's words, made links from the sentence's words."""
+        if links is None:
+            return None
+        return sorted({(self.source_of[s], t) for s, t in links if s < len(self.source_of)})
+
+
+def annotate(sentence: str, matches: list[Match], form: str) -> Annotated:
+    """`sentence` (whitespace words) with each match's target term after its last word."""
+    words = sentence.split()
+    after = {m.words.stop - 1: m for m in matches}
+    out: list[str] = []
+    source_of: list[int] = []
+    for i, word in enumerate(words):
+        if i not in after:
+            out.append(word)
+            source_of.append(i)
+            continue
+        match = after[i]
+        added = annotated_word(word, term_text(match.entry.target, form))
+        out += added
+        source_of += [i] + [match.words.start] * (len(added) - 1)
+    return Annotated(" ".join(out), source_of)
