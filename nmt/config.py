@@ -410,13 +410,22 @@ class SegmentConfig:
     # regular expressions of your own; protect=[] protect_patterns=[] for none
     protect: list[str] = field(default_factory=lambda: list(DEFAULT_RULES.kinds))
     protect_patterns: list[str] = field(default_factory=list)
-    # A glossary: a TSV file of "source term<TAB>target term" lines (nmt/terms/glossary.py);
-    # a sentence whose translation lacks a term is decoded again from it (nmt/terms/placing.py)
+    # A glossary: a TSV file of "source term<TAB>target term" lines (nmt/terms/glossary.py).
+    # A model trained with data.augment.terms reads each term annotated in the source
+    # (nmt/terms/annotation.py); for any other, a sentence whose translation lacks a term is
+    # decoded again from it (nmt/terms/placing.py).
     glossary: str | None = None
+    # Each term in the exact form given, a hard constraint of the beam search (torch engine;
+    # nmt/decoding/constrained.py), beside the annotation where the model learnt it
+    glossary_exact: bool = False
 
     def __post_init__(self) -> None:
         if self.segment not in SEGMENTS:
             raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
+        if self.glossary_exact and getattr(self, "backend", "torch") != "torch":
+            raise ValueError(
+                "glossary_exact=true needs backend=torch: CTranslate2 has no constrained search"
+            )
         self.rules.check()  # SpanError: a usage error (exit 2), as nmt.cli reports it
 
     @property

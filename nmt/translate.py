@@ -90,7 +90,7 @@ def command_job(
         scores=cfg.scores,
         alignments=cfg.alignments,
         protect=cfg.rules,
-        glossary=read_glossary(cfg.glossary) if cfg.glossary else None,
+        glossary=read_glossary(cfg.glossary, cfg.glossary_exact) if cfg.glossary else None,
     )
 
 

@@ -14,6 +14,7 @@ from torch import Tensor
 
 from nmt.decoding import beam as beam_module
 from nmt.decoding.beam import beam_search
+from nmt.decoding.constrained import constrained_beam_search
 from nmt.decoding.constraints import constrain, repeated_ngram_mask
 from nmt.decoding.greedy import greedy_search
 from nmt.decoding.penalties import (
@@ -487,3 +488,51 @@ def test_ensemble_members_must_share_a_tokenizer(trained) -> None:
         Ensemble([model, stranger])
     with pytest.raises(ValueError, match="at least one model"):
         Ensemble([])
+
+
+# --- hard constraints (nmt.decoding.constrained) ---
+
+
+def run_constrained(model, src, constraints, **fields):
+    return constrained_beam_search(model, src, DecodeConfig(strategy="beam", **fields), constraints)
+
+
+def holds(tokens: list[int], constraint: list[int]) -> bool:
+    n = len(constraint)
+    return any(tokens[i : i + n] == constraint for i in range(len(tokens) - n + 1))
+
+
+@pytest.mark.parametrize("nbest", [1, 4])
+def test_constrained_search_without_constraints_is_beam_search(trained, nbest: int) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    assert_same(
+        run_constrained(model, src, [[] for _ in sources], nbest=nbest, **BEAM),
+        run_beam(model, src, nbest=nbest, **BEAM),
+    )
+
+
+def test_the_best_output_holds_its_constraints_alone_or_batched(trained) -> None:
+    """Each sentence must write two pieces of another sentence's translation (one of them a
+    pair, which the memorised model would not write there): its best hypothesis holds them,
+    hypotheses that hold them rank before those that do not (which only a forced end at the
+    maximum length makes), and a sentence alone gets what it gets in a batch."""
+    model, sources = trained
+    src = source_batch(sources)
+    plain = [nbest[0].tokens for nbest in run_beam(model, src, **BEAM)]
+    constraints = [
+        [plain[(i + 1) % len(plain)][2:4], [plain[(i + 2) % len(plain)][1]]]
+        for i in range(len(plain))
+    ]
+    found = run_constrained(model, src, constraints, nbest=4, **BEAM)
+    limits = max_output_lengths((src != PAD_ID).sum(1), 1.0, 15, model.cfg.max_positions)
+    for nbest, wanted, plain_tokens, limit in zip(found, constraints, plain, limits, strict=True):
+        met = [all(holds(h.tokens, c) for c in wanted) for h in nbest]
+        assert len(nbest) == 4 and met[0] and met == sorted(met, reverse=True), wanted
+        assert all(len(h.tokens) == limit for h, ok in zip(nbest, met, strict=True) if not ok)
+        assert nbest[0].tokens != plain_tokens
+        assert nbest[0].log_prob == pytest.approx(sum(nbest[0].token_log_probs), abs=1e-4)
+    for i in (0, 5):
+        one = source_batch(sources[i : i + 1])
+        alone = run_constrained(model, one, constraints[i : i + 1], nbest=4, **BEAM)
+        assert tokens_of(alone) == tokens_of(found[i : i + 1])

@@ -95,6 +95,48 @@ def test_both_engines_use_the_terms_and_leave_other_lines_alone(engine, overfit_
     assert alone.text == found[1].text
 
 
+class TermReader:
+    """`engine` as a model trained with data.augment.terms (its model.pt says so) would be:
+    the same translations of what it reads, and a record of what it was given to read."""
+
+    def __init__(self, engine, form: str):
+        self.engine, self.info, self.read = engine, {**engine.info, "terms": form}, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def translate(self, lines, *args, **kwargs):
+        self.read += lines
+        return self.engine.translate(lines, *args, **kwargs)
+
+
+def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, overfit_pairs):
+    """Each term is annotated after its source words, in the lemma form (or as given), once
+    per sentence and in one decoding; the translation's alignment indexes the sentence's own
+    words; a term is reported used exactly when the translation holds it; a line alone reads
+    and translates as in the batch; a line without a term is read as it is."""
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    lines = overfit_pairs[0][:3]
+    for form, annotation in (
+        ("lemma", ["bushes %% Strauch %%", "hats %% Helm %%"]),
+        ("exact", ["bushes %% Sträucher %%", "hats %% Helmen %%"]),
+    ):
+        reader = TermReader(engine, form)
+        found = translate_texts(reader, lines, engine.search, glossary=glossary, alignments=True)
+        assert len(reader.read) == 3 and reader.read[2] == lines[2]
+        for j in (0, 1):
+            assert annotation[j] in reader.read[j], reader.read[j]
+            assert reader.read[j].replace(annotation[j], annotation[j].split()[0]) == lines[j]
+            (term,) = found[j].terms
+            assert term["used"] == glossary.uses(found[j].text, term["target"])
+            words = len(lines[j].split())
+            assert found[j].alignments and all(s < words for s, _ in found[j].alignments[0])
+        assert found[2].terms == []
+        alone = TermReader(engine, form)
+        one = translate_texts(alone, lines[1:2], engine.search, glossary=glossary)[0]
+        assert alone.read == reader.read[1:2] and one.text == found[1].text
+
+
 def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line(
     model_pt, overfit_engine, overfit_pairs, tmp_path
 ):

@@ -16,8 +16,11 @@ where the alignment allows (`check_best`): a text's warnings are its sentences',
 confidence is lowered for each problem left. With `protect` rules, each sentence's spans are
 read as placeholders and put back, byte for byte, in every alternative (nmt.terms.spans); a span
 put back at its aligned position is a warning too. With a `glossary`, a sentence whose best
-translation lacks one of its terms is decoded again from the term (nmt.terms.placing); each
-text lists its terms and whether its translation uses them, and a term not used is a warning.
+translation lacks one of its terms is decoded again from the term (nmt.terms.placing), or, for
+a model trained to read terms (data.augment.terms), the sentence is read with its terms
+annotated (nmt.terms.annotation); with an exact glossary (glossary_exact), the search must
+write each term as given (nmt.decoding.constrained). Each text lists its terms and whether its
+translation uses them, and a term not used is a warning.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ from nmt.inference.planner import line_number
 from nmt.inference.scores import Scores
 from nmt.jobs.job import SEGMENTS
 from nmt.terms import spans
+from nmt.terms.annotation import annotate
 from nmt.terms.glossary import Glossary, Match
-from nmt.terms.placing import place_terms
+from nmt.terms.placing import TermUse, place_terms
 from nmt.terms.spans import Rules
 
 
@@ -118,10 +122,7 @@ def translate_texts(
         for j, line in enumerate([g.text for g in guarded] if guarded else flat)
     ]
     read = ["" if bare and bare[j] else line for j, (line, _) in enumerate(folded)]
-    found = engine.translate(
-        read, search, numbers, forced, alignments=alignments, scores=scores, stop=stop, done=done
-    )
-    uses: list[list] = [[] for _ in flat]
+    matches: list[list[Match]] = [[] for _ in flat]
     if glossary is not None and len(glossary):
         # in the sentence as given (a span is no term's word), but in capitals as folded;
         # a forced prefix is the caller's: no term
@@ -133,6 +134,42 @@ def translate_texts(
             else read_words(glossary.find(line), guarded, j)
             for j, line in enumerate(flat)
         ]
+    # a model trained with glossary terms annotated reads them so (nmt.terms.annotation)
+    form = engine.info.get("terms")
+    annotated = [
+        annotate(line, m, form) if form and m else None
+        for line, m in zip(read, matches, strict=True)
+    ]
+    model_read = [a.text if a else line for a, line in zip(annotated, read, strict=True)]
+    # glossary_exact: each term's form given, a hard constraint of the search
+    exact = glossary is not None and glossary.exact
+    constraints = [[m.entry.target for m in mine] for mine in matches] if exact else None
+    found = engine.translate(
+        model_read,
+        search,
+        numbers,
+        forced,
+        alignments=alignments,
+        scores=scores,
+        stop=stop,
+        done=done,
+        constraints=constraints,
+    )
+    for a, nbest in zip(annotated, found, strict=True):
+        for h in nbest if a else []:  # links from the sentence's own words
+            h.alignment = a.source_links(h.alignment)
+    uses: list[list] = [[] for _ in flat]
+    if any(matches) and (form or exact):
+        uses = [
+            [TermUse(m.entry, bool(nbest) and glossary.uses(best, m.entry.target)) for m in mine]
+            for mine, nbest, best in zip(
+                matches,
+                found,
+                engine.tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in found]),
+                strict=True,
+            )
+        ]
+    elif any(matches):
         uses = place_terms(
             engine, search, read, matches, found, numbers, glossary, alignments, scores, stop
         )
@@ -142,7 +179,7 @@ def translate_texts(
         identity = [(i, i) for i in range(len(flat[j].split()))] if alignments else None
         found[j] = [Hypothesis([], 0.0, 0.0, alignment=identity)]
         sentence_texts[j] = [flat[j]]
-    rated = engine.rate(read, found, numbers) if scores else [None] * len(flat)
+    rated = engine.rate(model_read, found, numbers) if scores else [None] * len(flat)
     # checked and fixed as the model wrote them, for the lines as it read them; then recased
     # (placeholders are no numbers to keep: they are checked, and put back, as spans)
     checked = [g.masked(line) for g, line in zip(guarded, read, strict=True)] if guarded else read

@@ -93,7 +93,7 @@ def evaluate_split(
             splitter,
             done=bar.update,
             protect=cfg.rules,
-            glossary=read_glossary(cfg.glossary) if cfg.glossary else None,
+            glossary=read_glossary(cfg.glossary, cfg.glossary_exact) if cfg.glossary else None,
         )
     seconds = time.perf_counter() - start
     log.info("%s BLEU %.2f  %s", role, scores.bleu, scores.bleu_signature)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from nmt.decoding.settings import DecodeConfig, check_search
+from nmt.decoding.settings import DecodeConfig, SearchError, check_search
 from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
 from nmt.inference.cache import TranslationCache
@@ -53,6 +53,8 @@ class Engine(ABC):
     # decodes with the GIL let go, in threads of its own: nmt.serve then serves it from one
     # process (nmt/serving/inprocess.py), not from worker processes
     releases_gil: ClassVar[bool] = False
+    # holds hard constraints in its beam search (Engine.translate's constraints)
+    constrains: ClassVar[bool] = False
 
     def __init__(self, card: ModelCard, tokenizer: Tokenizer, planner: Planner, path: str):
         self.card, self.tokenizer, self.planner, self.path = card, tokenizer, planner, path
@@ -99,6 +101,7 @@ class Engine(ABC):
         alignments: bool = False,
         scores: bool = False,
         stop: Callable[[], bool] | None = None,
+        constraints: list[list[str]] | None = None,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
@@ -107,13 +110,18 @@ class Engine(ABC):
         lines of each batch as it ends (progress bars); `alignments`: each hypothesis gets
         its word alignment (nmt.inference.alignment); `scores`: each keeps its tokens'
         log-probs (`Hypothesis.token_log_probs`, what `rate` reads); `stop()`: asked before
-        each batch, True ends the call with Stopped. Raises SearchError (one line) for a
-        search that is no search (`check`)."""
+        each batch, True ends the call with Stopped; `constraints`: per line, the target texts
+        (glossary terms) every translation of it must hold, each as given (a beam search on an
+        engine that `constrains`). Raises SearchError (one line) for a search that is no search
+        (`check`), or that cannot hold constraints."""
         self.check(search)
         search = self.runnable(search)[0]
+        constrained = bool(constraints and any(constraints))
+        if constrained:
+            self.check_constraints(search)
         results: list[list[Hypothesis]] = [[] for _ in lines]
         todo, keys = list(range(len(lines))), None
-        if self.cache is not None and self.cache.caches(search):
+        if self.cache is not None and self.cache.caches(search) and not constrained:
             keys = [
                 self.cache.key(line, prefixes[i] if prefixes else "", search, alignments, scores)
                 for i, line in enumerate(lines)
@@ -132,6 +140,7 @@ class Engine(ABC):
             search,
             [prefixes[i] for i in todo] if prefixes else None,
             [line_number(first_line_number, i) for i in todo],
+            [constraints[i] for i in todo] if constrained else None,
         )
         found = self.search_batches(batches, search, alignments, scores)
         pieces = self.tokenizer.pieces
@@ -151,6 +160,16 @@ class Engine(ABC):
             if done is not None:
                 done(len(batch.lines))
         return results
+
+    def check_constraints(self, search: DecodeConfig) -> None:
+        """Raise a one-line SearchError where this engine or search cannot hold constraints."""
+        if not self.constrains:
+            raise SearchError(
+                f"exact glossary terms need the torch engine: {self.describe()} has no "
+                "constrained search (glossary_exact=false uses the terms another way)"
+            )
+        if search.strategy != "beam" or search.beam_size < 2:
+            raise SearchError("exact glossary terms need a beam search of 2 beams or more")
 
     @abstractmethod
     def search_batches(

@@ -22,12 +22,15 @@ log = logging.getLogger(__name__)
 class Batch:
     """Sentences decoded together. lines: their indices in the input; sources: their ids, EOS
     included; prefixes: the forced start of each output (ids, [] = none), or None when no line
-    of the batch has one; max_lengths: per sentence, the most output tokens (EOS excluded)."""
+    of the batch has one; max_lengths: per sentence, the most output tokens (EOS excluded);
+    constraints: per sentence, the id sequences its output must hold (glossary terms in their
+    exact form), or None when no line of the batch has one."""
 
     lines: list[int]
     sources: list[list[int]]
     prefixes: list[list[int]] | None
     max_lengths: list[int]
+    constraints: list[list[list[int]]] | None = None
 
 
 def rows_per_sentence(search: DecodeConfig) -> int:
@@ -110,10 +113,11 @@ class Planner:
         search: DecodeConfig,
         prefixes: list[str] | None = None,
         first_line_number: int | list[int] = 1,
+        constraints: list[list[str]] | None = None,
     ) -> list[Batch]:
         """The batches that translate `lines` (none for empty ones); `first_line_number` is what
         warnings call lines[0] (translate streams a file in chunks), or each line's number
-        (`line_number`)."""
+        (`line_number`); `constraints`: per line, target texts its output must hold."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         if not todo:
             return []
@@ -125,6 +129,10 @@ class Planner:
         if prefixes:
             kept = [prefixes[i] for i in todo]
             forced = encode_prefixes(self.tokenizer, kept, self.max_positions, numbers)
+        required = [[] for _ in todo]
+        if constraints:
+            encode = self.tokenizer.target.encode
+            required = [encode(constraints[i]) if constraints[i] else [] for i in todo]
         limits = [
             max_output_length(search, s, p, self.max_positions - 1)
             for s, p in zip(sources, forced, strict=True)
@@ -140,6 +148,9 @@ class Planner:
                 sources=[sources[i] for i in group],
                 prefixes=[forced[i] for i in group] if any(forced[i] for i in group) else None,
                 max_lengths=[limits[i] for i in group],
+                constraints=[required[i] for i in group]
+                if any(required[i] for i in group)
+                else None,
             )
             for group in groups
         ]

@@ -19,6 +19,7 @@ from nmt.checkpoint import (
     store_info,
     store_search,
 )
+from nmt.decoding.constrained import constrained_beam_search
 from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions
@@ -71,6 +72,7 @@ class TorchEngine(Engine):
 
     name = "torch"
     attention_plots = True
+    constrains = True
     default_max_tokens = 4096  # our search gains from large batches (docs/benchmarks.md)
 
     def __init__(self, checkpoint: Checkpoint, max_tokens: int, path: str = "", name: str = ""):
@@ -129,6 +131,11 @@ class TorchEngine(Engine):
             for batch in batches:
                 src, options = self.tensors(batch)
                 options.record_attention = attention
+                if batch.constraints is not None:
+                    yield constrained_beam_search(
+                        self.model, src, search, batch.constraints, options
+                    )
+                    continue
                 yield translate_batch(self.model, src, search, options)
 
     @torch.inference_mode()

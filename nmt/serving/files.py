@@ -71,7 +71,9 @@ async def read_file_form(body: bytes, content_type: str, server) -> Asked:
             format=file_format(name),
             segment=segment or server.segment,
             protect=server.rules,
-            glossary=read_glossary(server.glossary) if server.glossary else None,
+            glossary=read_glossary(server.glossary, server.glossary_exact)
+            if server.glossary
+            else None,
         )
         key = form.get("api_key")
         return Asked(name, job, key if isinstance(key, str) else None)

@@ -198,9 +198,13 @@ def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job
         request.text, str
     ):
         raise JobError(422, "prefix must have the shape of text: one prefix per line")
-    shared = read_glossary(server.glossary) if server.glossary else None
+    shared = read_glossary(server.glossary, server.glossary_exact) if server.glossary else None
     try:
-        own = Glossary.of_request(request.glossary) if request.glossary else None
+        own = (
+            Glossary.of_request(request.glossary, server.glossary_exact)
+            if request.glossary
+            else None
+        )
         glossary = shared.merged(own) if shared is not None else own
     except GlossaryError as error:
         raise JobError(422, str(error)) from None

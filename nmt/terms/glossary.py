@@ -83,7 +83,12 @@ class Glossary:
     """Entries, each source term (as words) once: the later entry of a repeated source term
     wins (a request's over the server's, `merged`)."""
 
-    def __init__(self, entries: list[Entry], src_lang: str = "en", tgt_lang: str = "de"):
+    def __init__(
+        self, entries: list[Entry], src_lang: str = "en", tgt_lang: str = "de", exact=False
+    ):
+        # exact: each target term in the form given, a hard constraint of the search
+        # (nmt.decoding.constrained) rather than a term the model may inflect
+        self.exact = exact
         by_source = {e.source: e for e in entries}
         self.entries = list(by_source.values())
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
@@ -113,27 +118,30 @@ class Glossary:
         return cls(entries)
 
     @classmethod
-    def read(cls, path: str) -> Glossary:
+    def read(cls, path: str, exact: bool = False) -> Glossary:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise GlossaryError(f"glossary={path} not found") from None
         except UnicodeDecodeError as error:
             raise GlossaryError(f"glossary={path} is not UTF-8 (byte {error.start})") from None
-        return cls.parse(text, f"glossary={path}")
+        glossary = cls.parse(text, f"glossary={path}")
+        glossary.exact = exact
+        return glossary
 
     @classmethod
-    def of_request(cls, pairs: dict[str, str]) -> Glossary:
+    def of_request(cls, pairs: dict[str, str], exact: bool = False) -> Glossary:
         """A request's glossary ({"source term": "target term"})."""
         if len(pairs) > MAX_ENTRIES:
             raise GlossaryError(f"glossary: {len(pairs)} entries, at most {MAX_ENTRIES}")
-        return cls([checked_entry([s, t], f"glossary entry {s[:40]!r}") for s, t in pairs.items()])
+        entries = [checked_entry([s, t], f"glossary entry {s[:40]!r}") for s, t in pairs.items()]
+        return cls(entries, exact=exact)
 
     def merged(self, other: Glossary | None) -> Glossary:
         """This glossary with `other`'s entries added (theirs win a shared source term)."""
         if other is None or not len(other):
             return self
-        return Glossary(self.entries + other.entries, self.src_lang, self.tgt_lang)
+        return Glossary(self.entries + other.entries, self.src_lang, self.tgt_lang, self.exact)
 
     def find(self, sentence: str) -> list[Match]:
         """The entries `sentence` holds (see the module docstring), in sentence order."""
@@ -166,9 +174,9 @@ class Glossary:
 
 
 @lru_cache(maxsize=8)
-def read_glossary(path: str) -> Glossary:
+def read_glossary(path: str, exact: bool = False) -> Glossary:
     """`Glossary.read`, once per path and process (a server's glossary serves every request)."""
-    return Glossary.read(path)
+    return Glossary.read(path, exact)
 
 
 def checked_entry(fields: list[str], where: str) -> Entry:
