@@ -24,9 +24,9 @@ from nmt.data.augmentation import (
     unpunctuated,
     upper,
 )
+from nmt.data.datamodule import TranslationDataModule
 from nmt.terms.annotation import MARK, annotate
 from nmt.terms.glossary import Entry, Match
-from nmt.data.datamodule import TranslationDataModule
 from nmt.tokenizer import piece_words
 
 WORD = st.text(alphabet="abcdefßxyzäöüABC,.!?0123456789", min_size=1, max_size=8)

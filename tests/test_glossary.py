@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from conftest import run_module
 
+from nmt.decoding.settings import SearchError
 from nmt.documents.translation import translate_texts
-from nmt.terms.glossary import Entry, Glossary, GlossaryError
+from nmt.terms.glossary import Entry, Glossary, GlossaryError, core
 
 
 def sources(glossary: Glossary, sentence: str) -> list[str]:
@@ -137,6 +138,25 @@ def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, 
         assert alone.read == reader.read[1:2] and one.text == found[1].text
 
 
+def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(
+    overfit_engine, ct2_f32, overfit_pairs
+):
+    """glossary_exact: the search must write each term in the form given ("Helmen", not the
+    model's "Schutzhelmen"), in one decoding; a line without a term is as without a glossary;
+    CTranslate2, which has no constrained search, refuses in one line."""
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    glossary.exact = True
+    lines = overfit_pairs[0][:3]
+    plain = translate_texts(overfit_engine, lines, overfit_engine.search)
+    found = translate_texts(overfit_engine, lines, overfit_engine.search, glossary=glossary)
+    assert "Sträucher" in [core(w) for w in found[0].text.split()], found[0].text
+    assert "Helmen" in [core(w) for w in found[1].text.split()], found[1].text
+    assert [t["used"] for t in found[0].terms + found[1].terms] == [True, True]
+    assert found[2].text == plain[2].text and found[2].terms == []
+    with pytest.raises(SearchError, match="exact glossary terms need the torch engine"):
+        translate_texts(ct2_f32, lines, ct2_f32.search, glossary=glossary)
+
+
 def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line(
     model_pt, overfit_engine, overfit_pairs, tmp_path
 ):
@@ -164,3 +184,9 @@ def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line
         assert refused.returncode == 2, refused.stderr.decode()
         assert f"glossary={bad} line 1: 0 tabs" in refused.stderr.decode()
         assert len(refused.stderr.decode().strip().splitlines()) == 1
+    args = [f"ckpt={model_pt}", f"glossary={good}", "glossary_exact=true", "backend=ctranslate2"]
+    refused = run_module("nmt.translate", args, tmp_path, stdin=b"")
+    assert refused.returncode == 2
+    assert refused.stderr.decode().strip() == (
+        "glossary_exact=true needs backend=torch: CTranslate2 has no constrained search"
+    )
