@@ -38,14 +38,8 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.documents.translation import translate_texts
 from nmt.inference import loading
 from nmt.inference.search_choice import choose_search
+from nmt.terms.annotation import FUNCTION_WORDS
 from nmt.terms.glossary import Entry, Glossary, core, lemma
-
-FUNCTION_WORDS = set(
-    "a an the and or but of in on at to for with from by as is are was were be been being "
-    "has have had do does did this that these those it its his her their our your my some any "
-    "one two three while who which what where when there here out up down into onto over under "
-    "near not no very".split()
-)
 
 
 def build(src: list[str], refs: list[str], plain: list[str]) -> dict[int, Entry]:

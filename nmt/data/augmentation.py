@@ -25,7 +25,7 @@ import datasets
 import numpy as np
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig
-from nmt.terms.annotation import annotated_word, term_text
+from nmt.terms.annotation import FUNCTION_WORDS, annotated_word, term_text
 from nmt.terms.glossary import core
 from nmt.tokenizer import Tokenizer, piece_words
 
@@ -187,14 +187,6 @@ def placeholders(pair: Pair, rng: np.random.Generator) -> Pair | None:
         pair = insert(pair, s, t, placeholder, placeholder)
         picks[k + 1 :] = [(a + (a >= s), b + (b >= t)) for a, b in picks[k + 1 :]]
     return pair
-
-
-# Source words a term is never made of: a glossary holds nouns, verbs and adjectives
-FUNCTION_WORDS = frozenset(
-    "the and with are for his her its their from while this that these those some into onto "
-    "who which what there has have was were been being one two three four five not but also "
-    "very other".split()
-)
 
 
 def terms(pair: Pair, rng: np.random.Generator, form: str) -> Pair | None:

@@ -17,6 +17,13 @@ from nmt.terms.glossary import EDGE, Match
 
 MARK = "%%"
 FORMS = ("lemma", "exact")
+# English words no glossary term is made of (training annotates content words alone)
+FUNCTION_WORDS = frozenset(
+    "a an the and or but of in on at to for with from by as is are was were be been being "
+    "has have had do does did this that these those it its his her their our your my some any "
+    "one two three four five while who which what where when there here out up down into onto "
+    "over under near not no very also other".split()
+)
 
 
 def target_lemma(word: str) -> str:
