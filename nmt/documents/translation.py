@@ -43,7 +43,7 @@ from nmt.jobs.job import SEGMENTS
 from nmt.terms import spans
 from nmt.terms.annotation import annotate
 from nmt.terms.glossary import Glossary, Match
-from nmt.terms.placing import TermUse, place_terms
+from nmt.terms.placing import MAX_ROUNDS, TermUse, place_terms
 from nmt.terms.spans import Rules
 
 
@@ -143,7 +143,10 @@ def translate_texts(
     model_read = [a.text if a else line for a, line in zip(annotated, read, strict=True)]
     # glossary_exact: each term's form given, a hard constraint of the search
     exact = glossary is not None and glossary.exact
-    constraints = [[m.entry.target for m in mine] for mine in matches] if exact else None
+    # (at most MAX_ROUNDS a sentence, as placing tries: a search's candidates grow with them)
+    constraints = (
+        [[m.entry.target for m in mine[:MAX_ROUNDS]] for mine in matches] if exact else None
+    )
     found = engine.translate(
         model_read,
         search,
