@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import sacrebleu
 from common import read_lines, save_records
@@ -70,6 +71,11 @@ def build(src: list[str], refs: list[str], plain: list[str]) -> dict[int, Entry]
     return entries
 
 
+def read_entries(path: str) -> dict[int, Entry]:
+    rows = [line.split("\t") for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    return {int(i): Entry(source, target) for i, source, target in rows}
+
+
 def timed(engine, search, lines, glossary=None):
     start = time.perf_counter()
     found = translate_texts(engine, lines, search, glossary=glossary)
@@ -81,6 +87,11 @@ def main() -> None:
     parser.add_argument("--ckpt", required=True)
     parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
     parser.add_argument("--sample", type=int, default=50, help="applied terms printed")
+    parser.add_argument(
+        "--entries",
+        help="a TSV of (test line, source term, target term): read if it exists (so that "
+        "models are compared on one glossary), else built and written there",
+    )
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
     )
@@ -94,7 +105,16 @@ def main() -> None:
     learnt = engine.info.get("terms")
     print(f"== {args.ckpt} ({args.backend}; terms learnt: {learnt}): {line}", flush=True)
     plain, plain_s = timed(engine, search, src)
-    entries = build(src, refs, [t.text for t in plain])
+    entries = (
+        read_entries(args.entries)
+        if args.entries and Path(args.entries).exists()
+        else build(src, refs, [t.text for t in plain])
+    )
+    if args.entries and not Path(args.entries).exists():  # kept: other models get the same
+        Path(args.entries).write_text(
+            "".join(f"{i}\t{e.source}\t{e.target}\n" for i, e in entries.items()),
+            encoding="utf-8",
+        )
     print(f"{len(entries)} entries, from {len(entries)} of {len(src)} test sentences", flush=True)
     modes = {"annotated" if learnt else "placed": False}
     if engine.constrains:
