@@ -8,4 +8,5 @@ state: `Hypothesis`, the step-by-step decoder, the finished-hypothesis list.
 penalties: length penalty, score, maximum length, early-stop rule (pure functions).
 constraints: tokens forbidden at a step (PAD, BOS, early EOS, repeated n-grams, forced end)
     and forced (a target prefix).
+constrained: beam search that must write given token sequences (exact glossary terms).
 """
