@@ -63,6 +63,7 @@ def evaluation_record(
         "segment": {"segment": cfg.segment, "segment_max_words": cfg.segment_max_words},
         "protect": {"kinds": cfg.protect, "patterns": cfg.protect_patterns},
         "glossary": cfg.glossary,
+        "glossary_exact": cfg.glossary_exact,
         "max_tokens": cfg.max_tokens,
         "device": engine.device,
         "dtype": engine.precision,
@@ -167,7 +168,8 @@ def evaluation_markdown(record: dict[str, Any], results: list[SplitResult], exam
         f"- decode: {decode}",
         f"- segment: {segment['segment']} (segment_max_words={segment['segment_max_words']})",
         f"- protected spans: {', '.join(protect['kinds'] + protect['patterns']) or '(none)'}",
-        f"- glossary: {record['glossary'] or '(none)'}",
+        f"- glossary: {record['glossary'] or '(none)'}"
+        + (" (exact: hard constraints)" if record.get("glossary_exact") else ""),
         f"- overrides: {' '.join(record['overrides']) or '(none)'}",
         "",
         "![BLEU by source length](bleu_by_length.png)",
