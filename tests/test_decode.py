@@ -14,7 +14,7 @@ from torch import Tensor
 
 from nmt.decoding import beam as beam_module
 from nmt.decoding.beam import beam_search
-from nmt.decoding.constrained import constrained_beam_search
+from nmt.decoding.constrained import Progress, allocate, constrained_beam_search
 from nmt.decoding.constraints import constrain, repeated_ngram_mask
 from nmt.decoding.greedy import greedy_search
 from nmt.decoding.penalties import (
@@ -494,7 +494,10 @@ def test_ensemble_members_must_share_a_tokenizer(trained) -> None:
 
 
 def run_constrained(model, src, constraints, **fields):
-    return constrained_beam_search(model, src, DecodeConfig(strategy="beam", **fields), constraints)
+    """Constraints that may end anywhere: every id counts as ending a word."""
+    ends = [True] * model.cfg.vocab_size
+    cfg = DecodeConfig(strategy="beam", **fields)
+    return constrained_beam_search(model, src, cfg, constraints, ends)
 
 
 def holds(tokens: list[int], constraint: list[int]) -> bool:
@@ -536,3 +539,26 @@ def test_the_best_output_holds_its_constraints_alone_or_batched(trained) -> None
         one = source_batch(sources[i : i + 1])
         alone = run_constrained(model, one, constraints[i : i + 1], nbest=4, **BEAM)
         assert tokens_of(alone) == tokens_of(found[i : i + 1])
+
+
+def test_a_constraint_counts_as_whole_words_and_a_broken_one_starts_over() -> None:
+    constraints = [[5, 6], [8]]
+    ends = [i != 7 for i in range(10)]  # 7 goes on with a word
+    p = Progress.start(constraints).advance(5, constraints, ends)
+    assert p.written(constraints) == 1 and p.next_tokens(constraints) == {6}
+    p = p.advance(6, constraints, ends)
+    assert p.met == (True, False) and p.written(constraints) == 2
+    assert p.advance(7, constraints, ends).met == (False, False)  # "Helmen" + "syste"
+    assert p.advance(8, constraints, ends).complete()  # 8 ends the word, and is the other
+    broken = Progress.start(constraints).advance(5, constraints, ends).advance(9, constraints, ends)
+    assert broken.written(constraints) == 0 and broken.next_tokens(constraints) == {5, 8}
+
+
+def test_beams_are_dealt_out_by_constraint_tokens_written() -> None:
+    """The best of each bank in turn, fullest first: a hypothesis that wrote a constraint keeps
+    a place among k=2 though both others score higher."""
+    constraints = [[5]]
+    free, done = Progress.start(constraints), Progress((True,))
+    candidates = [(-1.0, 0, 1, free), (-2.0, 0, 2, free), (-9.0, 1, 5, done)]
+    assert [c[2] for c in allocate(candidates, 2, constraints)] == [5, 1]
+    assert [c[2] for c in allocate(candidates, 3, constraints)] == [5, 1, 2]

@@ -5,7 +5,9 @@ Each live hypothesis carries its `Progress`: which constraints it has written, a
 is in the middle of. A step's candidates for a sentence are the 2k best extensions of its beams
 (as `beam_search`), each beam's best token, and each beam's next token of every constraint it
 may start or continue, so a constraint can always be taken up even where the model ranks it
-low. The k survivors are dealt out over banks (hypotheses grouped by how many constraint tokens
+low. A constraint is written as whole words: it counts once the token after it ends its word
+(a word's start, punctuation, EOS); a word that goes on ("Helmen" + "syste") unwrites it.
+The k survivors are dealt out over banks (hypotheses grouped by how many constraint tokens
 they have written), the best of each bank in turn from the fullest one, so hypotheses that
 took a constraint early are not pushed out by ones that put it off. EOS is allowed only once
 every constraint is written, except at the maximum length, where every hypothesis ends; those
@@ -38,6 +40,7 @@ class Progress:
 
     met: tuple[bool, ...]
     active: tuple[int, int] | None = None
+    closing: int | None = None  # the constraint just written, until the next token ends its word
 
     @classmethod
     def start(cls, constraints: Constraints) -> Progress:
@@ -59,25 +62,29 @@ class Progress:
             return {constraints[c][at]}
         return {c[0] for c, met in zip(constraints, self.met, strict=True) if not met}
 
-    def advance(self, token: int, constraints: Constraints) -> Progress:
-        """After writing `token`: a constraint under way goes on or is dropped (its tokens so
-        far count for nothing); a free hypothesis may start (or at once meet) one."""
+    def advance(self, token: int, constraints: Constraints, ends_word: list[bool]) -> Progress:
+        """After writing `token`: a constraint just written holds if `token` ends its word
+        (ends_word[token]: a word's start, punctuation, EOS), else it is unwritten again (its
+        word went on: "Helmen" + "syste"); a constraint under way goes on or is dropped (its
+        tokens so far count for nothing); a free hypothesis may start (or at once meet) one."""
+        if self.closing is not None and not ends_word[token]:
+            self = Progress(_with(self.met, self.closing, False))
         if self.active is not None:
             c, at = self.active
             if constraints[c][at] == token:
                 if at + 1 < len(constraints[c]):
                     return Progress(self.met, (c, at + 1))
-                return Progress(_with(self.met, c), None)
+                return Progress(_with(self.met, c), None, c)
         for c, (tokens, met) in enumerate(zip(constraints, self.met, strict=True)):
             if not met and tokens[0] == token:
                 if len(tokens) == 1:
-                    return Progress(_with(self.met, c), None)
+                    return Progress(_with(self.met, c), None, c)
                 return Progress(self.met, (c, 1))
         return Progress(self.met, None)
 
 
-def _with(met: tuple[bool, ...], c: int) -> tuple[bool, ...]:
-    return met[:c] + (True,) + met[c + 1 :]
+def _with(met: tuple[bool, ...], c: int, value: bool = True) -> tuple[bool, ...]:
+    return met[:c] + (value,) + met[c + 1 :]
 
 
 def allocate(candidates: list[tuple[float, int, int, Progress]], k: int, constraints) -> list:
@@ -101,11 +108,14 @@ def constrained_beam_search(
     src: Tensor,
     cfg: DecodeConfig,
     constraints: list[Constraints],
+    ends_word: list[bool],
     options: SearchOptions | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS; constraints: per sentence, the
-    token sequences every output must hold -> cfg.nbest hypotheses per sentence, those that
-    hold all their constraints first, then by score (see the module docstring)."""
+    token sequences every output must hold, each as whole words; ends_word (V,): the ids that
+    may follow a whole word (a word's start, punctuation alone, EOS) -> cfg.nbest hypotheses
+    per sentence, those that hold all their constraints first, then by score (see the module
+    docstring)."""
     k, device = cfg.beam_size, src.device
     batch, decoder, _, sentence, prefix = start_search(model, src, cfg, options)
     eos = batch.special.eos
@@ -162,7 +172,7 @@ def constrained_beam_search(
                 if j == i:
                     options_i[(r, token)] = lp
             candidates = [
-                (lp, r, token, progress[i][r].advance(token, mine))
+                (lp, r, token, progress[i][r].advance(token, mine, ends_word))
                 for (r, token), lp in options_i.items()
                 if lp != float("-inf")
             ]

@@ -132,8 +132,9 @@ class TorchEngine(Engine):
                 src, options = self.tensors(batch)
                 options.record_attention = attention
                 if batch.constraints is not None:
+                    ends_word = self.tokenizer.word_ends()
                     yield constrained_beam_search(
-                        self.model, src, search, batch.constraints, options
+                        self.model, src, search, batch.constraints, ends_word, options
                     )
                     continue
                 yield translate_batch(self.model, src, search, options)
