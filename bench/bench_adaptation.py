@@ -38,7 +38,7 @@ WATER = re.compile(
     re.IGNORECASE,
 )
 TEST_PAIRS = 500
-SETS = ("water/test", "water/flickr", "general/test")
+SETS = ("water/test", "water/flickr", "general/test", "general/dev")
 
 
 def pairs(split: str) -> list[tuple[str, str]]:
