@@ -133,6 +133,7 @@ def constrained_beam_search(
         rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
         step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, batch.special, forced)
         at_end = (t >= max_lengths).tolist()
+        batch_index, limits = sentence.tolist(), max_lengths.tolist()
         unmet = [
             i * beams + r
             for i in range(n_sentences)
@@ -150,7 +151,7 @@ def constrained_beam_search(
             (i, r, token)
             for i in range(n_sentences)
             for r in range(beams)
-            for token in progress[i][r].next_tokens(constraints[int(sentence[i])])
+            for token in progress[i][r].next_tokens(constraints[batch_index[i]])
         ]
         wanted += [
             (i, r, best_token[i * beams + r]) for i in range(n_sentences) for r in range(beams)
@@ -159,18 +160,19 @@ def constrained_beam_search(
         tokens = torch.tensor([token for _, _, token in wanted], device=device)
         wanted_lp = scores[rows, tokens].tolist()
         top_lp, top = top_lp.tolist(), top.tolist()
+        extra: list[dict] = [{} for _ in range(n_sentences)]  # per sentence (beam, token) -> lp
+        for (i, r, token), lp in zip(wanted, wanted_lp, strict=True):
+            extra[i][(r, token)] = lp
 
         parents, new_tokens, new_lp, keep = [], [], [], []
         kept_progress = []
         for i in range(n_sentences):
-            b = int(sentence[i])
+            b = batch_index[i]
             mine = constraints[b]
             options_i = {
                 (flat // V, flat % V): lp for lp, flat in zip(top_lp[i], top[i], strict=True)
             }
-            for (j, r, token), lp in zip(wanted, wanted_lp, strict=True):
-                if j == i:
-                    options_i[(r, token)] = lp
+            options_i.update(extra[i])
             candidates = [
                 (lp, r, token, progress[i][r].advance(token, mine, ends_word))
                 for (r, token), lp in options_i.items()
@@ -190,7 +192,7 @@ def constrained_beam_search(
                 ended[b].append((progress[i][r].complete(), hyp))
             live = [c for c in candidates if c[2] != eos]
             chosen = allocate(live, k, mine)
-            if not chosen or at_end[i] or _done(cfg, ended[b], chosen, k, int(max_lengths[i])):
+            if not chosen or at_end[i] or _done(cfg, ended[b], chosen, k, limits[i]):
                 continue
             while len(chosen) < k:  # a sentence keeps k rows: a copy that can never win
                 lp, r, token, state = chosen[0]
