@@ -423,7 +423,9 @@ class SegmentConfig:
         if self.segment not in SEGMENTS:
             raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
         if self.glossary_exact and getattr(self, "backend", "torch") != "torch":
-            raise ValueError(
+            from nmt.terms.glossary import GlossaryError  # a usage error (exit 2)
+
+            raise GlossaryError(
                 "glossary_exact=true needs backend=torch: CTranslate2 has no constrained search"
             )
         self.rules.check()  # SpanError: a usage error (exit 2), as nmt.cli reports it

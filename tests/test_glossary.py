@@ -188,5 +188,6 @@ def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line
     refused = run_module("nmt.translate", args, tmp_path, stdin=b"")
     assert refused.returncode == 2
     assert refused.stderr.decode().strip() == (
-        "glossary_exact=true needs backend=torch: CTranslate2 has no constrained search"
+        "nmt.translate: error: glossary_exact=true needs backend=torch: CTranslate2 has no "
+        "constrained search"
     )
