@@ -162,22 +162,21 @@ def translate_texts(
         for h in nbest if a else []:  # links from the sentence's own words
             h.alignment = a.source_links(h.alignment)
     uses: list[list] = [[] for _ in flat]
-    if any(matches) and (form or exact):
-        uses = [
-            [TermUse(m.entry, bool(nbest) and glossary.uses(best, m.entry.target)) for m in mine]
-            for mine, nbest, best in zip(
-                matches,
-                found,
-                engine.tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in found]),
-                strict=True,
-            )
-        ]
-    elif any(matches):
+    placing = any(matches) and not (form or exact)
+    if placing:
         uses = place_terms(
             engine, search, read, matches, found, numbers, glossary, alignments, scores, stop
         )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
+    if any(matches) and not placing:  # annotated or constrained: the best translation uses it?
+        uses = [
+            [
+                TermUse(m.entry, bool(texts) and glossary.uses(texts[0], m.entry.target))
+                for m in mine
+            ]
+            for mine, texts in zip(matches, sentence_texts, strict=True)
+        ]
     for j in [j for j, is_bare in enumerate(bare) if is_bare]:  # given back as it came
         identity = [(i, i) for i in range(len(flat[j].split()))] if alignments else None
         found[j] = [Hypothesis([], 0.0, 0.0, alignment=identity)]

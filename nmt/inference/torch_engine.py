@@ -127,12 +127,13 @@ class TorchEngine(Engine):
         attention: bool = False,
         log_probs: bool = False,  # our searches keep them always
     ) -> Iterator[list]:
+        ends_word = None  # the ids that end a term's word, once a call that constrains
         with self.evaluating():
             for batch in batches:
                 src, options = self.tensors(batch)
                 options.record_attention = attention
                 if batch.constraints is not None:
-                    ends_word = self.tokenizer.word_ends()
+                    ends_word = ends_word or self.tokenizer.word_ends()
                     yield constrained_beam_search(
                         self.model, src, search, batch.constraints, ends_word, options
                     )
