@@ -7,6 +7,8 @@ from those.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 from conftest import one_thread, pad
@@ -545,20 +547,34 @@ def test_a_constraint_counts_as_whole_words_and_a_broken_one_starts_over() -> No
     constraints = [[5, 6], [8]]
     ends = [i != 7 for i in range(10)]  # 7 goes on with a word
     p = Progress.start(constraints).advance(5, constraints, ends)
-    assert p.written(constraints) == 1 and p.next_tokens(constraints) == {6}
+    assert p.written == 1 and p.next_tokens(constraints) == {6}
     p = p.advance(6, constraints, ends)
-    assert p.met == (True, False) and p.written(constraints) == 2
+    assert p.met == (True, False) and p.written == 2
     assert p.advance(7, constraints, ends).met == (False, False)  # "Helmen" + "syste"
     assert p.advance(8, constraints, ends).complete()  # 8 ends the word, and is the other
     broken = Progress.start(constraints).advance(5, constraints, ends).advance(9, constraints, ends)
-    assert broken.written(constraints) == 0 and broken.next_tokens(constraints) == {5, 8}
+    assert broken.written == 0 and broken.next_tokens(constraints) == {5, 8}
+
+
+def test_tokens_written_are_kept_count_of_as_recounted() -> None:
+    """`Progress.written` is counted step by step; on random token streams it equals the
+    recount from `met` and `active`."""
+    rng = random.Random(0)
+    for _ in range(300):
+        constraints = [[rng.randrange(6) for _ in range(rng.randint(1, 3))] for _ in range(3)]
+        ends = [rng.random() < 0.7 for _ in range(6)]
+        p = Progress.start(constraints)
+        for _ in range(12):
+            p = p.advance(rng.randrange(6), constraints, ends)
+            recount = sum(len(c) for c, m in zip(constraints, p.met, strict=True) if m)
+            assert p.written == recount + (p.active[1] if p.active else 0)
 
 
 def test_beams_are_dealt_out_by_constraint_tokens_written() -> None:
     """The best of each bank in turn, fullest first: a hypothesis that wrote a constraint keeps
     a place among k=2 though both others score higher."""
     constraints = [[5]]
-    free, done = Progress.start(constraints), Progress((True,))
+    free, done = Progress.start(constraints), Progress((True,), written=1)
     candidates = [(-1.0, 0, 1, free), (-2.0, 0, 2, free), (-9.0, 1, 5, done)]
-    assert [c[2] for c in allocate(candidates, 2, constraints)] == [5, 1]
-    assert [c[2] for c in allocate(candidates, 3, constraints)] == [5, 1, 2]
+    assert [c[2] for c in allocate(candidates, 2)] == [5, 1]
+    assert [c[2] for c in allocate(candidates, 3)] == [5, 1, 2]

@@ -167,6 +167,7 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
         "kinds": ["urls", "emails", "code", "variables", "numbers"],
         "patterns": [],
     }
+    assert info["glossary_exact"] is False  # torch: a request may ask for exact terms
     schema = httpx.get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("/TranslateRequest")
@@ -279,6 +280,42 @@ def test_a_requests_glossary_is_served_as_offline_with_the_terms_it_used(
     assert mine["translation"] == [t.text for t in offline]
     assert mine["terms"] == [[{"source": "bushes", "target": "Sträucher", "used": True}], []]
     assert plain["terms"] == [[], []] and "Sträucher" not in plain["translation"][0]
+
+
+def test_a_requests_exact_terms_are_served_as_offline_and_refused_before_the_work(
+    api, overfit_engine, overfit_pairs
+):
+    """ "glossary_exact": true: the terms as hard constraints, as translate's glossary_exact;
+    a server whose engine has no constrained search, or a request whose search is no beam,
+    gets a 422 from the request's reading, before any decoding."""
+    from dataclasses import replace as replaced
+
+    from nmt.documents.translation import translate_texts
+    from nmt.jobs.job import JobError
+    from nmt.serving.schema import TranslateRequest, request_job
+    from nmt.terms.glossary import Glossary
+
+    lines = overfit_pairs[0][:3]
+    terms = {"bushes": "Sträucher", "hard hats": "Helmen"}
+    (exact,) = served_with(api, [{"text": lines, "glossary": terms, "glossary_exact": True}])
+    offline = translate_texts(
+        overfit_engine, lines, overfit_engine.search, glossary=Glossary.of_request(terms, True)
+    )
+    assert exact["translation"] == [t.text for t in offline]
+    assert "Helmen" in exact["translation"][1].replace("Schutzhelmen", "")
+    assert [[t["used"] for t in ts] for ts in exact["terms"]] == [[True], [True], []]
+    request = TranslateRequest.model_validate(
+        {"text": "A.", "glossary": terms, "glossary_exact": True}
+    )
+    with pytest.raises(JobError, match="this server runs ctranslate2"):
+        request_job(request, api.search, replaced(api.cfg, backend="ctranslate2"))
+    greedy = TranslateRequest.model_validate(
+        {**request.model_dump(exclude_none=True), "search": {"strategy": "greedy"}}
+    )
+    with pytest.raises(JobError, match="needs a beam search of 2 beams"):
+        request_job(greedy, api.search, api.cfg)
+    no_terms = TranslateRequest.model_validate({"text": "A.", "glossary_exact": True})
+    assert request_job(no_terms, api.search, replaced(api.cfg, backend="ctranslate2")).texts
 
 
 def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
@@ -586,6 +623,11 @@ BAD = [
     ({"text": ["a" * 30 + "!"] * 16, "protect_patterns": ["(a|aa)+$"]}, 422, "took over 0.5 s"),
     ({"text": "A.", "glossary": {"bike": " "}}, 422, "an empty target term"),
     ({"text": "A.", "glossary": ["bike", "Rad"]}, 422, "glossary"),
+    (
+        {"text": "A.", "glossary": {"a": "b"}, "glossary_exact": True, "search": {"beam_size": 1}},
+        422,
+        "glossary_exact needs a beam search of 2 beams or more",
+    ),
 ]
 
 
@@ -826,6 +868,23 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             assert "Sträucher" in with_terms.text
             page.wait_for_function(wait, arg=["translation", with_terms.text], timeout=30000)
             assert page.text_content("#terms") == "terms used: 1 of 1 (bushes → Sträucher)"
+            # the exact-form box: the request asks for hard constraints, the answer is theirs
+            exact = translate_texts(
+                overfit_engine,
+                [s[0]],
+                own,
+                protect=DEFAULT_RULES,
+                glossary=Glossary.of_request({"bushes": "Sträucher"}, exact=True),
+            )[0]
+            with page.expect_request(
+                lambda r: (
+                    r.url.endswith("/translate")
+                    and (r.post_data_json or {}).get("glossary_exact") is True
+                )
+            ):
+                page.check("#exact")
+            page.wait_for_function(wait, arg=["translation", exact.text], timeout=30000)
+            page.uncheck("#exact")
             page.fill("#glossary", "bushes Sträucher")
             page.press("#source", "Control+Enter")
             page.wait_for_function(

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from nmt.decoding.constraints import constrain
-from nmt.decoding.penalties import normalized_score, sentence_done
+from nmt.decoding.penalties import best_reachable_score, normalized_score
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
@@ -36,20 +36,17 @@ Constraints = list[list[int]]  # a sentence's token sequences, each to be writte
 @dataclass(frozen=True)
 class Progress:
     """What a hypothesis has written of its sentence's constraints: `met`, per constraint;
-    `active`, (constraint, tokens of it written) while one is under way."""
+    `active`, (constraint, tokens of it written) while one is under way; `written`, the
+    constraint tokens written (those of the met ones and of the one under way): its bank."""
 
     met: tuple[bool, ...]
     active: tuple[int, int] | None = None
     closing: int | None = None  # the constraint just written, until the next token ends its word
+    written: int = 0
 
     @classmethod
     def start(cls, constraints: Constraints) -> Progress:
         return cls(tuple(False for _ in constraints))
-
-    def written(self, constraints: Constraints) -> int:
-        """Constraint tokens written: the bank of the hypothesis."""
-        done = sum(len(c) for c, met in zip(constraints, self.met, strict=True) if met)
-        return done + (self.active[1] if self.active else 0)
 
     def complete(self) -> bool:
         return all(self.met)
@@ -66,33 +63,42 @@ class Progress:
         """After writing `token`: a constraint just written holds if `token` ends its word
         (ends_word[token]: a word's start, punctuation, EOS), else it is unwritten again (its
         word went on: "Helmen" + "syste"); a constraint under way goes on or is dropped (its
-        tokens so far count for nothing); a free hypothesis may start (or at once meet) one."""
+        tokens so far count for nothing); a free hypothesis may start (or at once meet) one.
+        Called for every candidate of every step, so the common case (nothing under way,
+        nothing starts) returns `self`."""
+        met, written = self.met, self.written
         if self.closing is not None and not ends_word[token]:
-            self = Progress(_with(self.met, self.closing, False))
+            met, written = _with(met, self.closing, False), written - len(constraints[self.closing])
         if self.active is not None:
             c, at = self.active
             if constraints[c][at] == token:
                 if at + 1 < len(constraints[c]):
-                    return Progress(self.met, (c, at + 1))
-                return Progress(_with(self.met, c), None, c)
-        for c, (tokens, met) in enumerate(zip(constraints, self.met, strict=True)):
-            if not met and tokens[0] == token:
+                    return Progress(met, (c, at + 1), None, written + 1)
+                return Progress(_with(met, c), None, c, written + 1)
+            written -= at
+        for c, tokens in enumerate(constraints):
+            if tokens[0] == token and not met[c]:
                 if len(tokens) == 1:
-                    return Progress(_with(self.met, c), None, c)
-                return Progress(self.met, (c, 1))
-        return Progress(self.met, None)
+                    return Progress(_with(met, c), None, c, written + 1)
+                return Progress(met, (c, 1), None, written + 1)
+        if self.active is None and self.closing is None:
+            return self
+        return Progress(met, None, None, written)
 
 
 def _with(met: tuple[bool, ...], c: int, value: bool = True) -> tuple[bool, ...]:
     return met[:c] + (value,) + met[c + 1 :]
 
 
-def allocate(candidates: list[tuple[float, int, int, Progress]], k: int, constraints) -> list:
-    """The k survivors of (log_prob, beam, token, progress) candidates: the best of each bank
-    (by constraint tokens written) in turn, fullest bank first, until k are chosen."""
+def allocate(candidates: list[tuple[float, int, int, Progress]], k: int) -> list:
+    """The k survivors of (log_prob, beam, token, progress) candidates, given best first: the
+    best of each bank (by constraint tokens written) in turn, fullest bank first, until k are
+    chosen."""
     banks: dict[int, list] = {}
-    for cand in sorted(candidates, key=lambda c: -c[0]):
-        banks.setdefault(cand[3].written(constraints), []).append(cand)
+    for cand in candidates:
+        banks.setdefault(cand[3].written, []).append(cand)
+    if len(banks) == 1:
+        return candidates[:k]
     order = [banks[n] for n in sorted(banks, reverse=True)]
     chosen: list = []
     depth = 0
@@ -173,13 +179,17 @@ def constrained_beam_search(
                 (flat // V, flat % V): lp for lp, flat in zip(top_lp[i], top[i], strict=True)
             }
             options_i.update(extra[i])
-            candidates = [
-                (lp, r, token, progress[i][r].advance(token, mine, ends_word))
-                for (r, token), lp in options_i.items()
-                if lp != float("-inf")
-            ]
+            candidates = sorted(
+                (
+                    (lp, r, token, progress[i][r].advance(token, mine, ends_word))
+                    for (r, token), lp in options_i.items()
+                    if lp != float("-inf")
+                ),
+                key=_first,
+                reverse=True,
+            )
             # the ends among the k a step would keep finish (beam_search's rule, by bank)
-            for lp, r, token, _ in allocate(candidates, k, mine):
+            for lp, r, token, _ in allocate(candidates, k):
                 if token != eos:
                     continue
                 row = i * beams + r
@@ -191,7 +201,7 @@ def constrained_beam_search(
                 )
                 ended[b].append((progress[i][r].complete(), hyp))
             live = [c for c in candidates if c[2] != eos]
-            chosen = allocate(live, k, mine)
+            chosen = allocate(live, k)
             if not chosen or at_end[i] or _done(cfg, ended[b], chosen, k, limits[i]):
                 continue
             while len(chosen) < k:  # a sentence keeps k rows: a copy that can never win
@@ -223,15 +233,21 @@ def constrained_beam_search(
     ]
 
 
+def _first(candidate: tuple) -> float:
+    return candidate[0]
+
+
 def _done(cfg: DecodeConfig, ended: list, chosen: list, k: int, max_length: int) -> bool:
     """Whether a sentence's search may stop: k hypotheses have ended with all their
     constraints, and (cfg.stop exact) none of `chosen`, the live ones, can still beat the
-    worst of them (beam_search's rule, penalties.sentence_done)."""
+    worst of them (beam_search's rule, penalties.sentence_done, here on floats)."""
     complete = sorted((h.score for ok, h in ended if ok), reverse=True)
     if len(complete) < k:
         return False
     if cfg.stop == "first_k":
         return True
-    worst, best_live = torch.tensor([complete[k - 1]]), torch.tensor([max(c[0] for c in chosen)])
-    longest = torch.tensor([max_length + 1])
-    return bool(sentence_done(worst, best_live, longest, cfg.len_penalty, cfg.length_norm))
+    best_live = max(c[0] for c in chosen)
+    return (
+        best_reachable_score(best_live, max_length + 1, cfg.len_penalty, cfg.length_norm)
+        <= (complete[k - 1])
+    )

@@ -142,6 +142,8 @@ class Planner:
         )
         if self.one_length_per_batch:
             groups = [same for group in groups for same in same_limit(group, limits)]
+        if any(required):  # the sentences without terms keep the plain, faster search
+            groups = [part for group in groups for part in by_constraints(group, required)]
         return [
             Batch(
                 lines=[todo[i] for i in group],
@@ -163,6 +165,14 @@ def same_limit(group: list[int], limits: list[int]) -> list[list[int]]:
     for i in group:
         by_limit.setdefault(limits[i], []).append(i)
     return list(by_limit.values())
+
+
+def by_constraints(group: list[int], required: list[list[list[int]]]) -> list[list[int]]:
+    """`group` split into its sentences with constraints and those without (each non-empty):
+    the constrained search's bookkeeping is for the first alone, and each sentence's output
+    is the same either way (the constrained search without constraints is `beam_search`)."""
+    parts = [[i for i in group if required[i]], [i for i in group if not required[i]]]
+    return [part for part in parts if part]
 
 
 def line_number(first: int | list[int], i: int) -> int:

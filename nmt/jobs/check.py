@@ -154,10 +154,12 @@ def check_characters(name: str, texts: list[str], limit: int) -> None:
 def search_cost(job: Job, segments: list[str], max_output: int) -> int:
     """The most tokens the search may generate for these segments (the module docstring);
     with a glossary, a segment holding terms may be decoded again from each, up to MAX_ROUNDS
-    times (nmt.terms.placing)."""
+    times (nmt.terms.placing), unless the terms are hard constraints of one search
+    (glossary_exact, nmt.decoding.constrained: its rows and lengths are the same)."""
     search = job.search
     rows = (search.beam_size if search.strategy == "beam" else 1) * search.nbest
-    glossary = job.glossary if job.glossary is not None and len(job.glossary) else None
+    placed = job.glossary is not None and len(job.glossary) and not job.glossary.exact
+    glossary = job.glossary if placed else None
     total = 0
     for text in segments:
         longest = output_length(search.max_len_a, len(text) + 1, search.max_len_b)

@@ -120,6 +120,12 @@ class TranslateRequest(BaseModel):
         description="Terms to use, {source term: target term}, beside the server's (glossary=); "
         "each text's answer lists its terms and whether they were used",
     )
+    glossary_exact: bool | None = Field(
+        default=None,
+        description="Each term in the exact form given, a hard constraint of the beam search "
+        "(the torch engine, a beam of 2 or more; slower); default: the server's "
+        "(glossary_exact=)",
+    )
     api_key: str | None = Field(
         default=None, description="The API key, where the server asks for one (or Authorization)"
     )
@@ -198,18 +204,25 @@ def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job
         request.text, str
     ):
         raise JobError(422, "prefix must have the shape of text: one prefix per line")
-    shared = read_glossary(server.glossary, server.glossary_exact) if server.glossary else None
+    exact = server.glossary_exact if request.glossary_exact is None else request.glossary_exact
+    shared = read_glossary(server.glossary, exact) if server.glossary else None
     try:
-        own = (
-            Glossary.of_request(request.glossary, server.glossary_exact)
-            if request.glossary
-            else None
-        )
+        own = Glossary.of_request(request.glossary, exact) if request.glossary else None
         glossary = shared.merged(own) if shared is not None else own
     except GlossaryError as error:
         raise JobError(422, str(error)) from None
+    search = request_search(default, request)
+    if exact and glossary is not None:  # the engine's own refusal, before any work
+        if server.backend != "torch":
+            raise JobError(
+                422,
+                f"glossary_exact needs the torch engine: this server runs {server.backend}, "
+                "which has no constrained search",
+            )
+        if search.strategy != "beam" or search.beam_size < 2:
+            raise JobError(422, "glossary_exact needs a beam search of 2 beams or more")
     return Job(
-        search=request_search(default, request),
+        search=search,
         texts=request.lines,
         format=request.format or ("text" if server.format == "auto" else server.format),
         segment=request.segment or server.segment,
