@@ -14,7 +14,8 @@ hypothesis never leaves the live beam short. At its maximum length only EOS is a
 every live hypothesis ends there (forced end) and every sentence gets k finished ones.
 
 Stopping rules (DecodeConfig.stop). exact (penalties.sentence_done): a sentence is done once
-it has k finished hypotheses and no live one can still beat the worst of them. With alpha >= 0
+it has nbest finished hypotheses and no live one can still beat the worst of those nbest
+(hypotheses that end later could not enter the n-best list returned). With alpha >= 0
 the best a live hypothesis can still reach is log_prob / lp(max |Y|), max |Y| = max output
 tokens + 1 (EOS), since log-probs only fall and lp only grows; a penalty that rewards length
 loosens that bound, and the search runs towards the maximum length. first_k: done once k
@@ -63,7 +64,8 @@ def search_done(
 ) -> Tensor:
     """(B',) True for the sentences whose search ends after step t: at their maximum length
     (max_lengths (B',)), or by the stopping rule (cfg.stop). worst (B',): the k-th best
-    finished score, -inf until k have finished; log_prob (B', k): the live hypotheses'."""
+    finished score (first_k), else the nbest-th, -inf until that many have finished;
+    log_prob (B', k): the live hypotheses'."""
     at_end = t >= max_lengths
     if cfg.stop == "first_k":
         return at_end | worst.gt(float("-inf"))
@@ -126,7 +128,8 @@ def beam_search(
         log_prob = cand_log_prob.gather(1, live)
         parent, token = parent.gather(1, live), token.gather(1, live)
         step_token = cand_token.gather(1, live)  # (B', k)
-        done = search_done(cfg, t, max_lengths, best_finished[sentence, -1], log_prob)
+        bar = k - 1 if cfg.stop == "first_k" else cfg.nbest - 1  # the finished score to beat
+        done = search_done(cfg, t, max_lengths, best_finished[sentence, bar], log_prob)
         keep = (~done).nonzero().squeeze(1)  # (B'',)
         if keep.numel() == 0:
             break

@@ -238,16 +238,14 @@ def _first(candidate: tuple) -> float:
 
 
 def _done(cfg: DecodeConfig, ended: list, chosen: list, k: int, max_length: int) -> bool:
-    """Whether a sentence's search may stop: k hypotheses have ended with all their
-    constraints, and (cfg.stop exact) none of `chosen`, the live ones, can still beat the
-    worst of them (beam_search's rule, penalties.sentence_done, here on floats)."""
+    """Whether a sentence's search may stop (beam_search's rule, on the hypotheses that ended
+    with all their constraints): k of them (first_k), or (exact) nbest of them and none of
+    `chosen`, the live ones, can still beat the worst of those nbest."""
     complete = sorted((h.score for ok, h in ended if ok), reverse=True)
-    if len(complete) < k:
-        return False
     if cfg.stop == "first_k":
-        return True
+        return len(complete) >= k
+    if len(complete) < cfg.nbest:
+        return False
     best_live = max(c[0] for c in chosen)
-    return (
-        best_reachable_score(best_live, max_length + 1, cfg.len_penalty, cfg.length_norm)
-        <= (complete[k - 1])
-    )
+    reachable = best_reachable_score(best_live, max_length + 1, cfg.len_penalty, cfg.length_norm)
+    return reachable <= complete[cfg.nbest - 1]

@@ -36,7 +36,8 @@ class DecodeConfig:
     # the other.
     length_norm: str = "gnmt"
     # When a sentence's beam search ends (nmt.decoding.beam): exact = once no live hypothesis
-    # can still beat its beam_size finished ones (the exact n best, whatever the penalty);
+    # can still beat its nbest best finished ones (the n best a search to the maximum length
+    # returns, whatever the penalty);
     # first_k = once beam_size hypotheses have finished (fairseq's, HF's and CTranslate2's
     # rule), which also ends a search whose length penalty rewards length.
     stop: str = "exact"
