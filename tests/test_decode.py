@@ -311,10 +311,12 @@ def test_scores_and_attention_match_teacher_forcing(trained, search: str) -> Non
     assert run_greedy(model, src, **GREEDY)[0][0].attention is None
 
 
+@pytest.mark.parametrize("nbest", [1, 4])
 @pytest.mark.parametrize("len_penalty", [0.6, 3.0])
-def test_early_stop_loses_nothing(trained, monkeypatch, len_penalty: float) -> None:
+def test_early_stop_loses_nothing(trained, monkeypatch, len_penalty: float, nbest: int) -> None:
     """The stopping rule is exact: searching on to the maximum length finds the same n-best
-    lists, and stopping early (and dropping done sentences) decodes fewer rows."""
+    lists (the rule waits for nbest finished, fewer than the beam's), and stopping early (and
+    dropping done sentences) decodes fewer rows."""
     model, sources = trained
     src = source_batch(sources)
     rows = {"early": 0, "full": 0}
@@ -326,7 +328,7 @@ def test_early_stop_loses_nothing(trained, monkeypatch, len_penalty: float) -> N
         return step(self, prefix)
 
     monkeypatch.setattr(StepDecoder, "step", counting_step)
-    args = {**BEAM, "len_penalty": len_penalty, "max_len_b": 15, "nbest": 4}
+    args = {**BEAM, "len_penalty": len_penalty, "max_len_b": 15, "nbest": nbest}
     early = run_beam(model, src, **args)
     run = "full"
     never = lambda worst, *_: torch.zeros_like(worst, dtype=torch.bool)  # noqa: E731

@@ -382,6 +382,24 @@ def test_our_export_imports_back_to_the_same_translations(model_pt, tmp_path, se
         assert texts(imported, sentences, search) == texts(original, sentences, search)
 
 
+def test_what_a_model_learnt_to_read_survives_the_round_trip(model_pt, tmp_path):
+    """A model trained with placeholders and term annotations reads its source so after
+    format=hf and nmt.import too (its info says so; nmt.documents.translation reads it)."""
+    taught = load_checkpoint(model_pt)
+    taught.info.update(placeholders=True, terms="lemma")
+    save_checkpoint(tmp_path / "taught.pt", taught)
+    hf_dir, back = tmp_path / "hf", tmp_path / "back.pt"
+    command(
+        "nmt.export", f"ckpt={tmp_path / 'taught.pt'}", f"out={hf_dir}", "format=hf", cwd=tmp_path
+    )
+    command("nmt.import", f"source={hf_dir}", f"out={back}", cwd=tmp_path)
+    info = load_checkpoint(back).info
+    assert (info["placeholders"], info["terms"]) == (True, "lemma")
+    plain = tmp_path / "plain"
+    command("nmt.export", f"ckpt={model_pt}", f"out={plain}", "format=hf", cwd=tmp_path)
+    assert not import_marian(str(plain)).info.get("terms")
+
+
 def test_imported_checkpoint_saves_and_loads_unchanged(opus_dir, tmp_path, sentences):
     imported = import_marian(str(opus_dir))
     save_checkpoint(tmp_path / "m.pt", imported)

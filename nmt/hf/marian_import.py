@@ -316,5 +316,6 @@ def import_marian(source: str, src_lang: str | None = None, tgt_lang: str | None
     src = src_lang or langs.get("source_lang") or "en"
     tgt = tgt_lang or langs.get("target_lang") or "de"
     info = {"imported_from": str(source), "format": "MarianMTModel"}
+    info.update(config.get("nmt_reads") or {})  # what an export of ours learnt to read
     search = generation_search(folder, config)
     return Checkpoint(model.eval(), tokenizer, src, tgt, info, search)

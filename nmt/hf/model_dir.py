@@ -20,6 +20,8 @@ from nmt.hf.model_card import model_card
 from nmt.split_tokenizer import SplitTokenizer
 
 DTYPES = ("float32", "float16", "bfloat16")  # the weights as saved; transformers casts on load
+# checkpoint info that says how the model reads its source (nmt.documents.translation)
+LEARNT_INPUTS = ("placeholders", "terms")
 
 
 def export_hf(
@@ -41,6 +43,8 @@ def export_hf(
     with staged_directory(out, overwrite) as built:
         hf = marian_model(model).to(getattr(torch, dtype))
         hf.generation_config = GenerationConfig(**settings)
+        # what the model learnt to read (placeholders, term annotations), for nmt.import
+        hf.config.nmt_reads = {key: checkpoint.info.get(key) for key in LEARNT_INPUTS}
         hf.save_pretrained(built)
         write_tokenizer(checkpoint, built)
         card = model_card(checkpoint, evaluation, settings, notes, dtype)
