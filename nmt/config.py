@@ -65,6 +65,7 @@ class AugmentConfig:
     placeholders: float = 0.0
     # a source word or two annotated with their linked target word, as a glossary term is
     # at translation (nmt/terms/annotation.py), so the model learns to use the term given
+    # (the recipe's hour with 0.2: 19% of terms used, val -0.9 BLEU: docs/experiments.md)
     terms: float = 0.0
     term_form: str = "lemma"  # what the annotation carries: the target's "lemma" or "exact" form
 
