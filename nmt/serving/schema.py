@@ -29,6 +29,7 @@ from nmt.decoding.settings import (
     without_unread,
 )
 from nmt.inference.alignment import pharaoh
+from nmt.inference.loading import engine_class
 from nmt.jobs.job import SEGMENTS, TEXT_FORMATS, Job, JobError
 from nmt.terms.glossary import MAX_ENTRIES, Glossary, GlossaryError, read_glossary
 from nmt.terms.spans import KIND_NAMES, MAX_PATTERNS, Rules
@@ -212,15 +213,15 @@ def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job
     except GlossaryError as error:
         raise JobError(422, str(error)) from None
     search = request_search(default, request)
-    if exact and glossary is not None:  # the engine's own refusal, before any work
-        if server.backend != "torch":
-            raise JobError(
-                422,
-                f"glossary_exact needs the torch engine: this server runs {server.backend}, "
-                "which has no constrained search",
-            )
+    if exact and glossary is not None:  # the engine's own refusals, before any work
         if search.strategy != "beam" or search.beam_size < 2:
             raise JobError(422, "glossary_exact needs a beam search of 2 beams or more")
+        if not engine_class(server.backend).constrains:
+            raise JobError(
+                422,
+                f"glossary_exact needs the torch engine: this server's ({server.backend}) "
+                "has no constrained search",
+            )
     return Job(
         search=search,
         texts=request.lines,

@@ -135,7 +135,7 @@ def build_server(
         "protect": {"kinds": list(cfg.protect), "patterns": list(cfg.protect_patterns)},
         "glossary_entries": len(read_glossary(cfg.glossary)) if cfg.glossary else 0,
         # what a request's "glossary_exact" defaults to; None: this engine cannot (CTranslate2)
-        "glossary_exact": cfg.glossary_exact if cfg.backend == "torch" else None,
+        "glossary_exact": cfg.glossary_exact if engine_class(cfg.backend).constrains else None,
         "access": {  # what a client must know (never the keys)
             "keys": cfg.api_keys_file is not None,
             "limit_requests": cfg.limit_requests,
