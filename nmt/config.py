@@ -68,10 +68,15 @@ class AugmentConfig:
     # (the recipe's hour with 0.2: 19% of terms used, val -0.9 BLEU: docs/experiments.md)
     terms: float = 0.0
     term_form: str = "lemma"  # what the annotation carries: the target's "lemma" or "exact" form
+    # which linked words get annotated: "any", or "uncommon": where the pair has some, words
+    # whose target is not their usual translation in the training pairs (what a glossary is for)
+    term_pick: str = "any"
 
     def __post_init__(self) -> None:
         if self.term_form not in ("lemma", "exact"):
             raise ValueError(f"data.augment.term_form={self.term_form}: choose lemma or exact")
+        if self.term_pick not in ("any", "uncommon"):
+            raise ValueError(f"data.augment.term_pick={self.term_pick}: choose any or uncommon")
         for view in AUGMENT_VIEWS:
             if not 0.0 <= getattr(self, view) <= 1.0:
                 raise ValueError(

@@ -23,6 +23,7 @@ from nmt.data.augmentation import (
     title,
     unpunctuated,
     upper,
+    usual_translations,
 )
 from nmt.data.datamodule import TranslationDataModule
 from nmt.terms.annotation import MARK, annotate
@@ -129,6 +130,30 @@ def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair,
         assert (before, t) in pair.links
         matches.append(Match(Entry(pair.src[before], new.tgt[t]), range(before, before + 1)))
     assert annotate(" ".join(pair.src), matches, "exact").text == " ".join(new.src)
+
+
+def test_uncommon_terms_are_the_words_translated_otherwise_than_usual():
+    """term_pick "uncommon": the usual translation is the lemma a word is most often linked
+    to, and a pair holding a word translated otherwise gets that word annotated, every draw;
+    a pair with none still gets a term."""
+    said = [
+        ("the dog runs", "der Hund rennt"),
+        ("a dog sleeps", "ein Hund schläft"),
+        ("two dogs", "zwei Hunde"),
+        ("the dog barks", "der Köter bellt"),
+        ("a cat sleeps", "eine Katze schläft"),
+    ]
+    read = [Pair(s.split(), t.split(), [(0, 0), (1, 1), (2, 2)][: len(s.split())]) for s, t in said]
+    usual = usual_translations(read)
+    assert usual["dog"] == "hund"  # 2 of 3, not "köter"
+    assert usual["dogs"] == "hund"  # by lemma
+    both = Pair("the dog and the cat".split(), "der Köter und die Katze".split(), [(1, 1), (4, 4)])
+    for seed in range(30):
+        new = terms(both, np.random.default_rng(seed), "exact", usual)
+        annotated = [w for w in new.src if w not in both.src and w != MARK]
+        assert annotated == ["Köter"]
+    plain = Pair("the cat".split(), "die Katze".split(), [(1, 1)])
+    assert "Katze" in terms(plain, np.random.default_rng(0), "exact", usual).src
 
 
 @settings(max_examples=300, deadline=None)

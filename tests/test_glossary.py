@@ -165,7 +165,7 @@ def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewh
     assert "Helmen" in [core(w) for w in found[1].text.split()], found[1].text
     assert [t["used"] for t in found[0].terms + found[1].terms] == [True, True]
     assert found[2].text == plain[2].text and found[2].terms == []
-    with pytest.raises(SearchError, match="exact glossary terms need the torch engine"):
+    with pytest.raises(SearchError, match="need the torch engine: the ctranslate2 engine"):
         translate_texts(ct2_f32, lines, ct2_f32.search, glossary=glossary)
 
 

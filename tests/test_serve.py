@@ -307,12 +307,12 @@ def test_a_requests_exact_terms_are_served_as_offline_and_refused_before_the_wor
     request = TranslateRequest.model_validate(
         {"text": "A.", "glossary": terms, "glossary_exact": True}
     )
-    with pytest.raises(JobError, match=r"this server's \(ctranslate2\) has no constrained"):
+    with pytest.raises(JobError, match=r"the ctranslate2 engine has no constrained"):
         request_job(request, api.search, replaced(api.cfg, backend="ctranslate2"))
     greedy = TranslateRequest.model_validate(
         {**request.model_dump(exclude_none=True), "search": {"strategy": "greedy"}}
     )
-    with pytest.raises(JobError, match="needs a beam search of 2 beams"):
+    with pytest.raises(JobError, match="need a beam search of 2 beams"):
         request_job(greedy, api.search, api.cfg)
     no_terms = TranslateRequest.model_validate({"text": "A.", "glossary_exact": True})
     assert request_job(no_terms, api.search, replaced(api.cfg, backend="ctranslate2")).texts
@@ -626,7 +626,7 @@ BAD = [
     (
         {"text": "A.", "glossary": {"a": "b"}, "glossary_exact": True, "search": {"beam_size": 1}},
         422,
-        "glossary_exact needs a beam search of 2 beams or more",
+        "exact glossary terms (glossary_exact) need a beam search of 2 beams or more",
     ),
 ]
 

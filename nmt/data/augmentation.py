@@ -25,7 +25,7 @@ import datasets
 import numpy as np
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig
-from nmt.terms.annotation import FUNCTION_WORDS, annotated_word, term_text
+from nmt.terms.annotation import FUNCTION_WORDS, annotated_word, target_lemma, term_text
 from nmt.terms.glossary import core
 from nmt.tokenizer import Tokenizer, piece_words
 
@@ -189,16 +189,28 @@ def placeholders(pair: Pair, rng: np.random.Generator) -> Pair | None:
     return pair
 
 
-def terms(pair: Pair, rng: np.random.Generator, form: str) -> Pair | None:
+def terms(
+    pair: Pair, rng: np.random.Generator, form: str, usual: dict[str, str] | None = None
+) -> Pair | None:
     """One (a third of the time two) source words linked one to one annotated with their
     target word, as a glossary term (nmt.terms.annotation; form "lemma" or "exact"), the
     annotation's words linked to the target word. Only words of letters, three or more, not
-    FUNCTION_WORDS; None where the pair has none."""
+    FUNCTION_WORDS; None where the pair has none. With `usual` (`usual_translations`), words
+    whose target is not their usual one are taken where the pair has any: a term the model
+    would have written anyway teaches it nothing about reading the annotation, and a
+    glossary is given for the words it gets wrong."""
     candidates = [
         (s, t)
         for s, t in one_to_one_links(pair.links)
         if _term_word(core(pair.src[s])) and _term_word(core(pair.tgt[t]))
     ]
+    if usual is not None:
+        uncommon = [
+            (s, t)
+            for s, t in candidates
+            if usual.get(core(pair.src[s]).lower()) != target_lemma(core(pair.tgt[t])).lower()
+        ]
+        candidates = uncommon or candidates
     if not candidates:
         return None
     count = min(len(candidates), 2 if rng.random() < 1 / 3 else 1)
@@ -215,6 +227,18 @@ def terms(pair: Pair, rng: np.random.Generator, form: str) -> Pair | None:
 
 def _term_word(word: str) -> bool:
     return len(word) >= 3 and word.isalpha() and word.lower() not in FUNCTION_WORDS
+
+
+def usual_translations(pairs: list[Pair]) -> dict[str, str]:
+    """Source word (lower case) -> the target lemma (lower case) it is most often linked one to
+    one with in `pairs`, for the term words of `terms` (ties: the lemma first seen)."""
+    counts: dict[str, Counter] = {}
+    for pair in pairs:
+        for s, t in one_to_one_links(pair.links):
+            word, term = core(pair.src[s]), core(pair.tgt[t])
+            if _term_word(word) and _term_word(term):
+                counts.setdefault(word.lower(), Counter())[target_lemma(term).lower()] += 1
+    return {word: seen.most_common(1)[0][0] for word, seen in counts.items()}
 
 
 def merged(first: Pair, second: Pair) -> Pair:
@@ -242,15 +266,21 @@ def augment_rows(
     epoch: int,
     max_len: int,
     term_form: str = "lemma",
+    term_pick: str = "any",
 ) -> tuple[dict[str, list], list[list[str]]]:
     """The rows (src, tgt, src_ids, tgt_ids, optional word_align; row i is the epoch's
     row i) with their chosen views applied, re-encoded, and each row's views applied. A
     view that does not fit a row (no final stop, no one-to-one link, a merge past max_len
     pieces, the last row to merge, irregular spacing) is left out of it; a row its views take
-    past max_len pieces is left as it was."""
+    past max_len pieces is left as it was. With term_pick "uncommon", `terms` prefers targets
+    that are not their word's usual translation in these rows (`usual_translations`)."""
     starts = tokenizer.word_starts()
     has_links = "word_align" in rows
     n = len(rows["src"])
+    usual = None
+    if term_pick == "uncommon" and has_links and chosen["terms"].any():
+        read = (_read_pair(rows, i, starts, has_links) for i in range(n))
+        usual = usual_translations([pair for pair in read if pair is not None])
     out = {key: list(values) for key, values in rows.items()}
     applied: list[list[str]] = [[] for _ in range(n)]
     changed = []
@@ -277,7 +307,7 @@ def augment_rows(
             elif view == "placeholders":
                 new = placeholders(pair, rng) if has_links else None
             elif view == "terms":
-                new = terms(pair, rng, term_form) if has_links else None
+                new = terms(pair, rng, term_form, usual) if has_links else None
             elif view == "unpunctuated":
                 new = unpunctuated(pair)
             else:
@@ -346,6 +376,7 @@ def augment_epoch(
             "epoch": epoch,
             "max_len": max_len,
             "term_form": shares.term_form,
+            "term_pick": shares.term_pick,
         },
         desc=f"Augmenting epoch {epoch}",
     )

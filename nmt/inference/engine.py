@@ -161,15 +161,26 @@ class Engine(ABC):
                 done(len(batch.lines))
         return results
 
+    @classmethod
+    def constraints_refusal(cls, search: DecodeConfig) -> str | None:
+        """Why this engine cannot search with exact terms (glossary_exact), in one line, the
+        search's rule first; None where it can. The engine raises it as a SearchError, a
+        server as a 422 before any work."""
+        if search.strategy != "beam" or search.beam_size < 2:
+            return "exact glossary terms (glossary_exact) need a beam search of 2 beams or more"
+        if not cls.constrains:
+            return (
+                f"exact glossary terms (glossary_exact) need the torch engine: the {cls.name} "
+                "engine has no constrained search (without glossary_exact the terms are used "
+                "another way)"
+            )
+        return None
+
     def check_constraints(self, search: DecodeConfig) -> None:
         """Raise a one-line SearchError where this engine or search cannot hold constraints."""
-        if not self.constrains:
-            raise SearchError(
-                f"exact glossary terms need the torch engine: {self.describe()} has no "
-                "constrained search (glossary_exact=false uses the terms another way)"
-            )
-        if search.strategy != "beam" or search.beam_size < 2:
-            raise SearchError("exact glossary terms need a beam search of 2 beams or more")
+        refusal = self.constraints_refusal(search)
+        if refusal:
+            raise SearchError(refusal)
 
     @abstractmethod
     def search_batches(

@@ -213,15 +213,9 @@ def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job
     except GlossaryError as error:
         raise JobError(422, str(error)) from None
     search = request_search(default, request)
-    if exact and glossary is not None:  # the engine's own refusals, before any work
-        if search.strategy != "beam" or search.beam_size < 2:
-            raise JobError(422, "glossary_exact needs a beam search of 2 beams or more")
-        if not engine_class(server.backend).constrains:
-            raise JobError(
-                422,
-                f"glossary_exact needs the torch engine: this server's ({server.backend}) "
-                "has no constrained search",
-            )
+    refusal = engine_class(server.backend).constraints_refusal(search)
+    if exact and glossary is not None and refusal:  # the engine's own, before any work
+        raise JobError(422, refusal)
     return Job(
         search=search,
         texts=request.lines,

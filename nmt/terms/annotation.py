@@ -12,6 +12,7 @@ after the word stays after the annotation: `contract, ` becomes `contract %% Ver
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from nmt.terms.glossary import EDGE, Match
 
@@ -26,6 +27,7 @@ FUNCTION_WORDS = frozenset(
 )
 
 
+@lru_cache(maxsize=1 << 16)
 def target_lemma(word: str) -> str:
     """A German word's lemma (simplemma), its first letter's case kept ("Verträge" ->
     "Vertrag"); the word itself where simplemma knows none."""
