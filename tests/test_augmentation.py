@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from nmt.config import AUGMENT_VIEWS, AugmentConfig, DataConfig, TokenizerConfig
 from nmt.data.augmentation import (
     Pair,
+    linked_lemmas,
     merged,
     numbers,
     placeholders,
@@ -23,7 +24,6 @@ from nmt.data.augmentation import (
     title,
     unpunctuated,
     upper,
-    usual_translations,
 )
 from nmt.data.datamodule import TranslationDataModule
 from nmt.terms.annotation import MARK, annotate
@@ -133,27 +133,45 @@ def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair,
 
 
 def test_uncommon_terms_are_the_words_translated_otherwise_than_usual():
-    """term_pick "uncommon": the usual translation is the lemma a word is most often linked
-    to, and a pair holding a word translated otherwise gets that word annotated, every draw;
-    a pair with none still gets a term."""
-    said = [
-        ("the dog runs", "der Hund rennt"),
-        ("a dog sleeps", "ein Hund schläft"),
+    """term_pick "uncommon": a pair holding a word translated otherwise than usual (not the
+    lemma most often linked to it, yet linked to it UNCOMMON_SEEN times) gets that word
+    annotated, every draw; a lemma linked once (an aligner's stray link) or an article is no
+    such word; a pair with none still gets a term."""
+    said = [("the dog runs", "der Hund rennt")] * 4 + [
         ("two dogs", "zwei Hunde"),
         ("the dog barks", "der Köter bellt"),
+        ("a dog sleeps", "ein Köter schläft"),
+        ("the dog sits", "der Köter sitzt"),
+        ("the dog eats", "der Welpe frisst"),
         ("a cat sleeps", "eine Katze schläft"),
     ]
     read = [Pair(s.split(), t.split(), [(0, 0), (1, 1), (2, 2)][: len(s.split())]) for s, t in said]
-    usual = usual_translations(read)
-    assert usual["dog"] == "hund"  # 2 of 3, not "köter"
-    assert usual["dogs"] == "hund"  # by lemma
+    seen = linked_lemmas(read)
+    assert seen["dog"] == {"hund": 4, "köter": 3, "welpe": 1}
+    assert seen["dogs"] == {"hund": 1}  # by lemma; "der", "zwei" are no terms
     both = Pair("the dog and the cat".split(), "der Köter und die Katze".split(), [(1, 1), (4, 4)])
     for seed in range(30):
-        new = terms(both, np.random.default_rng(seed), "exact", usual)
-        annotated = [w for w in new.src if w not in both.src and w != MARK]
-        assert annotated == ["Köter"]
-    plain = Pair("the cat".split(), "die Katze".split(), [(1, 1)])
-    assert "Katze" in terms(plain, np.random.default_rng(0), "exact", usual).src
+        new = terms(both, np.random.default_rng(seed), "exact", seen)
+        assert [w for w in new.src if w not in both.src and w != MARK] == ["Köter"]
+    stray = Pair("the dog and the cat".split(), "der Welpe und die Katze".split(), [(1, 1), (4, 4)])
+    picked = {
+        tuple(
+            w
+            for w in terms(stray, np.random.default_rng(seed), "exact", seen).src
+            if w not in stray.src and w != MARK
+        )
+        for seed in range(30)
+    }
+    assert ("Welpe",) in picked and ("Katze",) in picked  # neither preferred
+    usual = Pair("the dog".split(), "der Hund".split(), [(0, 0), (1, 1)])
+    assert terms(usual, np.random.default_rng(0), "exact", seen).src == [
+        "the",
+        "dog",
+        MARK,
+        "Hund",
+        MARK,
+    ]
+    assert terms(Pair(["paddling"], ["der"], [(0, 0)]), np.random.default_rng(0), "exact") is None
 
 
 @settings(max_examples=300, deadline=None)

@@ -25,7 +25,13 @@ import datasets
 import numpy as np
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig
-from nmt.terms.annotation import FUNCTION_WORDS, annotated_word, target_lemma, term_text
+from nmt.terms.annotation import (
+    FUNCTION_WORDS,
+    TARGET_FUNCTION_WORDS,
+    annotated_word,
+    target_lemma,
+    term_text,
+)
 from nmt.terms.glossary import core
 from nmt.tokenizer import Tokenizer, piece_words
 
@@ -52,6 +58,7 @@ NUMBER_WORDS = {
     "twelve": {"zwölf"},
 }
 DIGITS = re.compile(r"\d+")
+UNCOMMON_SEEN = 3  # links of a word to a lemma that make the lemma one of its translations
 
 
 @dataclass
@@ -190,26 +197,23 @@ def placeholders(pair: Pair, rng: np.random.Generator) -> Pair | None:
 
 
 def terms(
-    pair: Pair, rng: np.random.Generator, form: str, usual: dict[str, str] | None = None
+    pair: Pair, rng: np.random.Generator, form: str, seen: dict[str, Counter] | None = None
 ) -> Pair | None:
     """One (a third of the time two) source words linked one to one annotated with their
     target word, as a glossary term (nmt.terms.annotation; form "lemma" or "exact"), the
     annotation's words linked to the target word. Only words of letters, three or more, not
-    FUNCTION_WORDS; None where the pair has none. With `usual` (`usual_translations`), words
-    whose target is not their usual one are taken where the pair has any: a term the model
-    would have written anyway teaches it nothing about reading the annotation, and a
-    glossary is given for the words it gets wrong."""
+    FUNCTION_WORDS (TARGET_FUNCTION_WORDS on the target side); None where the pair has none.
+    With `seen` (`linked_lemmas`), words translated otherwise than usual (`_uncommon`) are
+    taken where the pair has any: a term the model would have written anyway teaches it
+    nothing about reading the annotation, and a glossary is given for the words it gets
+    wrong."""
     candidates = [
         (s, t)
         for s, t in one_to_one_links(pair.links)
-        if _term_word(core(pair.src[s])) and _term_word(core(pair.tgt[t]))
+        if _term_word(core(pair.src[s])) and _term_word(core(pair.tgt[t]), TARGET_FUNCTION_WORDS)
     ]
-    if usual is not None:
-        uncommon = [
-            (s, t)
-            for s, t in candidates
-            if usual.get(core(pair.src[s]).lower()) != target_lemma(core(pair.tgt[t])).lower()
-        ]
+    if seen is not None:
+        uncommon = [(s, t) for s, t in candidates if _uncommon(seen, pair.src[s], pair.tgt[t])]
         candidates = uncommon or candidates
     if not candidates:
         return None
@@ -225,20 +229,30 @@ def terms(
     return Pair(src, pair.tgt, sorted(links))
 
 
-def _term_word(word: str) -> bool:
-    return len(word) >= 3 and word.isalpha() and word.lower() not in FUNCTION_WORDS
+def _term_word(word: str, function_words: frozenset[str] = FUNCTION_WORDS) -> bool:
+    return len(word) >= 3 and word.isalpha() and word.lower() not in function_words
 
 
-def usual_translations(pairs: list[Pair]) -> dict[str, str]:
-    """Source word (lower case) -> the target lemma (lower case) it is most often linked one to
-    one with in `pairs`, for the term words of `terms` (ties: the lemma first seen)."""
-    counts: dict[str, Counter] = {}
+def linked_lemmas(pairs: list[Pair]) -> dict[str, Counter]:
+    """Source word (lower case) -> how often each target lemma (lower case) is linked one to
+    one with it in `pairs`, for the term words of `terms`."""
+    seen: dict[str, Counter] = {}
     for pair in pairs:
         for s, t in one_to_one_links(pair.links):
             word, term = core(pair.src[s]), core(pair.tgt[t])
-            if _term_word(word) and _term_word(term):
-                counts.setdefault(word.lower(), Counter())[target_lemma(term).lower()] += 1
-    return {word: seen.most_common(1)[0][0] for word, seen in counts.items()}
+            if _term_word(word) and _term_word(term, TARGET_FUNCTION_WORDS):
+                seen.setdefault(word.lower(), Counter())[target_lemma(term).lower()] += 1
+    return seen
+
+
+def _uncommon(seen: dict[str, Counter], word: str, term: str) -> bool:
+    """Whether `term` translates `word` otherwise than usual: its lemma is not the one most
+    often linked to the word, yet is linked to it UNCOMMON_SEEN times or more (fewer is
+    likelier an aligner's stray link than a translation)."""
+    lemmas = seen.get(core(word).lower(), Counter())
+    lemma = target_lemma(core(term)).lower()
+    usual = lemmas.most_common(1)[0][0] if lemmas else None
+    return lemma != usual and lemmas[lemma] >= UNCOMMON_SEEN
 
 
 def merged(first: Pair, second: Pair) -> Pair:
@@ -273,14 +287,14 @@ def augment_rows(
     view that does not fit a row (no final stop, no one-to-one link, a merge past max_len
     pieces, the last row to merge, irregular spacing) is left out of it; a row its views take
     past max_len pieces is left as it was. With term_pick "uncommon", `terms` prefers targets
-    that are not their word's usual translation in these rows (`usual_translations`)."""
+    that are not their word's usual translation in these rows (`linked_lemmas`)."""
     starts = tokenizer.word_starts()
     has_links = "word_align" in rows
     n = len(rows["src"])
-    usual = None
+    seen = None
     if term_pick == "uncommon" and has_links and chosen["terms"].any():
         read = (_read_pair(rows, i, starts, has_links) for i in range(n))
-        usual = usual_translations([pair for pair in read if pair is not None])
+        seen = linked_lemmas([pair for pair in read if pair is not None])
     out = {key: list(values) for key, values in rows.items()}
     applied: list[list[str]] = [[] for _ in range(n)]
     changed = []
@@ -307,7 +321,7 @@ def augment_rows(
             elif view == "placeholders":
                 new = placeholders(pair, rng) if has_links else None
             elif view == "terms":
-                new = terms(pair, rng, term_form, usual) if has_links else None
+                new = terms(pair, rng, term_form, seen) if has_links else None
             elif view == "unpunctuated":
                 new = unpunctuated(pair)
             else:

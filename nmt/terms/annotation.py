@@ -25,6 +25,16 @@ FUNCTION_WORDS = frozenset(
     "one two three four five while who which what where when there here out up down into onto "
     "over under near not no very also other".split()
 )
+# German ones, for the target side: an aligner's stray link to an article is no term
+TARGET_FUNCTION_WORDS = frozenset(
+    "der die das den dem des ein eine einen einem einer eines kein keine und oder aber sich "
+    "mit in im ins auf am an ans zu zum zur von vom bei beim für ist sind war waren wird "
+    "werden hat haben sein seine seinem seinen seiner ihr ihre ihrem ihren ihrer er sie es wir "
+    "man nicht auch noch aus nach über unter vor hinter neben zwischen durch gegen um als wie "
+    "was wer wo dort hier diese dieser dieses diesem diesen jeder jede jedes jedem jeden "
+    "einige einigen viele vielen andere anderen anderer anderes etwas sehr dabei daran davor "
+    "während zwei drei vier fünf sechs".split()
+)
 
 
 @lru_cache(maxsize=1 << 16)
