@@ -26,7 +26,7 @@ from nmt.data.augmentation import (
     upper,
 )
 from nmt.data.datamodule import TranslationDataModule
-from nmt.terms.annotation import MARK, annotate
+from nmt.terms.annotation import MARK, TARGET_FUNCTION_WORDS, annotate
 from nmt.terms.glossary import Entry, Match
 from nmt.tokenizer import piece_words
 
@@ -256,7 +256,14 @@ def epoch_rows(dm: TranslationDataModule, epoch: int, rank: int = 0, world: int 
 
 
 SHARES = AugmentConfig(
-    upper=0.2, title=0.2, unpunctuated=0.3, numbers=0.3, merged=0.1, placeholders=0.1, terms=0.2
+    upper=0.2,
+    title=0.2,
+    unpunctuated=0.3,
+    numbers=0.3,
+    merged=0.1,
+    placeholders=0.1,
+    terms=0.2,
+    term_pick="uncommon",
 )
 
 
@@ -304,6 +311,8 @@ def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
         if MARK in src:  # a term annotated: marks in pairs around a word, the target as it was
             assert MARK not in tgt
             assert re.fullmatch(r"(?:[^%]+ %% [^ %]+ %%)+[^%]*", src), src
+            terms = re.findall(r"%% ([^ %]+) %%", src)
+            assert not {t.lower() for t in terms} & TARGET_FUNCTION_WORDS, src
             seen["terms"] += 1
     assert all(count > 10 for count in seen.values()), seen
 
