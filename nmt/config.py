@@ -71,12 +71,17 @@ class AugmentConfig:
     # which linked words get annotated: "any", or "uncommon": where the pair has some, words
     # whose target is not their usual translation in the training pairs (what a glossary is for)
     term_pick: str = "any"
+    # the share of annotated words left out, their annotation alone in their place, so that
+    # the term is the model's one way to the word's translation
+    term_mask: float = 0.0
 
     def __post_init__(self) -> None:
         if self.term_form not in ("lemma", "exact"):
             raise ValueError(f"data.augment.term_form={self.term_form}: choose lemma or exact")
         if self.term_pick not in ("any", "uncommon"):
             raise ValueError(f"data.augment.term_pick={self.term_pick}: choose any or uncommon")
+        if not 0.0 <= self.term_mask <= 1.0:
+            raise ValueError(f"data.augment.term_mask must be in [0, 1], got {self.term_mask}")
         for view in AUGMENT_VIEWS:
             if not 0.0 <= getattr(self, view) <= 1.0:
                 raise ValueError(

@@ -27,6 +27,7 @@ import numpy as np
 from nmt.config import AUGMENT_VIEWS, AugmentConfig
 from nmt.terms.annotation import (
     FUNCTION_WORDS,
+    MARK,
     TARGET_FUNCTION_WORDS,
     annotated_word,
     target_lemma,
@@ -197,7 +198,11 @@ def placeholders(pair: Pair, rng: np.random.Generator) -> Pair | None:
 
 
 def terms(
-    pair: Pair, rng: np.random.Generator, form: str, seen: dict[str, Counter] | None = None
+    pair: Pair,
+    rng: np.random.Generator,
+    form: str,
+    seen: dict[str, Counter] | None = None,
+    mask: float = 0.0,
 ) -> Pair | None:
     """One (a third of the time two) source words linked one to one annotated with their
     target word, as a glossary term (nmt.terms.annotation; form "lemma" or "exact"), the
@@ -206,7 +211,9 @@ def terms(
     With `seen` (`linked_lemmas`), words translated otherwise than usual (`_uncommon`) are
     taken where the pair has any: a term the model would have written anyway teaches it
     nothing about reading the annotation, and a glossary is given for the words it gets
-    wrong."""
+    wrong. With `mask`, that share of the annotated words go, their annotation left alone
+    (`%% Vertrag %%` where `contract %% Vertrag %%` was): the model cannot write the word's
+    own translation there, and learns to take the term from the marks."""
     candidates = [
         (s, t)
         for s, t in one_to_one_links(pair.links)
@@ -221,11 +228,16 @@ def terms(
     picks = sorted(candidates[i] for i in rng.choice(len(candidates), count, replace=False))
     src, links = list(pair.src), list(pair.links)
     for s, t in reversed(picks):  # from the end: earlier picks' indices hold
-        added = annotated_word(src[s], term_text(core(pair.tgt[t]), form))
+        term = term_text(core(pair.tgt[t]), form).split()
+        added = annotated_word(src[s], " ".join(term))
+        if mask and rng.random() < mask:  # the word goes, and its one link
+            added = added[1:]
+            links.remove((s, t))
         src[s : s + 1] = added
         grown = len(added) - 1
         links = [(a + grown * (a > s), b) for a, b in links]
-        links += [(s + 2 + k, t) for k in range(len(added) - 3)]  # the term's words, not marks
+        first = s + added.index(MARK) + 1
+        links += [(first + k, t) for k in range(len(term))]  # the term's words, not marks
     return Pair(src, pair.tgt, sorted(links))
 
 
@@ -281,6 +293,7 @@ def augment_rows(
     max_len: int,
     term_form: str = "lemma",
     term_pick: str = "any",
+    term_mask: float = 0.0,
 ) -> tuple[dict[str, list], list[list[str]]]:
     """The rows (src, tgt, src_ids, tgt_ids, optional word_align; row i is the epoch's
     row i) with their chosen views applied, re-encoded, and each row's views applied. A
@@ -321,7 +334,7 @@ def augment_rows(
             elif view == "placeholders":
                 new = placeholders(pair, rng) if has_links else None
             elif view == "terms":
-                new = terms(pair, rng, term_form, seen) if has_links else None
+                new = terms(pair, rng, term_form, seen, term_mask) if has_links else None
             elif view == "unpunctuated":
                 new = unpunctuated(pair)
             else:
@@ -391,6 +404,7 @@ def augment_epoch(
             "max_len": max_len,
             "term_form": shares.term_form,
             "term_pick": shares.term_pick,
+            "term_mask": shares.term_mask,
         },
         desc=f"Augmenting epoch {epoch}",
     )
