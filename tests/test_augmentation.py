@@ -136,7 +136,8 @@ def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair,
 @given(pairs(), st.lists(WORDS, min_size=1, max_size=6), st.integers(0, 2**32 - 1))
 def test_masked_terms_stand_alone_where_their_word_was(pair, extra, seed):
     """term_mask=1: each annotated word is gone, `%% term %%` in its place linked to its
-    target word; the target and every other word (and link) stay."""
+    target word, as translation writes a term in place; the target and every other word
+    (and link) stay."""
     pair = Pair(
         pair.src + extra,
         pair.tgt + extra,
@@ -147,16 +148,16 @@ def test_masked_terms_stand_alone_where_their_word_was(pair, extra, seed):
     assert new.tgt == pair.tgt
     marks = [i for i, w in enumerate(new.src) if w.startswith(MARK)]
     assert len(marks) in (2, 4)
-    kept, at, gone = [], 0, []
+    matches = []
     for open_, close in zip(marks[0::2], marks[1::2], strict=True):
-        kept += new.src[at:open_]
-        gone.append(len(kept) + len(gone))  # the source word it stands for
         (t,) = {t for s, t in new.links if open_ < s < close}
         assert new.src[open_ + 1 : close] == [new.tgt[t].strip(",.!?")]
-        assert (gone[-1], t) in pair.links and all(s != open_ for s, _ in new.links)
-        at = close + 1
-    kept += new.src[at:]
-    assert kept == [w for i, w in enumerate(pair.src) if i not in gone]
+        assert all(s != open_ and s != close for s, _ in new.links)  # marks link nothing
+        (s,) = {s for s, b in pair.links if b == t}  # the word it stands for: linked one to one
+        matches.append(Match(Entry(pair.src[s], new.tgt[t]), range(s, s + 1)))
+    assert len(new.links) == len(pair.links)  # the word's link became the term's
+    # as translation reads a glossary's terms for a model trained so
+    assert annotate(" ".join(pair.src), matches, "exact", in_place=True).text == " ".join(new.src)
 
 
 def test_uncommon_terms_are_the_words_translated_otherwise_than_usual():

@@ -100,8 +100,9 @@ class TermReader:
     """`engine` as a model trained with data.augment.terms (its model.pt says so) would be:
     the same translations of what it reads, and a record of what it was given to read."""
 
-    def __init__(self, engine, form: str):
-        self.engine, self.info, self.read = engine, {**engine.info, "terms": form}, []
+    def __init__(self, engine, form: str, in_place: bool = False):
+        self.engine, self.read = engine, []
+        self.info = {**engine.info, "terms": form, "terms_in_place": in_place}
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -136,6 +137,15 @@ def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, 
         alone = TermReader(engine, form)
         one = translate_texts(alone, lines[1:2], engine.search, glossary=glossary)[0]
         assert alone.read == reader.read[1:2] and one.text == found[1].text
+    # a model trained with data.augment.term_mask reads the term in place of its words
+    reader = TermReader(engine, "lemma", in_place=True)
+    found = translate_texts(reader, lines, engine.search, glossary=glossary, alignments=True)
+    for j, (source, term) in enumerate((("bushes", "Strauch"), ("hard hats", "Helm"))):
+        assert f"%% {term} %%" in reader.read[j] and source not in reader.read[j]
+        assert reader.read[j].replace(f"%% {term} %%", source) == lines[j]
+        words = len(lines[j].split())
+        assert found[j].alignments and all(s < words for s, _ in found[j].alignments[0])
+    assert reader.read[2] == lines[2]
 
 
 def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(

@@ -386,7 +386,7 @@ def test_what_a_model_learnt_to_read_survives_the_round_trip(model_pt, tmp_path)
     """A model trained with placeholders and term annotations reads its source so after
     format=hf and nmt.import too (its info says so; nmt.documents.translation reads it)."""
     taught = load_checkpoint(model_pt)
-    taught.info.update(placeholders=True, terms="lemma")
+    taught.info.update(placeholders=True, terms="lemma", terms_in_place=True)
     save_checkpoint(tmp_path / "taught.pt", taught)
     hf_dir, back = tmp_path / "hf", tmp_path / "back.pt"
     command(
@@ -394,7 +394,7 @@ def test_what_a_model_learnt_to_read_survives_the_round_trip(model_pt, tmp_path)
     )
     command("nmt.import", f"source={hf_dir}", f"out={back}", cwd=tmp_path)
     info = load_checkpoint(back).info
-    assert (info["placeholders"], info["terms"]) == (True, "lemma")
+    assert (info["placeholders"], info["terms"], info["terms_in_place"]) == (True, "lemma", True)
     plain = tmp_path / "plain"
     command("nmt.export", f"ckpt={model_pt}", f"out={plain}", "format=hf", cwd=tmp_path)
     assert not import_marian(str(plain)).info.get("terms")

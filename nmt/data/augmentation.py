@@ -229,9 +229,9 @@ def terms(
     src, links = list(pair.src), list(pair.links)
     for s, t in reversed(picks):  # from the end: earlier picks' indices hold
         term = term_text(core(pair.tgt[t]), form).split()
-        added = annotated_word(src[s], " ".join(term))
-        if mask and rng.random() < mask:  # the word goes, and its one link
-            added = added[1:]
+        in_place = bool(mask) and rng.random() < mask
+        added = annotated_word(src[s], " ".join(term), in_place)
+        if in_place:  # the word goes, and its one link
             links.remove((s, t))
         src[s : s + 1] = added
         grown = len(added) - 1

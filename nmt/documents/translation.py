@@ -135,9 +135,9 @@ def translate_texts(
             for j, line in enumerate(flat)
         ]
     # a model trained with glossary terms annotated reads them so (nmt.terms.annotation)
-    form = engine.info.get("terms")
+    form, in_place = engine.info.get("terms"), bool(engine.info.get("terms_in_place"))
     annotated = [
-        annotate(line, m, form) if form and m else None
+        annotate(line, m, form, in_place) if form and m else None
         for line, m in zip(read, matches, strict=True)
     ]
     model_read = [a.text if a else line for a, line in zip(annotated, read, strict=True)]

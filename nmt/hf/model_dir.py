@@ -21,7 +21,7 @@ from nmt.split_tokenizer import SplitTokenizer
 
 DTYPES = ("float32", "float16", "bfloat16")  # the weights as saved; transformers casts on load
 # checkpoint info that says how the model reads its source (nmt.documents.translation)
-LEARNT_INPUTS = ("placeholders", "terms")
+LEARNT_INPUTS = ("placeholders", "terms", "terms_in_place")
 
 
 def export_hf(

@@ -64,11 +64,17 @@ def term_text(target: str, form: str) -> str:
     )
 
 
-def annotated_word(word: str, term: str) -> list[str]:
-    """`word` followed by the marked `term`, the word's trailing punctuation after the mark."""
+def annotated_word(word: str, term: str, in_place: bool = False, first: str = "") -> list[str]:
+    """`word` followed by the marked `term`, the word's trailing punctuation after the mark;
+    `in_place`, the marked term alone, after the leading punctuation of `first` (the source
+    term's first word; `word` itself by default)."""
     body = word.rstrip(EDGE) or word
     tail = word[len(body) :]
-    return [body, MARK, *term.split(), MARK + tail]
+    if not in_place:
+        return [body, MARK, *term.split(), MARK + tail]
+    first = first or word
+    lead = first[: len(first) - len(first.lstrip(EDGE))]
+    return ([lead] if lead else []) + [MARK, *term.split(), MARK + tail]
 
 
 @dataclass
@@ -86,19 +92,25 @@ class Annotated:
         return sorted({(self.source_of[s], t) for s, t in links if s < len(self.source_of)})
 
 
-def annotate(sentence: str, matches: list[Match], form: str) -> Annotated:
-    """`sentence` (whitespace words) with each match's target term after its last word."""
+def annotate(sentence: str, matches: list[Match], form: str, in_place: bool = False) -> Annotated:
+    """`sentence` (whitespace words) with each match's target term after its last word, or,
+    `in_place`, instead of its words (as a model trained with data.augment.term_mask saw
+    terms: `%% Vertrag %%` where the contract was; a leading quote or bracket stays)."""
     words = sentence.split()
     after = {m.words.stop - 1: m for m in matches}
+    inside = {i for m in matches for i in m.words} if in_place else set()
     out: list[str] = []
     source_of: list[int] = []
     for i, word in enumerate(words):
-        if i not in after:
+        if i in after:
+            match = after[i]
+            start = match.words.start
+            term = term_text(match.entry.target, form)
+            added = annotated_word(word, term, in_place, words[start])
+            own = [] if in_place else [i]  # the word itself, where it stays
+            source_of += own + [start] * (len(added) - len(own))
+            out += added
+        elif i not in inside:
             out.append(word)
             source_of.append(i)
-            continue
-        match = after[i]
-        added = annotated_word(word, term_text(match.entry.target, form))
-        out += added
-        source_of += [i] + [match.words.start] * (len(added) - 1)
     return Annotated(" ".join(out), source_of)

@@ -280,6 +280,8 @@ def final_weights(
     # (nmt.terms.annotation: translation annotates a glossary's terms for it)
     augment = cfg.data.augment
     checkpoint.info["terms"] = augment.term_form if augment.terms > 0 else None
+    # and whether in place of their words (data.augment.term_mask): translation writes them so
+    checkpoint.info["terms_in_place"] = augment.terms > 0 and augment.term_mask > 0
     if cfg.init_from:
         checkpoint.info["init_from"] = cfg.init_from
     return checkpoint, selection
