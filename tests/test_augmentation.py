@@ -104,17 +104,23 @@ def test_each_view_keeps_its_pair_consistent(pair, other, seed):
 WORDS = st.text(alphabet="abcdefghrstuAB", min_size=2, max_size=7).map(lambda w: w + "x")
 
 
+def with_linked_words(pair: Pair, extra: list[str]) -> Pair:
+    """`pair` with `extra` words at the end of both sides, each linked one to one with its
+    twin (so that the pair has term words)."""
+    return Pair(
+        pair.src + extra,
+        pair.tgt + extra,
+        pair.links + [(len(pair.src) + i, len(pair.tgt) + i) for i in range(len(extra))],
+    )
+
+
 @settings(max_examples=300, deadline=None)
 @given(pairs(), st.lists(WORDS, min_size=1, max_size=6), st.integers(0, 2**32 - 1))
 def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair, extra, seed):
     """The source gains `word %% term %%` after one or two words linked one to one, the term
     the linked target word (exact form), linked to it; the target and every other word stay;
     and the text is what translation writes for a glossary entry of those two words."""
-    pair = Pair(
-        pair.src + extra,
-        pair.tgt + extra,
-        pair.links + [(len(pair.src) + i, len(pair.tgt) + i) for i in range(len(extra))],
-    )
+    pair = with_linked_words(pair, extra)
     new = terms(pair, np.random.default_rng(seed), "exact")
     assert new is not None  # the extra words are term words linked one to one
     assert_links_index_words(new)
@@ -138,11 +144,7 @@ def test_masked_terms_stand_alone_where_their_word_was(pair, extra, seed):
     """term_mask=1: each annotated word is gone, `%% term %%` in its place linked to its
     target word, as translation writes a term in place; the target and every other word
     (and link) stay."""
-    pair = Pair(
-        pair.src + extra,
-        pair.tgt + extra,
-        pair.links + [(len(pair.src) + i, len(pair.tgt) + i) for i in range(len(extra))],
-    )
+    pair = with_linked_words(pair, extra)
     new = terms(pair, np.random.default_rng(seed), "exact", mask=1.0)
     assert_links_index_words(new)
     assert new.tgt == pair.tgt
