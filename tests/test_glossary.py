@@ -96,12 +96,48 @@ def test_both_engines_use_the_terms_and_leave_other_lines_alone(engine, overfit_
     assert alone.text == found[1].text
 
 
+def test_an_annotated_line_is_batched_and_limited_as_the_sentence_it_annotates(
+    engine, overfit_pairs
+):
+    """Annotation adds marks and terms, not sentence: planned `sized_as` the sentences given,
+    the annotated lines go out in the batches and with the output limits those sentences
+    would have, holding their own (longer) pieces; unsized, they would not."""
+    from nmt.inference.planner import rows_per_sentence
+    from nmt.terms.annotation import annotate
+
+    glossary = Glossary.parse(TERMS + "man\tMann\nwoman\tFrau\n", "g.tsv")
+    lines = [line for line in overfit_pairs[0] if glossary.find(line)][:6]
+    annotated = [annotate(line, glossary.find(line), "lemma").text for line in lines]
+    assert len(lines) >= 3 and all(a != line for a, line in zip(annotated, lines, strict=True))
+    planner, search = engine.planner, engine.search
+    budget = planner.max_tokens
+    try:
+        longest = max(len(ids) + 1 for ids in engine.tokenizer.encode(lines))
+        planner.max_tokens = 3 * longest * rows_per_sentence(search)  # ~3 sentences a batch
+        given = planner.plan(lines, search)
+        sized = planner.plan(annotated, search, sized_as=lines)
+        unsized = planner.plan(annotated, search)
+    finally:
+        planner.max_tokens = budget
+    assert [b.lines for b in sized] == [b.lines for b in given]
+    assert [b.max_lengths for b in sized] == [b.max_lengths for b in given]
+    ids = engine.tokenizer.encode(annotated)
+    assert [s for b in sized for s in b.sources] == [
+        ids[i] + [engine.tokenizer.eos_id] for b in sized for i in b.lines
+    ]
+    assert [b.max_lengths for b in unsized] != [b.max_lengths for b in given]
+    rows = rows_per_sentence(search)  # the budget, overrun at most twice
+    for batch in sized:
+        padded = max(len(s) for s in batch.sources) * len(batch.sources) * rows
+        assert len(batch.lines) == 1 or padded <= 2 * 3 * longest * rows
+
+
 class TermReader:
     """`engine` as a model trained with data.augment.terms (its model.pt says so) would be:
     the same translations of what it reads, and a record of what it was given to read."""
 
     def __init__(self, engine, form: str, in_place: bool = False):
-        self.engine, self.read = engine, []
+        self.engine, self.read, self.sized_as = engine, [], []
         self.info = {**engine.info, "terms": form, "terms_in_place": in_place}
 
     def __getattr__(self, name):
@@ -109,6 +145,7 @@ class TermReader:
 
     def translate(self, lines, *args, **kwargs):
         self.read += lines
+        self.sized_as += kwargs.get("sized_as") or lines
         return self.engine.translate(lines, *args, **kwargs)
 
 
@@ -126,6 +163,7 @@ def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, 
         reader = TermReader(engine, form)
         found = translate_texts(reader, lines, engine.search, glossary=glossary, alignments=True)
         assert len(reader.read) == 3 and reader.read[2] == lines[2]
+        assert reader.sized_as == lines  # batched and limited as the sentences given
         for j in (0, 1):
             assert annotation[j] in reader.read[j], reader.read[j]
             assert reader.read[j].replace(annotation[j], annotation[j].split()[0]) == lines[j]

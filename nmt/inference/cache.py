@@ -40,8 +40,17 @@ class TranslationCache:
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(line: str, prefix: str, search: DecodeConfig, alignments: bool, scores: bool):
-        return (line, prefix, astuple(search), alignments, scores)
+    def key(
+        line: str,
+        prefix: str,
+        search: DecodeConfig,
+        alignments: bool,
+        scores: bool,
+        sized_as: str = "",
+    ):
+        """The entry of a line; `sized_as`, the sentence an annotated line annotates, sets its
+        output limit, so it is part of the entry."""
+        return (line, prefix, astuple(search), alignments, scores, sized_as)
 
     @staticmethod
     def caches(search: DecodeConfig) -> bool:

@@ -102,6 +102,7 @@ class Engine(ABC):
         scores: bool = False,
         stop: Callable[[], bool] | None = None,
         constraints: list[list[str]] | None = None,
+        sized_as: list[str] | None = None,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
@@ -112,8 +113,10 @@ class Engine(ABC):
         log-probs (`Hypothesis.token_log_probs`, what `rate` reads); `stop()`: asked before
         each batch, True ends the call with Stopped; `constraints`: per line, the target texts
         (glossary terms) every translation of it must hold, each as given (a beam search on an
-        engine that `constrains`). Raises SearchError (one line) for a search that is no search
-        (`check`), or that cannot hold constraints."""
+        engine that `constrains`); `sized_as`: per line, the text that sizes its batch and
+        output limit (the sentence that a line annotated with terms annotates: planner).
+        Raises SearchError (one line) for a search that is no search (`check`), or that
+        cannot hold constraints."""
         self.check(search)
         search = self.runnable(search)[0]
         constrained = bool(constraints and any(constraints))
@@ -123,7 +126,14 @@ class Engine(ABC):
         todo, keys = list(range(len(lines))), None
         if self.cache is not None and self.cache.caches(search) and not constrained:
             keys = [
-                self.cache.key(line, prefixes[i] if prefixes else "", search, alignments, scores)
+                self.cache.key(
+                    line,
+                    prefixes[i] if prefixes else "",
+                    search,
+                    alignments,
+                    scores,
+                    sized_as[i] if sized_as else "",
+                )
                 for i, line in enumerate(lines)
             ]
             todo = []
@@ -141,6 +151,7 @@ class Engine(ABC):
             [prefixes[i] for i in todo] if prefixes else None,
             [line_number(first_line_number, i) for i in todo],
             [constraints[i] for i in todo] if constrained else None,
+            [sized_as[i] for i in todo] if sized_as else None,
         )
         found = self.search_batches(batches, search, alignments, scores)
         pieces = self.tokenizer.pieces

@@ -3,7 +3,11 @@
 Empty or whitespace-only lines are not decoded (their n-best list is empty). The others are
 encoded with the model's sentencepiece model (EOS appended; a line longer than the model's
 positions is cut, with a warning naming its line number), their prefixes too, and grouped
-into length-sorted batches of at most `max_tokens` padded source tokens x search rows.
+into length-sorted batches of at most `max_tokens` padded source tokens x search rows. A
+line annotated with glossary terms is sized as the sentence it annotates (`sized_as`): its
+marks and terms (a few pieces each) add nothing more to translate, yet would split its batch
+and raise its output limit, which the beam runs near. It is sized at half its own pieces
+at least, so a batch's padded tokens stay within twice the budget.
 """
 
 from __future__ import annotations
@@ -90,10 +94,10 @@ def encode_prefixes(
     return encoded
 
 
-def max_output_length(search: DecodeConfig, source: list[int], prefix: list[int], limit: int):
-    """Most output tokens (EOS excluded) for a source of ids (EOS included): a * |x| + b,
-    at most `limit`, and at least the prefix (nmt.decoding.penalties.max_output_lengths)."""
-    most = output_length(search.max_len_a, len(source), search.max_len_b)
+def max_output_length(search: DecodeConfig, size: int, prefix: list[int], limit: int):
+    """Most output tokens (EOS excluded) for a source of `size` ids (EOS included): a * |x| +
+    b, at most `limit`, and at least the prefix (nmt.decoding.penalties.max_output_lengths)."""
+    most = output_length(search.max_len_a, size, search.max_len_b)
     return max(min(most, limit), len(prefix))
 
 
@@ -114,10 +118,13 @@ class Planner:
         prefixes: list[str] | None = None,
         first_line_number: int | list[int] = 1,
         constraints: list[list[str]] | None = None,
+        sized_as: list[str] | None = None,
     ) -> list[Batch]:
         """The batches that translate `lines` (none for empty ones); `first_line_number` is what
         warnings call lines[0] (translate streams a file in chunks), or each line's number
-        (`line_number`); `constraints`: per line, target texts its output must hold."""
+        (`line_number`); `constraints`: per line, target texts its output must hold;
+        `sized_as`: per line, the text whose pieces size its batch and output limit (the
+        sentence an annotated line annotates), its own by default."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         if not todo:
             return []
@@ -133,13 +140,18 @@ class Planner:
         if constraints:
             encode = self.tokenizer.target.encode
             required = [encode(constraints[i]) if constraints[i] else [] for i in todo]
+        sizes = [len(s) for s in sources]
+        if sized_as:  # at least half its own pieces: a batch holds at most twice its budget
+            given = self.tokenizer.encode([sized_as[i] for i in todo])
+            sizes = [
+                min(max(len(ids) + 1, (size + 1) // 2), size)
+                for ids, size in zip(given, sizes, strict=True)
+            ]
         limits = [
-            max_output_length(search, s, p, self.max_positions - 1)
-            for s, p in zip(sources, forced, strict=True)
+            max_output_length(search, size, p, self.max_positions - 1)
+            for size, p in zip(sizes, forced, strict=True)
         ]
-        groups = length_batches(
-            [len(s) for s in sources], max(1, self.max_tokens // rows_per_sentence(search))
-        )
+        groups = length_batches(sizes, max(1, self.max_tokens // rows_per_sentence(search)))
         if self.one_length_per_batch:
             groups = [same for group in groups for same in same_limit(group, limits)]
         if any(required):  # the sentences without terms keep the plain, faster search
