@@ -11,7 +11,8 @@ translated with its own entry, as Dinu et al. 2019 score terms (a glossary appli
 sentence also rewrites synonyms that other sentences' references kept). Measured:
 - term use: the share of entries whose sentence's translation holds the target term (any
   inflection, by lemma), without and with the glossary (without is 0 by construction);
-- exact form: of those used, the share in the glossary's own form;
+- exact form: of those used, the share in the reference's own form; and of the entries given
+  in another form (--given lemma), the share whose translation has the reference's form;
 - BLEU of the whole test set without and with the entries;
 - seconds: the test set without them, and their sentences one by one with them; val
   (which the glossary was not built from), alternating, --repeats times, without a glossary,
@@ -21,7 +22,9 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
 - a sample of applied terms, printed for checking by eye.
 Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any
 other), and exact (glossary_exact: hard constraints, on an engine that has them).
---entries keeps the glossary in a file, so that models are compared on one.
+--entries keeps the glossary in a file, so that models are compared on one. With --given
+lemma each target term is given as its lemma (`Ast` where the reference has `Äste`), as a user
+writes a glossary: the model must inflect it, and the exact form is still the reference's.
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
 """
@@ -43,7 +46,7 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.documents.translation import translate_texts
 from nmt.inference import loading
 from nmt.inference.search_choice import choose_search
-from nmt.terms.annotation import FUNCTION_WORDS
+from nmt.terms.annotation import FUNCTION_WORDS, term_text
 from nmt.terms.glossary import Entry, Glossary, core, lemma
 
 
@@ -122,6 +125,13 @@ def main() -> None:
         "models are compared on one glossary), else built and written there",
     )
     parser.add_argument(
+        "--given",
+        choices=["reference", "lemma"],
+        default="reference",
+        help="the target terms as the references have them, or as their lemmas (a user's "
+        "glossary: the model must inflect them)",
+    )
+    parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
     )
     args = parser.parse_args()
@@ -145,6 +155,11 @@ def main() -> None:
             encoding="utf-8",
         )
     print(f"{len(entries)} entries, from {len(entries)} of {len(src)} test sentences", flush=True)
+    reference_form = {i: e.target for i, e in entries.items()}
+    if args.given == "lemma":
+        entries = {i: Entry(e.source, term_text(e.target, "lemma")) for i, e in entries.items()}
+        changed = sum(1 for i, e in entries.items() if e.target != reference_form[i])
+        print(f"targets given as lemmas: {changed} differ from the reference's form", flush=True)
     modes = {"annotated" if learnt else "placed": False}
     if engine.constrains:
         modes["exact"] = True
@@ -168,14 +183,17 @@ def main() -> None:
                 ratios[name].append(timed(engine, search, val, setting)[1] / without)
         used = [i for i, e in entries.items() if glossary.uses(found[i].text, e.target)]
         exact_form = [
-            i for i in used if entries[i].target in [core(w) for w in found[i].text.split()]
+            i for i in used if reference_form[i] in [core(w) for w in found[i].text.split()]
         ]
+        # the entries given in another form than the reference's: did the model inflect?
+        inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
-            "name": f"glossary/{args.backend}/{mode}/{args.ckpt}",
+            "name": f"glossary/{args.backend}/{mode}/{args.given}/{args.ckpt}",
             "ckpt": args.ckpt,
             "backend": args.backend,
             "mode": mode,
             "entries": len(glossary),
+            "targets_given": args.given,
             "term_use_without": round(
                 sum(1 for i, e in entries.items() if glossary.uses(plain[i].text, e.target))
                 / len(entries),
@@ -183,6 +201,10 @@ def main() -> None:
             ),
             "term_use_with": round(len(used) / len(entries), 4),
             "exact_form_of_used": round(len(exact_form) / max(len(used), 1), 4),
+            "given_in_another_form": len(inflect),
+            "reference_form_of_those": round(
+                sum(1 for i in inflect if i in exact_form) / max(len(inflect), 1), 4
+            ),
             "bleu_without": round(sacrebleu.corpus_bleu([t.text for t in plain], [refs]).score, 2),
             "bleu_with": round(sacrebleu.corpus_bleu([t.text for t in found], [refs]).score, 2),
             "test_seconds_without": round(plain_s, 1),
@@ -201,7 +223,8 @@ def main() -> None:
         print(record, flush=True)
         for i in used[: args.sample]:
             form = "exact" if i in exact_form else "inflected"
-            print(f"  [{form}] {entries[i].source} -> {entries[i].target}: {found[i].text}")
+            entry, reference = entries[i], reference_form[i]
+            print(f"  [{form}] {entry.source} -> {entry.target} ({reference}): {found[i].text}")
         records.append(record)
     save_records(records, "glossary")
 
