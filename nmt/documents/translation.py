@@ -157,7 +157,7 @@ def translate_texts(
         stop=stop,
         done=done,
         constraints=constraints,
-        sized_as=read if any(annotated) else None,  # an annotation is no longer sentence
+        sized_as=read if any(annotated) else None,  # marks add nothing to translate
     )
     for a, nbest in zip(annotated, found, strict=True):
         for h in nbest if a else []:  # links from the sentence's own words
