@@ -26,7 +26,7 @@ from nmt.data.augmentation import (
     upper,
 )
 from nmt.data.datamodule import TranslationDataModule
-from nmt.terms.annotation import MARK, TARGET_FUNCTION_WORDS, annotate
+from nmt.terms.annotation import MARK, TARGET_FUNCTION_WORDS, annotate, target_lemma
 from nmt.terms.glossary import Entry, Match
 from nmt.tokenizer import piece_words
 
@@ -202,6 +202,17 @@ def test_uncommon_terms_are_the_words_translated_otherwise_than_usual():
         MARK,
     ]
     assert terms(Pair(["paddling"], ["der"], [(0, 0)]), np.random.default_rng(0), "exact") is None
+
+
+@pytest.mark.parametrize("word", ["Deren", "Wurde", "Keinen", "Seines"])
+def test_no_term_is_a_function_word_as_written_or_as_annotated(word):
+    """A target word whose lemma is a function word is no term, in either form: the lemma
+    is what the mark would carry ("Deren" -> "Der", as a title-cased line reads)."""
+    assert target_lemma(word).lower() in TARGET_FUNCTION_WORDS
+    pair = Pair(["facing"], [word], [(0, 0)])
+    for form in ("lemma", "exact"):
+        assert terms(pair, np.random.default_rng(0), form) is None
+    assert terms(Pair(["facing"], ["Zugewandt"], [(0, 0)]), np.random.default_rng(0), "lemma")
 
 
 @settings(max_examples=300, deadline=None)

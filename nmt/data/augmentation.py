@@ -207,7 +207,8 @@ def terms(
     """One (a third of the time two) source words linked one to one annotated with their
     target word, as a glossary term (nmt.terms.annotation; form "lemma" or "exact"), the
     annotation's words linked to the target word. Only words of letters, three or more, not
-    FUNCTION_WORDS (TARGET_FUNCTION_WORDS on the target side); None where the pair has none.
+    FUNCTION_WORDS (TARGET_FUNCTION_WORDS on the target side, nor its lemma:
+    "Deren" is "Der", "Wurde" "Werden"); None where the pair has none.
     With `seen` (`linked_lemmas`), words translated otherwise than usual (`_uncommon`) are
     taken where the pair has any: a term the model would have written anyway teaches it
     nothing about reading the annotation, and a glossary is given for the words it gets
@@ -217,7 +218,7 @@ def terms(
     candidates = [
         (s, t)
         for s, t in one_to_one_links(pair.links)
-        if _term_word(core(pair.src[s])) and _term_word(core(pair.tgt[t]), TARGET_FUNCTION_WORDS)
+        if _term_word(core(pair.src[s])) and _target_term(core(pair.tgt[t]))
     ]
     if seen is not None:
         uncommon = [(s, t) for s, t in candidates if _uncommon(seen, pair.src[s], pair.tgt[t])]
@@ -245,6 +246,12 @@ def _term_word(word: str, function_words: frozenset[str] = FUNCTION_WORDS) -> bo
     return len(word) >= 3 and word.isalpha() and word.lower() not in function_words
 
 
+def _target_term(word: str) -> bool:
+    return _term_word(word, TARGET_FUNCTION_WORDS) and _term_word(
+        target_lemma(word), TARGET_FUNCTION_WORDS
+    )
+
+
 def linked_lemmas(pairs: list[Pair]) -> dict[str, Counter]:
     """Source word (lower case) -> how often each target lemma (lower case) is linked one to
     one with it in `pairs`, for the term words of `terms`."""
@@ -252,7 +259,7 @@ def linked_lemmas(pairs: list[Pair]) -> dict[str, Counter]:
     for pair in pairs:
         for s, t in one_to_one_links(pair.links):
             word, term = core(pair.src[s]), core(pair.tgt[t])
-            if _term_word(word) and _term_word(term, TARGET_FUNCTION_WORDS):
+            if _term_word(word) and _target_term(term):
                 seen.setdefault(word.lower(), Counter())[target_lemma(term).lower()] += 1
     return seen
 

@@ -27,13 +27,13 @@ FUNCTION_WORDS = frozenset(
 )
 # German ones, for the target side: an aligner's stray link to an article is no term
 TARGET_FUNCTION_WORDS = frozenset(
-    "der die das den dem des ein eine einen einem einer eines kein keine und oder aber sich "
-    "mit in im ins auf am an ans zu zum zur von vom bei beim für ist sind war waren wird "
-    "werden hat haben sein seine seinem seinen seiner ihr ihre ihrem ihren ihrer er sie es wir "
-    "man nicht auch noch aus nach über unter vor hinter neben zwischen durch gegen um als wie "
-    "was wer wo dort hier diese dieser dieses diesem diesen jeder jede jedes jedem jeden "
-    "einige einigen viele vielen andere anderen anderer anderes etwas sehr dabei daran davor "
-    "während zwei drei vier fünf sechs".split()
+    "der die das den dem des deren dessen denen ein eine einen einem einer eines kein keine und "
+    "oder aber sich mit in im ins auf am an ans zu zum zur von vom bei beim für ist sind war waren "
+    "wird werden hat haben sein seine seinem seinen seiner ihr ihre ihrem ihren ihrer er sie es "
+    "wir man nicht auch noch aus nach über unter vor hinter neben zwischen durch gegen um als wie "
+    "was wer wo dort hier diese dieser dieses diesem diesen jeder jede jedes jedem jeden einige "
+    "einigen viele vielen andere anderen anderer anderes etwas sehr dabei daran davor während zwei "
+    "drei vier fünf sechs".split()
 )
 
 
