@@ -27,6 +27,7 @@ lemma each target term is given as its lemma (`Ast` where the reference has `Äs
 writes a glossary: the model must inflect it, and the exact form is still the reference's.
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
+        [--given lemma] [--stop first_k]
 """
 
 from __future__ import annotations
@@ -132,6 +133,11 @@ def main() -> None:
         "glossary: the model must inflect them)",
     )
     parser.add_argument(
+        "--stop",
+        choices=["exact", "first_k"],
+        help="the beam's stopping rule, if not the model's (first_k: CTranslate2's)",
+    )
+    parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
     )
     args = parser.parse_args()
@@ -140,7 +146,9 @@ def main() -> None:
     engine = loading.load(
         InferenceConfig(ckpt=args.ckpt, decode=DecodeConfig(), backend=args.backend)
     )
-    search, line = choose_search(engine.card, DecodeConfig(), [])
+    search, line = choose_search(
+        engine.card, DecodeConfig(), [], **({"stop": args.stop} if args.stop else {})
+    )
     learnt = engine.info.get("terms")
     print(f"== {args.ckpt} ({args.backend}; terms learnt: {learnt}): {line}", flush=True)
     plain, plain_s = timed(engine, search, src)
@@ -188,12 +196,13 @@ def main() -> None:
         # the entries given in another form than the reference's: did the model inflect?
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
-            "name": f"glossary/{args.backend}/{mode}/{args.given}/{args.ckpt}",
+            "name": f"glossary/{args.backend}/{mode}/{args.given}/{search.stop}/{args.ckpt}",
             "ckpt": args.ckpt,
             "backend": args.backend,
             "mode": mode,
             "entries": len(glossary),
             "targets_given": args.given,
+            "stop": search.stop,
             "term_use_without": round(
                 sum(1 for i, e in entries.items() if glossary.uses(plain[i].text, e.target))
                 / len(entries),
