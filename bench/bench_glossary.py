@@ -11,6 +11,8 @@ translated with its own entry, as Dinu et al. 2019 score terms (a glossary appli
 sentence also rewrites synonyms that other sentences' references kept). Measured:
 - term use: the share of entries whose sentence's translation holds the target term (any
   inflection, by lemma), without and with the glossary (without is 0 by construction);
+- misses in a compound: entries not used whose translation holds the term as the head or
+  first part of a longer word (`Holzbank` for `Bank`);
 - exact form: of those used, the share in the reference's own form; and of the entries given
   in another form (--given lemma), the share whose translation has the reference's form;
 - BLEU of the whole test set without and with the entries;
@@ -115,6 +117,16 @@ def timed(engine, search, lines, glossary=None):
     return found, time.perf_counter() - start
 
 
+def in_a_compound(translation: str, term: str) -> bool:
+    """Whether a word of `translation` holds the (one-word) `term` inside it, as the head or
+    the first part of a longer word, case aside."""
+    term = term.lower()
+    return any(
+        len(word) > len(term) and (word.endswith(term) or word.startswith(term))
+        for word in (core(w).lower() for w in translation.split())
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckpt", required=True)
@@ -193,6 +205,13 @@ def main() -> None:
         exact_form = [
             i for i in used if reference_form[i] in [core(w) for w in found[i].text.split()]
         ]
+        # of the misses, those whose translation holds the term inside a longer word: a
+        # German compound (`Holzbank` for `Bank`), which the measure by lemma counts a miss
+        compound = [
+            i
+            for i, e in entries.items()
+            if i not in used and in_a_compound(found[i].text, reference_form[i])
+        ]
         # the entries given in another form than the reference's: did the model inflect?
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
@@ -210,6 +229,7 @@ def main() -> None:
             ),
             "term_use_with": round(len(used) / len(entries), 4),
             "exact_form_of_used": round(len(exact_form) / max(len(used), 1), 4),
+            "missed_but_in_a_compound": len(compound),
             "given_in_another_form": len(inflect),
             "reference_form_of_those": round(
                 sum(1 for i in inflect if i in exact_form) / max(len(inflect), 1), 4
