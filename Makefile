@@ -9,6 +9,11 @@ TORCH_SPEC ?= torch
 TORCH_INDEX ?=
 ARGS ?=
 TEST_WORKERS ?= 2  # pytest processes for `make test`, one thread each
+# Training runs under jemalloc where the system has it (Debian/Ubuntu: libjemalloc2): under
+# glibc's malloc a CPU run's epochs grew slower, 57 s to 84 s by its 30th (docs/benchmarks.md).
+# JEMALLOC= trains under the system's allocator.
+JEMALLOC ?= $(firstword $(wildcard /usr/lib/*-linux-gnu/libjemalloc.so.2 /usr/lib64/libjemalloc.so.2 /usr/lib/libjemalloc.so.2))
+TRAIN_ENV := $(if $(JEMALLOC),LD_PRELOAD=$(JEMALLOC))
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-slow lint format tokenizer smoke train translate evaluate export serve sweep report bench clean
@@ -51,10 +56,10 @@ tokenizer: install ## Train (or reuse) the experiment's sentencepiece model in t
 	$(PY) -m nmt.build_tokenizer $(ARGS)
 
 smoke: install ## Check the install: 50 updates of a small recipe, model.pt, test translated (<2 min)
-	$(PY) -m nmt.train experiment=smoke $(ARGS)
+	$(TRAIN_ENV) $(PY) -m nmt.train experiment=smoke $(ARGS)
 
 train: install ## Train the experiment that suits this machine (ARGS="experiment=NAME" picks one)
-	$(PY) -m nmt.train $(ARGS)
+	$(TRAIN_ENV) $(PY) -m nmt.train $(ARGS)
 
 translate: install ## Translate stdin (or input=FILE): ARGS="ckpt=outputs/.../model.pt"
 	$(PY) -m nmt.translate $(ARGS)
@@ -69,7 +74,7 @@ serve: install ## Serve a model over HTTP: ARGS="ckpt=outputs/.../model.pt port=
 	$(PY) -m nmt.serve $(ARGS)
 
 sweep: install ## Training sweep (Hydra multirun): ARGS="experiment=multi30k_cpu model.d_model=128,256"
-	$(PY) -m nmt.train -m $(ARGS)
+	$(TRAIN_ENV) $(PY) -m nmt.train -m $(ARGS)
 
 report: install ## Table + plots of a folder of runs: ARGS="multirun/..."
 	$(PY) -m nmt.report $(ARGS)

@@ -4,8 +4,10 @@ not exist, so every step is printed and none runs."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,43 @@ def test_torch_comes_from_the_index_torch_index_names(tmp_path):
     assert line.endswith(f'--index-url {cpu} "torch==2.13.0"')
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"make install TORCH_INDEX={cpu}" in readme
+
+
+def train_command(tmp_path: Path, *args: str) -> str:
+    steps = subprocess.run(
+        ["make", "-n", "train", f"VENV={tmp_path / 'venv'}", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    (line,) = [s for s in steps if "-m nmt.train" in s]
+    return line
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_train_runs_under_the_jemalloc_the_system_has(tmp_path):
+    """`make train` preloads jemalloc where the system has it, and a process so started has it
+    mapped; JEMALLOC= (or a system without it) trains under the system's malloc."""
+    given = train_command(tmp_path, "JEMALLOC=/opt/lib/libjemalloc.so.2")
+    assert given.startswith("LD_PRELOAD=/opt/lib/libjemalloc.so.2 ")
+    assert "LD_PRELOAD" not in train_command(tmp_path, "JEMALLOC=")
+    line = train_command(tmp_path)
+    on_system = [
+        p
+        for pattern in ("/usr/lib/*-linux-gnu", "/usr/lib64", "/usr/lib")
+        for p in Path("/").glob(f"{pattern.lstrip('/')}/libjemalloc.so.2")
+    ]
+    if not on_system:
+        assert "LD_PRELOAD" not in line
+        return
+    library = line.split()[0].removeprefix("LD_PRELOAD=")
+    assert Path(library) in on_system
+    maps = subprocess.run(
+        [sys.executable, "-c", "print(open('/proc/self/maps').read())"],
+        env={**os.environ, "LD_PRELOAD": library},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "libjemalloc" in maps
