@@ -15,14 +15,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def torch_install(tmp_path: Path, *args: str) -> str:
-    steps = subprocess.run(
-        ["make", "-n", "install", f"VENV={tmp_path / 'venv'}", *args],
+def dry_run(tmp_path: Path, target: str, *args: str) -> list[str]:
+    """The commands `make TARGET` would run, against a venv that does not exist."""
+    return subprocess.run(
+        ["make", "-n", target, f"VENV={tmp_path / 'venv'}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.splitlines()
+
+
+def torch_install(tmp_path: Path, *args: str) -> str:
+    steps = dry_run(tmp_path, "install", *args)
     # the step that installs torch itself: its spec is the last word, in quotes
     (line,) = [s for s in steps if "pip install" in s and s.split()[-1].startswith('"torch')]
     return line
@@ -39,14 +44,7 @@ def test_torch_comes_from_the_index_torch_index_names(tmp_path):
 
 
 def train_command(tmp_path: Path, *args: str) -> str:
-    steps = subprocess.run(
-        ["make", "-n", "train", f"VENV={tmp_path / 'venv'}", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.splitlines()
-    (line,) = [s for s in steps if "-m nmt.train" in s]
+    (line,) = [s for s in dry_run(tmp_path, "train", *args) if "-m nmt.train" in s]
     return line
 
 
