@@ -208,9 +208,7 @@ def main() -> None:
         # of the misses, those whose translation holds the term inside a longer word: a
         # German compound (`Holzbank` for `Bank`), which the measure by lemma counts a miss
         compound = [
-            i
-            for i, e in entries.items()
-            if i not in used and in_a_compound(found[i].text, reference_form[i])
+            i for i in entries if i not in used and in_a_compound(found[i].text, reference_form[i])
         ]
         # the entries given in another form than the reference's: did the model inflect?
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]

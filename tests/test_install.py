@@ -58,8 +58,8 @@ def test_make_train_runs_under_the_jemalloc_the_system_has(tmp_path):
     line = train_command(tmp_path)
     on_system = [
         p
-        for pattern in ("/usr/lib/*-linux-gnu", "/usr/lib64", "/usr/lib")
-        for p in Path("/").glob(f"{pattern.lstrip('/')}/libjemalloc.so.2")
+        for folder in ("usr/lib/*-linux-gnu", "usr/lib64", "usr/lib")
+        for p in Path("/").glob(f"{folder}/libjemalloc.so.2")
     ]
     if not on_system:
         assert "LD_PRELOAD" not in line
