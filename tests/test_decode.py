@@ -16,7 +16,7 @@ from torch import Tensor
 
 from nmt.decoding import beam as beam_module
 from nmt.decoding.beam import beam_search
-from nmt.decoding.constrained import Progress, allocate, constrained_beam_search
+from nmt.decoding.constrained import NONE, Progress, Table, allocate, constrained_beam_search
 from nmt.decoding.constraints import constrain, repeated_ngram_mask
 from nmt.decoding.greedy import greedy_search
 from nmt.decoding.penalties import (
@@ -545,38 +545,93 @@ def test_the_best_output_holds_its_constraints_alone_or_batched(trained) -> None
         assert tokens_of(alone) == tokens_of(found[i : i + 1])
 
 
+def one_row(constraints: list[list[int]]):
+    """A sentence's constraints as a one-row table, and nothing written yet."""
+    table = Table.of([constraints], torch.device("cpu"))
+    return Progress.start(table.lengths), table.tokens, table.lengths
+
+
+def ahead(p: Progress, tokens: Tensor) -> set[int]:
+    return {t for t in p.next_tokens(tokens)[0].tolist() if t != NONE}
+
+
 def test_a_constraint_counts_as_whole_words_and_a_broken_one_starts_over() -> None:
-    constraints = [[5, 6], [8]]
-    ends = [i != 7 for i in range(10)]  # 7 goes on with a word
-    p = Progress.start(constraints).advance(5, constraints, ends)
-    assert p.written == 1 and p.next_tokens(constraints) == {6}
-    p = p.advance(6, constraints, ends)
-    assert p.met == (True, False) and p.written == 2
-    assert p.advance(7, constraints, ends).met == (False, False)  # "Helmen" + "syste"
-    assert p.advance(8, constraints, ends).complete()  # 8 ends the word, and is the other
-    broken = Progress.start(constraints).advance(5, constraints, ends).advance(9, constraints, ends)
-    assert broken.written == 0 and broken.next_tokens(constraints) == {5, 8}
+    start, tokens, lengths = one_row([[5, 6], [8]])
+    ends = torch.tensor([i != 7 for i in range(10)])  # 7 goes on with a word
+
+    def after(p: Progress, *stream: int) -> Progress:
+        for token in stream:
+            p = p.advance(torch.tensor([token]), tokens, lengths, ends)
+        return p
+
+    p = after(start, 5)
+    assert p.written.item() == 1 and ahead(p, tokens) == {6}
+    p = after(p, 6)
+    assert p.met.tolist() == [[True, False]] and p.written.item() == 2
+    assert after(p, 7).met.tolist() == [[False, False]]  # "Helmen" + "syste"
+    assert after(p, 8).complete().item()  # 8 ends the word, and is the other
+    broken = after(start, 5, 9)
+    assert broken.written.item() == 0 and ahead(broken, tokens) == {5, 8}
 
 
-def test_tokens_written_are_kept_count_of_as_recounted() -> None:
-    """`Progress.written` is counted step by step; on random token streams it equals the
-    recount from `met` and `active`."""
+def advance_one(state: tuple, token: int, constraints: list[list[int]], ends: list[bool]):
+    """The rule of `Progress.advance` for one hypothesis, as plainly as it can be written:
+    state = (met, (constraint, tokens written) under way or None, constraint closing or None,
+    constraint tokens written)."""
+    met, active, closing, written = list(state[0]), state[1], state[2], state[3]
+    if closing is not None and not ends[token]:
+        met[closing] = False
+        written -= len(constraints[closing])
+    if active is not None:
+        c, at = active
+        if constraints[c][at] == token:
+            if at + 1 < len(constraints[c]):
+                return met, (c, at + 1), None, written + 1
+            met[c] = True
+            return met, None, c, written + 1
+        written -= at
+    for c, tokens in enumerate(constraints):
+        if tokens[0] == token and not met[c]:
+            if len(tokens) == 1:
+                met[c] = True
+                return met, None, c, written + 1
+            return met, (c, 1), None, written + 1
+    return met, None, None, written
+
+
+def test_progress_of_many_rows_at_once_follows_the_rule_of_one() -> None:
+    """Rows of sentences with different constraints (1-3 of 1-3 tokens, from 6 ids, so they
+    share tokens and break off) advance on random token streams together as each would alone;
+    and `written` is what a recount of `met` and the one under way gives."""
     rng = random.Random(0)
-    for _ in range(300):
-        constraints = [[rng.randrange(6) for _ in range(rng.randint(1, 3))] for _ in range(3)]
+    for _ in range(20):
+        rows = [
+            [[rng.randrange(6) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 3))]
+            for _ in range(30)
+        ]
         ends = [rng.random() < 0.7 for _ in range(6)]
-        p = Progress.start(constraints)
+        table = Table.of(rows, torch.device("cpu"))
+        p = Progress.start(table.lengths)
+        states = [([False] * len(c), None, None, 0) for c in rows]
         for _ in range(12):
-            p = p.advance(rng.randrange(6), constraints, ends)
-            recount = sum(len(c) for c, m in zip(constraints, p.met, strict=True) if m)
-            assert p.written == recount + (p.active[1] if p.active else 0)
+            stream = [rng.randrange(6) for _ in rows]
+            p = p.advance(torch.tensor(stream), table.tokens, table.lengths, torch.tensor(ends))
+            states = [advance_one(*a, ends) for a in zip(states, stream, rows, strict=True)]
+            for r, (met, active, closing, written) in enumerate(states):
+                assert p.met[r, : len(rows[r])].tolist() == met and p.met[r, len(rows[r]) :].all()
+                assert (p.active[r].item(), p.at[r].item()) == (active or (NONE, 0))
+                assert p.closing[r].item() == (NONE if closing is None else closing)
+                recount = sum(len(c) for c, m in zip(rows[r], met, strict=True) if m)
+                assert p.written[r].item() == written == recount + (active[1] if active else 0)
 
 
 def test_beams_are_dealt_out_by_constraint_tokens_written() -> None:
     """The best of each bank in turn, fullest first: a hypothesis that wrote a constraint keeps
-    a place among k=2 though both others score higher."""
-    constraints = [[5]]
-    free, done = Progress.start(constraints), Progress((True,), written=1)
-    candidates = [(-1.0, 0, 1, free), (-2.0, 0, 2, free), (-9.0, 1, 5, done)]
-    assert [c[2] for c in allocate(candidates, 2)] == [5, 1]
-    assert [c[2] for c in allocate(candidates, 3)] == [5, 1, 2]
+    a place among k=2 though both others score higher; a sentence with fewer valid candidates
+    than places gets them all, then places that are no candidate."""
+    bank = torch.tensor([[0, 0, 1], [0, 0, 1]])  # candidates best first
+    valid = torch.tensor([[True, True, True], [False, True, False]])
+    place, real = allocate(valid, bank, 2)
+    assert place[0].tolist() == [2, 0] and real[0].all()
+    assert place[1, 0].item() == 1 and real[1].tolist() == [True, False]
+    assert allocate(valid, bank, 3)[0][0].tolist() == [2, 0, 1]

@@ -13,8 +13,10 @@ took a constraint early are not pushed out by ones that put it off. EOS is allow
 every constraint is written, except at the maximum length, where every hypothesis ends; those
 that end without their constraints rank below any that met them.
 
-Bookkeeping is per sentence in Python (a few candidates a beam); the model still runs once a
-step for all the batch's rows with the KV cache, as `beam_search`.
+All of it runs on tensors for the whole batch at once, as `beam_search` does: a batch's
+constraints are a `Table`, every hypothesis's progress a row of `Progress`. Shapes: B
+sentences, B' still searching, k beams, N = B' * k rows (B' at the first step), C constraints
+and L tokens at most per constraint, M candidates per sentence.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.decoding.constraints import constrain
@@ -31,81 +34,124 @@ from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
 
 Constraints = list[list[int]]  # a sentence's token sequences, each to be written once
+NONE = -1  # no constraint, no token
+
+
+@dataclass(frozen=True)
+class Table:
+    """A batch's constraints: tokens (B, C, L), NONE past each one's end and in the places of
+    a sentence with fewer than C; lengths (B, C), 0 in those places."""
+
+    tokens: Tensor
+    lengths: Tensor
+
+    @classmethod
+    def of(cls, constraints: list[Constraints], device: torch.device) -> Table:
+        C = max([len(mine) for mine in constraints] + [1])
+        L = max([len(c) for mine in constraints for c in mine] + [1])
+        tokens = torch.full((len(constraints), C, L), NONE, dtype=torch.long)
+        for b, mine in enumerate(constraints):
+            for c, sequence in enumerate(mine):
+                tokens[b, c, : len(sequence)] = torch.tensor(sequence)
+        return cls(tokens.to(device), tokens.ne(NONE).sum(dim=2).to(device))
 
 
 @dataclass(frozen=True)
 class Progress:
-    """What a hypothesis has written of its sentence's constraints: `met`, per constraint;
-    `active`, (constraint, tokens of it written) while one is under way; `written`, the
-    constraint tokens written (those of the met ones and of the one under way): its bank."""
+    """What each of R hypotheses has written of its sentence's constraints: met (R, C), per
+    constraint (places without one count as met); active (R,), the constraint under way or
+    NONE, and at (R,), its tokens written; closing (R,), the constraint just written, until
+    the next token ends its word, or NONE; written (R,), the constraint tokens written (those
+    of the met ones and of the one under way): the hypothesis's bank."""
 
-    met: tuple[bool, ...]
-    active: tuple[int, int] | None = None
-    closing: int | None = None  # the constraint just written, until the next token ends its word
-    written: int = 0
+    met: Tensor
+    active: Tensor
+    at: Tensor
+    closing: Tensor
+    written: Tensor
 
     @classmethod
-    def start(cls, constraints: Constraints) -> Progress:
-        return cls(tuple(False for _ in constraints))
+    def start(cls, lengths: Tensor) -> Progress:
+        """lengths (R, C) of each row's sentence's constraints -> nothing written."""
+        none = torch.full(lengths.shape[:1], NONE, dtype=torch.long, device=lengths.device)
+        return cls(lengths.eq(0), none, torch.zeros_like(none), none, torch.zeros_like(none))
 
-    def complete(self) -> bool:
-        return all(self.met)
+    def rows(self, index: Tensor) -> Progress:
+        return Progress(*(field[index] for field in self.fields()))
 
-    def next_tokens(self, constraints: Constraints) -> set[int]:
-        """The tokens that would take a constraint forward: the next of the one under way,
-        else the first of each not yet written."""
-        if self.active is not None:
-            c, at = self.active
-            return {constraints[c][at]}
-        return {c[0] for c, met in zip(constraints, self.met, strict=True) if not met}
+    def fields(self) -> tuple[Tensor, ...]:
+        return self.met, self.active, self.at, self.closing, self.written
 
-    def advance(self, token: int, constraints: Constraints, ends_word: list[bool]) -> Progress:
-        """After writing `token`: a constraint just written holds if `token` ends its word
-        (ends_word[token]: a word's start, punctuation, EOS), else it is unwritten again (its
-        word went on: "Helmen" + "syste"); a constraint under way goes on or is dropped (its
-        tokens so far count for nothing); a free hypothesis may start (or at once meet) one.
-        Called for every candidate of every step, so the common case (nothing under way,
-        nothing starts) returns `self`."""
-        met, written = self.met, self.written
-        if self.closing is not None and not ends_word[token]:
-            met, written = _with(met, self.closing, False), written - len(constraints[self.closing])
-        if self.active is not None:
-            c, at = self.active
-            if constraints[c][at] == token:
-                if at + 1 < len(constraints[c]):
-                    return Progress(met, (c, at + 1), None, written + 1)
-                return Progress(_with(met, c), None, c, written + 1)
-            written -= at
-        for c, tokens in enumerate(constraints):
-            if tokens[0] == token and not met[c]:
-                if len(tokens) == 1:
-                    return Progress(_with(met, c), None, c, written + 1)
-                return Progress(met, (c, 1), None, written + 1)
-        if self.active is None and self.closing is None:
-            return self
-        return Progress(met, None, None, written)
+    def complete(self) -> Tensor:
+        """(R,) whether every constraint is written."""
+        return self.met.all(dim=1)
+
+    def next_tokens(self, tokens: Tensor) -> Tensor:
+        """tokens (R, C, L) each row's sentence's constraints -> (R, C) the tokens that would
+        take a constraint forward: the next of the one under way (column 0), else the first
+        of each not yet written; NONE elsewhere."""
+        under_way = self.active.ne(NONE)
+        step = _at(tokens, self.active.clamp(min=0), self.at)  # (R,)
+        firsts = tokens[:, :, 0].masked_fill(self.met, NONE)  # (R, C)
+        ahead = torch.full_like(firsts, NONE)
+        ahead[:, 0] = step
+        return torch.where(under_way[:, None], ahead, firsts)
+
+    def advance(self, token: Tensor, tokens: Tensor, lengths: Tensor, ends_word: Tensor):
+        """After writing token (R,) (tokens (R, C, L), lengths (R, C): each row's sentence's
+        constraints; ends_word (V,) bool: a word's start, punctuation, EOS): a constraint
+        just written holds if the token ends its word, else it is unwritten again (its word
+        went on: "Helmen" + "syste"); a constraint under way goes on or is dropped (its
+        tokens so far count for nothing); a hypothesis with none under way may start (or at
+        once meet) the first one not yet written that begins with the token."""
+        rows = torch.arange(token.size(0), device=token.device)
+        met, written = self.met.clone(), self.written.clone()
+        # the constraint just written, if its word went on
+        undo = self.closing.ne(NONE) & ~ends_word[token]
+        closing = self.closing.clamp(min=0)
+        met[rows, closing] &= ~undo
+        written -= torch.where(undo, lengths[rows, closing], 0)
+        # the one under way: goes on, is met, or is dropped
+        under_way = self.active.ne(NONE)
+        active = self.active.clamp(min=0)
+        goes_on = under_way & _at(tokens, active, self.at).eq(token)
+        ends = goes_on & (self.at + 1).ge(lengths[rows, active])
+        written -= torch.where(under_way & ~goes_on, self.at, 0)
+        # else the first constraint not yet written that starts with the token
+        starting = tokens[:, :, 0].eq(token[:, None]) & ~met & ~goes_on[:, None]  # (R, C)
+        starts = starting.any(dim=1)
+        first = starting.long().argmax(dim=1)  # the first True
+        meets = starts & lengths[rows, first].eq(1)
+        met[rows, active] |= ends
+        met[rows, first] |= meets
+        return Progress(
+            met,
+            torch.where(goes_on & ~ends, active, torch.where(starts & ~meets, first, NONE)),
+            torch.where(goes_on & ~ends, self.at + 1, torch.where(starts & ~meets, 1, 0)),
+            torch.where(ends, active, torch.where(meets, first, NONE)),
+            written + (goes_on | starts).long(),
+        )
 
 
-def _with(met: tuple[bool, ...], c: int, value: bool = True) -> tuple[bool, ...]:
-    return met[:c] + (value,) + met[c + 1 :]
+def _at(tokens: Tensor, constraint: Tensor, position: Tensor) -> Tensor:
+    """tokens (R, C, L), constraint and position (R,) -> (R,) that token, NONE past the end."""
+    rows = torch.arange(tokens.size(0), device=tokens.device)
+    return tokens[rows, constraint, position.clamp(max=tokens.size(2) - 1)].masked_fill(
+        position.ge(tokens.size(2)), NONE
+    )
 
 
-def allocate(candidates: list[tuple[float, int, int, Progress]], k: int) -> list:
-    """The k survivors of (log_prob, beam, token, progress) candidates, given best first: the
-    best of each bank (by constraint tokens written) in turn, fullest bank first, until k are
-    chosen."""
-    banks: dict[int, list] = {}
-    for cand in candidates:
-        banks.setdefault(cand[3].written, []).append(cand)
-    if len(banks) == 1:
-        return candidates[:k]
-    order = [banks[n] for n in sorted(banks, reverse=True)]
-    chosen: list = []
-    depth = 0
-    while len(chosen) < k and any(depth < len(bank) for bank in order):
-        chosen += [bank[depth] for bank in order if depth < len(bank)][: k - len(chosen)]
-        depth += 1
-    return chosen
+def allocate(valid: Tensor, bank: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """valid, bank (B', M): candidates given best first, whether each may be chosen and its
+    bank -> (B', k) the places of the k survivors (the best of each bank in turn, fullest bank
+    first, until k are chosen) and whether each is a real one (a sentence with fewer than k
+    valid candidates fills its places with invalid ones)."""
+    banks = int(bank.max()) + 1 if bank.numel() else 1
+    member = F.one_hot(bank.clamp(min=0), banks).bool() & valid[:, :, None]  # (B', M, banks)
+    depth = (member.long().cumsum(dim=1) * member).sum(dim=2) - 1  # place in its bank
+    key = (depth * banks + (banks - 1 - bank)).masked_fill(~valid, torch.iinfo(torch.long).max)
+    place = key.argsort(dim=1, stable=True)[:, :k]
+    return place, valid.gather(1, place)
 
 
 @torch.inference_mode()
@@ -124,128 +170,156 @@ def constrained_beam_search(
     docstring)."""
     k, device = cfg.beam_size, src.device
     batch, decoder, _, sentence, prefix = start_search(model, src, cfg, options)
-    eos = batch.special.eos
-    progress = [[Progress.start(constraints[b])] for b in range(src.size(0))]
+    eos, inf = batch.special.eos, float("-inf")
+    table = Table.of(constraints, device)
+    word_end = torch.tensor(ends_word, dtype=torch.bool, device=device)
+    progress = Progress.start(table.lengths)
     log_prob = torch.zeros(src.size(0), 1, device=device)
     each = torch.zeros(src.size(0), 0, device=device)
     attention = decoder.empty_attention()
-    ended: list[list[tuple[bool, Hypothesis]]] = [[] for _ in range(src.size(0))]
-    lengths = batch.src_lengths.tolist()
+    # the k best scores of each sentence's hypotheses that ended with all their constraints
+    best_complete = torch.full((src.size(0), k), inf, device=device)
+    ended: list[tuple[Tensor, ...]] = []  # a chunk per step: sentence, tokens, scores...
     for t in range(int(batch.max_lengths.max()) + 1):
         n_sentences, beams = log_prob.shape
+        row_sentence = sentence.repeat_interleave(beams)  # (N,)
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
-        forced = batch.forced_tokens(sentence.repeat_interleave(beams), t)
+        forced = batch.forced_tokens(row_sentence, t)
         rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
         step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, batch.special, forced)
-        at_end = (t >= max_lengths).tolist()
-        batch_index, limits = sentence.tolist(), max_lengths.tolist()
-        unmet = [
-            i * beams + r
-            for i in range(n_sentences)
-            for r in range(beams)
-            if not at_end[i] and not progress[i][r].complete()
-        ]
-        step_log_probs[unmet, eos] = float("-inf")  # EOS once every constraint is written
+        at_end = t >= max_lengths  # (B',)
+        unmet = ~progress.complete() & ~at_end.repeat_interleave(beams)
+        step_log_probs[:, eos] = step_log_probs[:, eos].masked_fill(unmet, inf)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
         V = step_log_probs.size(1)
         scores = log_prob.view(-1, 1) + step_log_probs  # (N, V)
-        top_lp, top = scores.view(n_sentences, beams * V).topk(min(2 * k, beams * V), dim=1)
-        best_token = step_log_probs.argmax(dim=1).tolist()
-        wanted = [
-            (i, r, token)
-            for i in range(n_sentences)
-            for r in range(beams)
-            for token in progress[i][r].next_tokens(constraints[batch_index[i]])
-        ]
-        wanted += [
-            (i, r, best_token[i * beams + r]) for i in range(n_sentences) for r in range(beams)
-        ]
-        rows = torch.tensor([i * beams + r for i, r, _ in wanted], device=device)
-        tokens = torch.tensor([token for _, _, token in wanted], device=device)
-        wanted_lp = scores[rows, tokens].tolist()
-        top_lp, top = top_lp.tolist(), top.tolist()
-        extra: list[dict] = [{} for _ in range(n_sentences)]  # per sentence (beam, token) -> lp
-        for (i, r, token), lp in zip(wanted, wanted_lp, strict=True):
-            extra[i][(r, token)] = lp
+        tokens = table.tokens[row_sentence]  # (N, C, L)
 
-        parents, new_tokens, new_lp, keep = [], [], [], []
-        kept_progress = []
-        for i in range(n_sentences):
-            b = batch_index[i]
-            mine = constraints[b]
-            options_i = {
-                (flat // V, flat % V): lp for lp, flat in zip(top_lp[i], top[i], strict=True)
-            }
-            options_i.update(extra[i])
-            candidates = sorted(
+        # candidates (B', M): the 2k best, each beam's best token, each beam's next tokens;
+        # a sentence's 2k best are among its beams' own 2k best, the first of which is the best
+        row_lp, row_token = scores.topk(min(2 * k, V), dim=1)  # (N, 2k)
+        width = row_lp.size(1)
+        _, top = row_lp.view(n_sentences, beams * width).topk(min(2 * k, beams * width), dim=1)
+        first_row = torch.arange(n_sentences, device=device)[:, None] * beams
+        row_of = torch.arange(n_sentences * beams, device=device).view(n_sentences, beams)
+        ahead = progress.next_tokens(tokens)  # (N, C)
+        parent = torch.cat(
+            [
+                first_row + top // width,
+                row_of,
+                row_of[:, :, None].expand(-1, -1, ahead.size(1)).reshape(n_sentences, -1),
+            ],
+            dim=1,
+        )
+        top_token = row_token.view(n_sentences, -1).gather(1, top)
+        best = row_token[:, 0].view(n_sentences, beams)
+        token = torch.cat([top_token, best, ahead.view(n_sentences, -1)], dim=1)
+        cand_lp = scores[parent, token.clamp(min=0)].masked_fill(token.eq(NONE), inf)
+        cand_lp = _first_of_each(cand_lp, parent * V + token, token.eq(NONE))
+        cand_lp, order = cand_lp.sort(dim=1, descending=True, stable=True)
+        parent, token = parent.gather(1, order), token.clamp(min=0).gather(1, order)
+        valid = cand_lp.gt(inf)
+        flat_parent, flat_token = parent.view(-1), token.view(-1)
+        moved = progress.rows(flat_parent).advance(
+            flat_token, tokens[flat_parent], table.lengths[row_sentence[flat_parent]], word_end
+        )
+        bank = moved.written.view(n_sentences, -1)
+        is_eos = token.eq(eos)
+
+        # the ends among the k a step would keep finish (beam_search's rule, by bank)
+        place, real = allocate(valid, bank, k)
+        finishing = real & is_eos.gather(1, place)  # (B', k)
+        if finishing.any():
+            end_parent, end_lp = parent.gather(1, place), cand_lp.gather(1, place)  # (B', k)
+            end_score = normalized_score(end_lp, t + 1, cfg.len_penalty, cfg.length_norm)
+            complete = progress.complete()[end_parent]  # (B', k)
+            rows = end_parent[finishing]  # (E,)
+            ended.append(
                 (
-                    (lp, r, token, progress[i][r].advance(token, mine, ends_word))
-                    for (r, token), lp in options_i.items()
-                    if lp != float("-inf")
-                ),
-                key=_first,
-                reverse=True,
-            )
-            # the ends among the k a step would keep finish (beam_search's rule, by bank)
-            for lp, r, token, _ in allocate(candidates, k):
-                if token != eos:
-                    continue
-                row = i * beams + r
-                score = normalized_score(lp, t + 1, cfg.len_penalty, cfg.length_norm)
-                token_lps = torch.cat([each[row], step_log_probs[row, eos : eos + 1]]).tolist()
-                attn = None if attention is None else attention[row, :, : lengths[b]].float().cpu()
-                hyp = Hypothesis(
-                    prefix[row, 1:].tolist(), score, lp, attn, token_log_probs=token_lps
+                    row_sentence[rows],
+                    prefix[rows, 1:],
+                    end_lp[finishing],
+                    end_score[finishing],
+                    complete[finishing],
+                    torch.cat([each[rows], step_log_probs[rows, eos : eos + 1]], dim=1),
+                    attention[rows] if attention is not None else None,
                 )
-                ended[b].append((progress[i][r].complete(), hyp))
-            live = [c for c in candidates if c[2] != eos]
-            chosen = allocate(live, k)
-            if not chosen or at_end[i] or _done(cfg, ended[b], chosen, k, limits[i]):
-                continue
-            while len(chosen) < k:  # a sentence keeps k rows: a copy that can never win
-                lp, r, token, state = chosen[0]
-                chosen.append((float("-inf"), r, token, state))
-            keep.append(i)
-            for lp, r, token, _ in chosen:
-                parents.append(i * beams + r)
-                new_tokens.append(token)
-                new_lp.append(lp)
-            kept_progress.append([c[3] for c in chosen])
-        if not keep:
+            )
+            # the ends that hold every constraint count for the stopping rule
+            counted = end_score.masked_fill(~(finishing & complete), inf)
+            both = torch.cat([best_complete[sentence], counted], dim=1)
+            best_complete[sentence] = both.topk(k, dim=1).values
+
+        # the k best that go on, by bank; places without a real one copy the first, at -inf
+        place, real = allocate(valid & ~is_eos, bank, k)
+        live_lp = cand_lp.gather(1, place).masked_fill(~real, inf)
+        go_on = real[:, 0] & ~at_end & ~_done(cfg, best_complete[sentence], live_lp, max_lengths)
+        place = torch.where(real, place, place[:, :1])
+        keep = go_on.nonzero().squeeze(1)  # (B'',)
+        if keep.numel() == 0:
             break
-        rows = torch.tensor(parents, device=device)
-        kept = torch.tensor(keep, device=device)
-        decoder.select(rows, None if len(keep) == n_sentences else kept)
-        step_token = step_log_probs[rows, torch.tensor(new_tokens, device=device)]
-        prefix = torch.cat([prefix[rows], torch.tensor(new_tokens, device=device)[:, None]], dim=1)
-        log_prob = torch.tensor(new_lp, device=device).view(len(keep), k)
-        sentence = sentence[kept]
-        each = torch.cat([each[rows], step_token[:, None]], dim=1)
+        place, real = place[keep], real[keep]
+        rows = parent[keep].gather(1, place).view(-1)  # (B'' * k,)
+        chosen_token = token[keep].gather(1, place).view(-1)
+        chosen = (keep[:, None] * parent.size(1) + place).view(-1)  # into the flat candidates
+        decoder.select(rows, None if keep.numel() == n_sentences else keep)
+        log_prob = cand_lp[keep].gather(1, place).masked_fill(~real, inf)
+        prefix = torch.cat([prefix[rows], chosen_token[:, None]], dim=1)
+        each = torch.cat([each[rows], step_log_probs[rows, chosen_token][:, None]], dim=1)
         attention = attention[rows] if attention is not None else None
-        progress = kept_progress
-    return [
-        [hyp for _, hyp in sorted(hyps, key=lambda e: (e[0], e[1].score), reverse=True)][
-            : cfg.nbest
-        ]
-        for hyps in ended
-    ]
+        progress = moved.rows(chosen)
+        sentence = sentence[keep]
+    return _results(ended, src.size(0), batch.src_lengths, cfg.nbest)
 
 
-def _first(candidate: tuple) -> float:
-    return candidate[0]
+def _first_of_each(lp: Tensor, key: Tensor, none: Tensor) -> Tensor:
+    """lp, key, none (B', M) -> lp, -inf for each candidate whose key an earlier one in its row
+    has (a beam's best token is often among the 2k best too); `none` places are no candidate."""
+    places = torch.arange(key.size(1), device=key.device).expand_as(key)
+    key = torch.where(none, -1 - places, key)  # each its own
+    sorted_key, order = key.sort(dim=1, stable=True)
+    repeat = torch.zeros_like(sorted_key, dtype=torch.bool)
+    repeat[:, 1:] = sorted_key[:, 1:].eq(sorted_key[:, :-1])
+    again = torch.zeros_like(repeat).scatter(1, order, repeat)
+    return lp.masked_fill(again, float("-inf"))
 
 
-def _done(cfg: DecodeConfig, ended: list, chosen: list, k: int, max_length: int) -> bool:
-    """Whether a sentence's search may stop (beam_search's rule, on the hypotheses that ended
-    with all their constraints): k of them (first_k), or (exact) nbest of them and none of
-    `chosen`, the live ones, can still beat the worst of those nbest."""
-    complete = sorted((h.score for ok, h in ended if ok), reverse=True)
+def _done(cfg: DecodeConfig, complete: Tensor, live: Tensor, max_lengths: Tensor) -> Tensor:
+    """(B',) whether a sentence's search may stop (beam_search's rule, on the hypotheses that
+    ended with all their constraints; complete (B', k) their best scores, -inf while fewer):
+    k of them (first_k), or (exact) nbest of them and no live one (live (B', k) log-probs) can
+    still beat the worst of those nbest."""
     if cfg.stop == "first_k":
-        return len(complete) >= k
-    if len(complete) < cfg.nbest:
-        return False
-    best_live = max(c[0] for c in chosen)
-    reachable = best_reachable_score(best_live, max_length + 1, cfg.len_penalty, cfg.length_norm)
-    return reachable <= complete[cfg.nbest - 1]
+        return complete[:, -1].gt(float("-inf"))
+    worst = complete[:, cfg.nbest - 1]
+    reachable = best_reachable_score(
+        live.max(dim=1).values, max_lengths + 1, cfg.len_penalty, cfg.length_norm
+    )
+    return worst.gt(float("-inf")) & reachable.le(worst)
+
+
+def _results(ended: list, batch_size: int, src_lengths: Tensor, nbest: int) -> list:
+    """Each sentence's nbest ended hypotheses: those with all their constraints first, then
+    by score."""
+    out: list[list[tuple[bool, Hypothesis]]] = [[] for _ in range(batch_size)]
+    lengths = src_lengths.tolist()
+    for sentence, tokens, lp, score, complete, each, attention in ended:
+        attention = attention.float().cpu() if attention is not None else None
+        rows = zip(
+            sentence.tolist(),
+            tokens.tolist(),
+            lp.tolist(),
+            score.tolist(),
+            complete.tolist(),
+            each.tolist(),
+            strict=True,
+        )
+        for i, (b, ids, log_prob, sc, ok, token_lps) in enumerate(rows):
+            attn = attention[i, :, : lengths[b]] if attention is not None else None
+            out[b].append((ok, Hypothesis(ids, sc, log_prob, attn, token_log_probs=token_lps)))
+    return [
+        [hyp for _, hyp in sorted(hyps, key=lambda e: (e[0], e[1].score), reverse=True)][:nbest]
+        for hyps in out
+    ]
