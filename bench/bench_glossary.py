@@ -22,14 +22,15 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
   applies nowhere: what matching costs) and with the test entries (common nouns: nearly
   every val line holds one, so the mode's own cost): the median ratio to without, range;
 - a sample of applied terms, printed for checking by eye.
-Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any
-other), and exact (glossary_exact: hard constraints, on an engine that has them).
+Per mode: the terms annotated (a model trained with data.augment.terms; of the beam's best,
+the one that uses the most terms first, unless --term-choice off) or placed (any other), and
+exact (glossary_exact: hard constraints, on an engine that has them).
 --entries keeps the glossary in a file, so that models are compared on one. With --given
 lemma each target term is given as its lemma (`Ast` where the reference has `Äste`), as a user
 writes a glossary: the model must inflect it, and the exact form is still the reference's.
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
-        [--given lemma] [--stop first_k]
+        [--given lemma] [--stop first_k] [--term-choice off]
 """
 
 from __future__ import annotations
@@ -150,6 +151,13 @@ def main() -> None:
         help="the beam's stopping rule, if not the model's (first_k: CTranslate2's)",
     )
     parser.add_argument(
+        "--term-choice",
+        choices=["on", "off"],
+        default="on",
+        help="annotated: the beam's best that uses the most terms first (decode.term_choice), "
+        "or the search's own best",
+    )
+    parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
     )
     args = parser.parse_args()
@@ -158,8 +166,9 @@ def main() -> None:
     engine = loading.load(
         InferenceConfig(ckpt=args.ckpt, decode=DecodeConfig(), backend=args.backend)
     )
+    fields = {"stop": args.stop} if args.stop else {}
     search, line = choose_search(
-        engine.card, DecodeConfig(), [], **({"stop": args.stop} if args.stop else {})
+        engine.card, DecodeConfig(), [], term_choice=args.term_choice == "on", **fields
     )
     learnt = engine.info.get("terms")
     print(f"== {args.ckpt} ({args.backend}; terms learnt: {learnt}): {line}", flush=True)
@@ -213,13 +222,15 @@ def main() -> None:
         # the entries given in another form than the reference's: did the model inflect?
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
-            "name": f"glossary/{args.backend}/{mode}/{args.given}/{search.stop}/{args.ckpt}",
+            "name": f"glossary/{args.backend}/{mode}/{args.given}/{search.stop}/"
+            f"choice_{args.term_choice}/{args.ckpt}",
             "ckpt": args.ckpt,
             "backend": args.backend,
             "mode": mode,
             "entries": len(glossary),
             "targets_given": args.given,
             "stop": search.stop,
+            "term_choice": search.term_choice,
             "term_use_without": round(
                 sum(1 for i, e in entries.items() if glossary.uses(plain[i].text, e.target))
                 / len(entries),

@@ -3,10 +3,13 @@ in any inflection, used on both engines, and reported through every door."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import run_module
 
 from nmt.decoding.settings import SearchError
+from nmt.decoding.state import Hypothesis
 from nmt.documents.translation import translate_texts
 from nmt.terms.glossary import Entry, Glossary, GlossaryError, core
 
@@ -184,6 +187,77 @@ def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, 
         words = len(lines[j].split())
         assert found[j].alignments and all(s < words for s, _ in found[j].alignments[0])
     assert reader.read[2] == lines[2]
+
+
+def test_translations_rank_by_the_terms_they_use_then_as_given():
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    texts = ["Ein Mann vor Büschen.", "Ein Mann vor Sträuchern.", "Männer mit Helmen vor Strauch."]
+    assert glossary.rank(texts, ["Sträucher", "Helmen"]) == [2, 1, 0]
+    assert glossary.rank(texts, ["Sträucher"]) == [1, 2, 0]
+    assert glossary.rank(texts, ["Katze"]) == [0, 1, 2]
+
+
+def test_an_annotating_models_best_is_the_beams_best_that_uses_the_most_terms(
+    engine, overfit_pairs
+):
+    """With term_choice (the default), a line holding terms gets, of its beam's beam_size best
+    (the search's own order, term_choice off), the first that uses the most of its terms; its
+    n-best follow in that order; a line without terms gets the search's own best."""
+    glossary = Glossary.parse(TERMS + "man\tMann\nwoman\tFrau\n", "g.tsv")
+    lines = overfit_pairs[0][:4]
+    search = engine.search
+    assert search.strategy == "beam" and search.beam_size >= 3 and search.term_choice
+    reader = TermReader(engine, "lemma")
+    every = replace(search, nbest=search.beam_size, term_choice=False)
+    own = translate_texts(reader, lines, every, glossary=glossary)
+    for nbest in (1, 2):
+        chosen = translate_texts(reader, lines, replace(search, nbest=nbest), glossary=glossary)
+        for j, line in enumerate(lines):
+            texts = [text for text, _ in own[j].alternatives]
+            targets = [m.entry.target for m in glossary.find(line)]
+            order = glossary.rank(texts, targets) if targets else range(len(texts))
+            assert [t for t, _ in chosen[j].alternatives] == [texts[h] for h in order][:nbest]
+            assert [t["used"] for t in chosen[j].terms] == [
+                glossary.uses(chosen[j].text, target) for target in targets
+            ]
+    plain = translate_texts(reader, lines, replace(search, term_choice=False), glossary=glossary)
+    assert [t.text for t in plain] == [t.text for t in own]
+
+
+class Offering(TermReader):
+    """An annotating engine whose second best hypothesis of every line is `offer`, scored
+    below its best; it records the n-best it was asked for."""
+
+    def __init__(self, engine, offer: str):
+        super().__init__(engine, "lemma")
+        self.ids, self.asked = engine.tokenizer.encode([offer])[0], []
+
+    def translate(self, lines, search, *args, **kwargs):
+        self.asked.append(search.nbest)
+        found = super().translate(lines, search, *args, **kwargs)
+        for nbest in found:
+            best = nbest[0]
+            nbest.insert(1, Hypothesis(self.ids, best.score - 1.0, best.log_prob - 1.0))
+        return found
+
+
+def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does_not(
+    engine, overfit_pairs
+):
+    """The model writes Büsche for 'bushes'; offered a worse hypothesis with the glossary's
+    Sträucher, term_choice takes it and reports the term used; off, the best stays."""
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    line, search = overfit_pairs[0][0], engine.search
+    best = translate_texts(engine, [line], search)[0].text
+    assert "Büsche" in best
+    offering = Offering(engine, best.replace("Büsche", "Sträucher"))
+    (offer,) = engine.tokenizer.decode([offering.ids])
+    chosen = translate_texts(offering, [line], search, glossary=glossary)[0]
+    assert chosen.text == offer and chosen.terms[0]["used"]
+    assert offering.asked == [search.beam_size]
+    kept = translate_texts(offering, [line], replace(search, term_choice=False), glossary=glossary)
+    assert kept[0].text != offer and not kept[0].terms[0]["used"]
+    assert offering.asked[1:] == [search.nbest]
 
 
 def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(

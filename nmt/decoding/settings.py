@@ -58,6 +58,11 @@ class DecodeConfig:
     # translation given back in capitals (nmt.documents.casing): a model that learnt from
     # sentence-case text loops on capitals. Texts with a forced prefix are translated as given.
     fold_case: bool = True
+    # With a model that reads glossary terms annotated (data.augment.terms), a beam search's
+    # beam_size best hypotheses of a sentence holding terms are ranked by how many of them
+    # each uses (by lemma), then by score: the best one using the most comes first
+    # (nmt.documents.translation). Off: the search's own order.
+    term_choice: bool = True
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
@@ -89,6 +94,7 @@ READ_BY = {
     "len_penalty": ("beam",),
     "length_norm": ("beam",),
     "stop": ("beam",),
+    "term_choice": ("beam",),
     "nbest": ("beam", "sample"),
     "temperature": ("sample",),
     "top_k": ("sample",),

@@ -18,7 +18,8 @@ read as placeholders and put back, byte for byte, in every alternative (nmt.term
 put back at its aligned position is a warning too. With a `glossary`, a sentence whose best
 translation lacks one of its terms is decoded again from the term (nmt.terms.placing), or, for
 a model trained to read terms (data.augment.terms), the sentence is read with its terms
-annotated (nmt.terms.annotation); with an exact glossary (glossary_exact), the search must
+annotated (nmt.terms.annotation), and of a beam's best the one that uses the most terms comes
+first (search.term_choice); with an exact glossary (glossary_exact), the search must
 write each term as given (nmt.decoding.constrained). Each text lists its terms and whether its
 translation uses them, and a term not used is a warning.
 """
@@ -26,7 +27,7 @@ translation uses them, and a term not used is a warning.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
@@ -147,9 +148,18 @@ def translate_texts(
     constraints = (
         [[m.entry.target for m in mine[:MAX_ROUNDS]] for mine in matches] if exact else None
     )
+    # an annotating model's beam: its beam_size best, to rank by the terms they use
+    choosing = (
+        bool(form)
+        and not exact
+        and any(matches)
+        and search.term_choice
+        and search.strategy == "beam"
+        and search.beam_size > search.nbest
+    )
     found = engine.translate(
         model_read,
-        search,
+        replace(search, nbest=search.beam_size) if choosing else search,
         numbers,
         forced,
         alignments=alignments,
@@ -170,6 +180,11 @@ def translate_texts(
         )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
+    if choosing:  # the best that uses the most terms first, then the search's nbest
+        for j, mine in enumerate(matches):
+            order = glossary.rank(sentence_texts[j], [m.entry.target for m in mine])
+            found[j] = [found[j][h] for h in order][: search.nbest]
+            sentence_texts[j] = [sentence_texts[j][h] for h in order][: search.nbest]
     if any(matches) and not placing:  # annotated or constrained: the best translation uses it?
         uses = [
             [

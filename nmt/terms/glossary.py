@@ -172,6 +172,12 @@ class Glossary:
         have = [lemma(core(w), self.tgt_lang) for w in translation.split()]
         return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
+    def rank(self, translations: list[str], targets: list[str]) -> list[int]:
+        """The order of a sentence's translations (given best first) by how many of the
+        target terms each uses, most first; ties keep their order."""
+        used = [sum(self.uses(text, target) for target in targets) for text in translations]
+        return sorted(range(len(translations)), key=lambda h: -used[h])
+
 
 @lru_cache(maxsize=8)
 def read_glossary(path: str, exact: bool = False) -> Glossary:
