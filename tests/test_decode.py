@@ -494,6 +494,28 @@ def test_ensemble_members_must_share_a_tokenizer(trained) -> None:
         Ensemble([])
 
 
+@pytest.mark.parametrize("stop", ["exact", "first_k"])
+def test_more_hypotheses_returned_leave_the_search_as_it_was(trained, stop: str) -> None:
+    """SearchOptions.hypotheses gives each sentence up to that many of the hypotheses it
+    finished, best first, with nbest=1's best first; first_k stops by beam_size whatever
+    nbest, so there they are nbest=4's, and the exact rule, which stops by nbest, finishes
+    fewer for some sentences."""
+    model, sources = trained
+    src = source_batch(sources)
+    cfg = DecodeConfig(strategy="beam", stop=stop, **BEAM)
+    one = beam_search(model, src, cfg)
+    more = beam_search(model, src, cfg, SearchOptions(hypotheses=4))
+    assert_same([nbest[:1] for nbest in more], one)
+    assert all(1 <= len(nbest) <= 4 for nbest in more)
+    for nbest in more:
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+    four = run_beam(model, src, stop=stop, nbest=4, **BEAM)
+    if stop == "first_k":
+        assert_same(more, four)
+    else:
+        assert sum(map(len, more)) < sum(map(len, four))
+
+
 # --- hard constraints (nmt.decoding.constrained) ---
 
 

@@ -197,44 +197,56 @@ def test_translations_rank_by_the_terms_they_use_then_as_given():
     assert glossary.rank(texts, ["Katze"]) == [0, 1, 2]
 
 
+class Recorder(TermReader):
+    """An annotating engine that keeps what it last found and was asked for."""
+
+    def translate(self, lines, *args, **kwargs):
+        found = super().translate(lines, *args, **kwargs)
+        self.found = [[h.tokens for h in nbest] for nbest in found]
+        self.hypotheses = kwargs.get("hypotheses", 0)
+        return found
+
+
 def test_an_annotating_models_best_is_the_beams_best_that_uses_the_most_terms(
     engine, overfit_pairs
 ):
-    """With term_choice (the default), a line holding terms gets, of its beam's beam_size best
-    (the search's own order, term_choice off), the first that uses the most of its terms; its
-    n-best follow in that order; a line without terms gets the search's own best."""
+    """With term_choice (the default), the search gives a line holding terms its finished
+    hypotheses (up to beam_size), and the first that uses the most of its terms comes first,
+    the others after it in the search's order, up to nbest; a line without terms gets the
+    search's own n best; off, the search's own order."""
     glossary = Glossary.parse(TERMS + "man\tMann\nwoman\tFrau\n", "g.tsv")
     lines = overfit_pairs[0][:4]
     search = engine.search
     assert search.strategy == "beam" and search.beam_size >= 3 and search.term_choice
-    reader = TermReader(engine, "lemma")
-    every = replace(search, nbest=search.beam_size, term_choice=False)
-    own = translate_texts(reader, lines, every, glossary=glossary)
     for nbest in (1, 2):
+        reader = Recorder(engine, "lemma")
         chosen = translate_texts(reader, lines, replace(search, nbest=nbest), glossary=glossary)
+        assert reader.hypotheses == search.beam_size
         for j, line in enumerate(lines):
-            texts = [text for text, _ in own[j].alternatives]
+            texts = engine.tokenizer.decode(reader.found[j])
             targets = [m.entry.target for m in glossary.find(line)]
             order = glossary.rank(texts, targets) if targets else range(len(texts))
             assert [t for t, _ in chosen[j].alternatives] == [texts[h] for h in order][:nbest]
             assert [t["used"] for t in chosen[j].terms] == [
                 glossary.uses(chosen[j].text, target) for target in targets
             ]
-    plain = translate_texts(reader, lines, replace(search, term_choice=False), glossary=glossary)
-    assert [t.text for t in plain] == [t.text for t in own]
+    reader = Recorder(engine, "lemma")
+    own = translate_texts(reader, lines, replace(search, term_choice=False), glossary=glossary)
+    assert reader.hypotheses == 0
+    assert [t.text for t in own] == engine.tokenizer.decode([f[0] for f in reader.found])
 
 
 class Offering(TermReader):
     """An annotating engine whose second best hypothesis of every line is `offer`, scored
-    below its best; it records the n-best it was asked for."""
+    below its best; it records the hypotheses it was asked for."""
 
     def __init__(self, engine, offer: str):
         super().__init__(engine, "lemma")
         self.ids, self.asked = engine.tokenizer.encode([offer])[0], []
 
-    def translate(self, lines, search, *args, **kwargs):
-        self.asked.append(search.nbest)
-        found = super().translate(lines, search, *args, **kwargs)
+    def translate(self, lines, *args, **kwargs):
+        self.asked.append(kwargs.get("hypotheses", 0))
+        found = super().translate(lines, *args, **kwargs)
         for nbest in found:
             best = nbest[0]
             nbest.insert(1, Hypothesis(self.ids, best.score - 1.0, best.log_prob - 1.0))
@@ -257,7 +269,7 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     assert offering.asked == [search.beam_size]
     kept = translate_texts(offering, [line], replace(search, term_choice=False), glossary=glossary)
     assert kept[0].text != offer and not kept[0].terms[0]["used"]
-    assert offering.asked[1:] == [search.nbest]
+    assert offering.asked[1:] == [0]
 
 
 def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(

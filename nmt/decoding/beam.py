@@ -141,4 +141,5 @@ def beam_search(
         log_prob, sentence = log_prob[keep], sentence[keep]
         each = torch.cat([each[rows], step_token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 1)
         attention = attention[rows] if attention is not None else None
-    return finished.results(batch.src_lengths, cfg.nbest)
+    kept = max(cfg.nbest, options.hypotheses if options is not None else 0)
+    return finished.results(batch.src_lengths, kept)

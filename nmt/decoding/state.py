@@ -46,11 +46,13 @@ class SearchOptions:
 
     target_prefix (B, P): right-padded ids every output of a sentence starts with, or None;
     record_attention: keep each hypothesis's cross-attention (for plots); use_cache: the KV
-    cache (off only to test that it changes nothing)."""
+    cache (off only to test that it changes nothing); hypotheses: a beam search returns up to
+    this many of the hypotheses it finished (at least nbest), its stopping rule unchanged."""
 
     target_prefix: Tensor | None = None
     record_attention: bool = False
     use_cache: bool = True
+    hypotheses: int = 0
 
 
 @dataclass

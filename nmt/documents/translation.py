@@ -27,7 +27,7 @@ translation uses them, and a term not used is a warning.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
@@ -148,7 +148,8 @@ def translate_texts(
     constraints = (
         [[m.entry.target for m in mine[:MAX_ROUNDS]] for mine in matches] if exact else None
     )
-    # an annotating model's beam: its beam_size best, to rank by the terms they use
+    # an annotating model's beam: the (up to beam_size) hypotheses it finished, to rank by the
+    # terms they use
     choosing = (
         bool(form)
         and not exact
@@ -159,7 +160,7 @@ def translate_texts(
     )
     found = engine.translate(
         model_read,
-        replace(search, nbest=search.beam_size) if choosing else search,
+        search,
         numbers,
         forced,
         alignments=alignments,
@@ -168,7 +169,13 @@ def translate_texts(
         done=done,
         constraints=constraints,
         sized_as=read if any(annotated) else None,  # marks add nothing to translate
+        hypotheses=search.beam_size if choosing else 0,
     )
+    if choosing:  # a line without terms keeps the search's own n best
+        found = [
+            nbest if mine else nbest[: search.nbest]
+            for nbest, mine in zip(found, matches, strict=True)
+        ]
     for a, nbest in zip(annotated, found, strict=True):
         for h in nbest if a else []:  # links from the sentence's own words
             h.alignment = a.source_links(h.alignment)
@@ -181,8 +188,8 @@ def translate_texts(
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
     if choosing:  # the best that uses the most terms first, then the search's nbest
-        for j, mine in enumerate(matches):
-            order = glossary.rank(sentence_texts[j], [m.entry.target for m in mine])
+        for j in [j for j, mine in enumerate(matches) if mine]:
+            order = glossary.rank(sentence_texts[j], [m.entry.target for m in matches[j]])
             found[j] = [found[j][h] for h in order][: search.nbest]
             sentence_texts[j] = [sentence_texts[j][h] for h in order][: search.nbest]
     if any(matches) and not placing:  # annotated or constrained: the best translation uses it?

@@ -2,7 +2,8 @@
 lines are planned as for the torch engine (`nmt.inference.planner`); this supplies the search.
 
 How a DecodeConfig maps onto `ctranslate2.Translator.translate_batch`:
-- greedy: beam_size 1. beam: beam_size, num_hypotheses = nbest, length_penalty = alpha of
+- greedy: beam_size 1. beam: beam_size, num_hypotheses = nbest (or the `hypotheses` asked
+  for, which CTranslate2 returns without searching longer), length_penalty = alpha of
   the power law score / |Y| ** alpha, and patience PATIENCE (below). A GNMT alpha has no
   CTranslate2 equivalent: it runs as `gnmt_as_power(alpha)` (`with_power_penalty`; the
   commands say so); tune alpha on val with decode.length_norm=power.
@@ -186,10 +187,13 @@ class CTranslate2Engine(Engine):
         search: DecodeConfig,
         attention: bool = False,
         log_probs: bool = False,
+        hypotheses: int = 0,
     ) -> Iterator[list]:
         import ctranslate2
 
         options = self.options(search) | {"return_attention": attention}
+        if search.strategy == "beam":  # more returned; the stopping rule is patience's
+            options["num_hypotheses"] = max(search.nbest, hypotheses)
         engine = self.engine
         if search.strategy == "sample":  # one worker, seeded now: the same draws in order
             ctranslate2.set_random_seed(search.seed)

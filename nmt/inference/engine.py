@@ -103,6 +103,7 @@ class Engine(ABC):
         stop: Callable[[], bool] | None = None,
         constraints: list[list[str]] | None = None,
         sized_as: list[str] | None = None,
+        hypotheses: int = 0,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
@@ -114,8 +115,10 @@ class Engine(ABC):
         each batch, True ends the call with Stopped; `constraints`: per line, the target texts
         (glossary terms) every translation of it must hold, each as given (a beam search on an
         engine that `constrains`); `sized_as`: per line, the text that sizes its batch and
-        output limit (the sentence that a line annotated with terms annotates: planner).
-        Raises SearchError (one line) for a search that is no search (`check`), or that
+        output limit (the sentence that a line annotated with terms annotates: planner);
+        `hypotheses`: a beam search gives up to this many of its finished hypotheses (at least
+        nbest) while it stops by nbest as ever (a choice among the beam's best, at no cost in
+        search). Raises SearchError (one line) for a search that is no search (`check`), or that
         cannot hold constraints."""
         self.check(search)
         search = self.runnable(search)[0]
@@ -124,7 +127,8 @@ class Engine(ABC):
             self.check_constraints(search)
         results: list[list[Hypothesis]] = [[] for _ in lines]
         todo, keys = list(range(len(lines))), None
-        if self.cache is not None and self.cache.caches(search) and not constrained:
+        more = hypotheses > search.nbest  # the cache holds n-best lists of nbest
+        if self.cache is not None and self.cache.caches(search) and not (constrained or more):
             keys = [
                 self.cache.key(
                     line,
@@ -153,7 +157,7 @@ class Engine(ABC):
             [constraints[i] for i in todo] if constrained else None,
             [sized_as[i] for i in todo] if sized_as else None,
         )
-        found = self.search_batches(batches, search, alignments, scores)
+        found = self.search_batches(batches, search, alignments, scores, hypotheses=hypotheses)
         pieces = self.tokenizer.pieces
         for batch in batches:
             if stop is not None and stop():
@@ -200,11 +204,13 @@ class Engine(ABC):
         search: DecodeConfig,
         attention: bool = False,
         log_probs: bool = False,
+        hypotheses: int = 0,
     ) -> Iterator[list]:
         """Per batch, in order, per sentence its n-best list: the one step an engine supplies.
         `attention`: each hypothesis holds its alignment layer's cross-attention, at least
         (len(tokens), len(source) - 1) (a row per output token, a column per source token);
-        `log_probs`: each holds its token_log_probs (an engine may keep them anyway)."""
+        `log_probs`: each holds its token_log_probs (an engine may keep them anyway);
+        `hypotheses`: a beam search's list holds up to this many (`translate`)."""
 
     def score(
         self,

@@ -126,12 +126,13 @@ class TorchEngine(Engine):
         search: DecodeConfig,
         attention: bool = False,
         log_probs: bool = False,  # our searches keep them always
+        hypotheses: int = 0,
     ) -> Iterator[list]:
         ends_word = None  # the ids that end a term's word, once a call that constrains
         with self.evaluating():
             for batch in batches:
                 src, options = self.tensors(batch)
-                options.record_attention = attention
+                options.record_attention, options.hypotheses = attention, hypotheses
                 if batch.constraints is not None:
                     ends_word = ends_word or self.tokenizer.word_ends()
                     yield constrained_beam_search(

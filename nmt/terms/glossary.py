@@ -168,15 +168,28 @@ class Glossary:
 
     def uses(self, translation: str, target: str) -> bool:
         """Whether `translation` holds the target term, in any inflection (by lemma)."""
-        want = [lemma(core(w), self.tgt_lang) for w in target.split()]
-        have = [lemma(core(w), self.tgt_lang) for w in translation.split()]
-        return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
+        return holds(self.lemmas(translation), self.lemmas(target))
+
+    def lemmas(self, text: str) -> list[str]:
+        return [lemma(core(w), self.tgt_lang) for w in text.split()]
 
     def rank(self, translations: list[str], targets: list[str]) -> list[int]:
         """The order of a sentence's translations (given best first) by how many of the
-        target terms each uses, most first; ties keep their order."""
-        used = [sum(self.uses(text, target) for target in targets) for text in translations]
+        target terms each uses, most first; ties keep their order. A first that uses them
+        all stays first, the others unread."""
+        wanted = [self.lemmas(target) for target in targets]
+        used: list[int] = []
+        for text in translations:
+            have = self.lemmas(text)
+            used.append(sum(holds(have, want) for want in wanted))
+            if used[0] == len(wanted):
+                return list(range(len(translations)))
         return sorted(range(len(translations)), key=lambda h: -used[h])
+
+
+def holds(have: list[str], want: list[str]) -> bool:
+    """Whether the word sequence `want` occurs in `have`."""
+    return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
 
 @lru_cache(maxsize=8)
