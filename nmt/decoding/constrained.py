@@ -169,7 +169,7 @@ def constrained_beam_search(
     per sentence, those that hold all their constraints first, then by score (see the module
     docstring)."""
     k, device = cfg.beam_size, src.device
-    batch, decoder, _, sentence, prefix = start_search(model, src, cfg, options)
+    batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     eos, inf = batch.special.eos, float("-inf")
     table = Table.of(constraints, device)
     word_end = torch.tensor(ends_word, dtype=torch.bool, device=device)
@@ -179,7 +179,6 @@ def constrained_beam_search(
     attention = decoder.empty_attention()
     # the k best scores of each sentence's hypotheses that ended with all their constraints
     best_complete = torch.full((src.size(0), k), inf, device=device)
-    ended: list[tuple[Tensor, ...]] = []  # a chunk per step: sentence, tokens, scores...
     for t in range(int(batch.max_lengths.max()) + 1):
         n_sentences, beams = log_prob.shape
         row_sentence = sentence.repeat_interleave(beams)  # (N,)
@@ -236,16 +235,14 @@ def constrained_beam_search(
             end_score = normalized_score(end_lp, t + 1, cfg.len_penalty, cfg.length_norm)
             complete = progress.complete()[end_parent]  # (B', k)
             rows = end_parent[finishing]  # (E,)
-            ended.append(
-                (
-                    row_sentence[rows],
-                    prefix[rows, 1:],
-                    end_lp[finishing],
-                    end_score[finishing],
-                    complete[finishing],
-                    torch.cat([each[rows], step_log_probs[rows, eos : eos + 1]], dim=1),
-                    attention[rows] if attention is not None else None,
-                )
+            finished.add(
+                row_sentence[rows],
+                prefix[rows, 1:],
+                end_lp[finishing],
+                end_score[finishing],
+                attention[rows] if attention is not None else None,
+                torch.cat([each[rows], step_log_probs[rows, eos : eos + 1]], dim=1),
+                first=complete[finishing],
             )
             # the ends that hold every constraint count for the stopping rule
             counted = end_score.masked_fill(~(finishing & complete), inf)
@@ -271,7 +268,7 @@ def constrained_beam_search(
         attention = attention[rows] if attention is not None else None
         progress = moved.rows(chosen)
         sentence = sentence[keep]
-    return _results(ended, src.size(0), batch.src_lengths, cfg.nbest)
+    return finished.results(batch.src_lengths, cfg.nbest)
 
 
 def _first_of_each(lp: Tensor, key: Tensor, none: Tensor) -> Tensor:
@@ -298,28 +295,3 @@ def _done(cfg: DecodeConfig, complete: Tensor, live: Tensor, max_lengths: Tensor
         live.max(dim=1).values, max_lengths + 1, cfg.len_penalty, cfg.length_norm
     )
     return worst.gt(float("-inf")) & reachable.le(worst)
-
-
-def _results(ended: list, batch_size: int, src_lengths: Tensor, nbest: int) -> list:
-    """Each sentence's nbest ended hypotheses: those with all their constraints first, then
-    by score."""
-    out: list[list[tuple[bool, Hypothesis]]] = [[] for _ in range(batch_size)]
-    lengths = src_lengths.tolist()
-    for sentence, tokens, lp, score, complete, each, attention in ended:
-        attention = attention.float().cpu() if attention is not None else None
-        rows = zip(
-            sentence.tolist(),
-            tokens.tolist(),
-            lp.tolist(),
-            score.tolist(),
-            complete.tolist(),
-            each.tolist(),
-            strict=True,
-        )
-        for i, (b, ids, log_prob, sc, ok, token_lps) in enumerate(rows):
-            attn = attention[i, :, : lengths[b]] if attention is not None else None
-            out[b].append((ok, Hypothesis(ids, sc, log_prob, attn, token_log_probs=token_lps)))
-    return [
-        [hyp for _, hyp in sorted(hyps, key=lambda e: (e[0], e[1].score), reverse=True)][:nbest]
-        for hyps in out
-    ]

@@ -185,17 +185,23 @@ class Finished:
         score: Tensor,
         attention: Tensor | None,
         token_log_probs: Tensor,
+        first: Tensor | None = None,
     ) -> None:
         """M hypotheses of one step: sentence (M,) index in the batch, tokens (M, t) without
         BOS/EOS, log_prob and score (M,), attention (M, t + 1, S) or None, token_log_probs
-        (M, t + 1): each token's and EOS's."""
-        self.chunks.append((sentence, tokens, log_prob, score, attention, token_log_probs))
+        (M, t + 1): each token's and EOS's; first (M,) bool: those that rank before any
+        other whatever the scores (the constrained search's that hold their constraints),
+        None for all."""
+        if first is None:
+            first = torch.ones_like(score, dtype=torch.bool)
+        self.chunks.append((sentence, tokens, log_prob, score, attention, token_log_probs, first))
 
     def results(self, src_lengths: Tensor, nbest: int) -> list[list[Hypothesis]]:
-        """Each sentence's `nbest` best hypotheses by score; impossible ones (-inf) left out."""
-        out: list[list[Hypothesis]] = [[] for _ in range(self.batch_size)]
+        """Each sentence's `nbest` best hypotheses, those `first` first, then by score;
+        impossible ones (-inf) left out."""
+        out: list[list[tuple[bool, Hypothesis]]] = [[] for _ in range(self.batch_size)]
         lengths = src_lengths.tolist()
-        for sentence, tokens, log_prob, score, attention, token_log_probs in self.chunks:
+        for sentence, tokens, log_prob, score, attention, token_log_probs, first in self.chunks:
             attention = attention.float().cpu() if attention is not None else None
             rows = zip(
                 sentence.tolist(),
@@ -203,14 +209,19 @@ class Finished:
                 log_prob.tolist(),
                 score.tolist(),
                 token_log_probs.float().tolist(),
+                first.tolist(),
                 strict=True,
             )
-            for i, (b, ids, lp, sc, each) in enumerate(rows):
+            for i, (b, ids, lp, sc, each, ahead) in enumerate(rows):
                 if sc == float("-inf"):
                     continue
                 attn = attention[i, :, : lengths[b]] if attention is not None else None
-                out[b].append(Hypothesis(ids, sc, lp, attn, token_log_probs=each))
-        return [sorted(hyps, key=lambda h: h.score, reverse=True)[:nbest] for hyps in out]
+                out[b].append((ahead, Hypothesis(ids, sc, lp, attn, token_log_probs=each)))
+        return [[hyp for _, hyp in sorted(hyps, key=_rank, reverse=True)][:nbest] for hyps in out]
+
+
+def _rank(entry: tuple[bool, Hypothesis]) -> tuple[bool, float]:
+    return entry[0], entry[1].score
 
 
 def start_prefix(batch_size: int, bos: int, device: torch.device) -> Tensor:
