@@ -240,8 +240,8 @@ class Offering(TermReader):
     """An annotating engine whose second best hypothesis of every line is `offer`, scored
     below its best; it records the hypotheses it was asked for."""
 
-    def __init__(self, engine, offer: str):
-        super().__init__(engine, "lemma")
+    def __init__(self, engine, offer: str, form: str | None = "lemma"):
+        super().__init__(engine, form)
         self.ids, self.asked = engine.tokenizer.encode([offer])[0], []
 
     def translate(self, lines, *args, **kwargs):
@@ -257,7 +257,8 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     engine, overfit_pairs
 ):
     """The model writes Büsche for 'bushes'; offered a worse hypothesis with the glossary's
-    Sträucher, term_choice takes it and reports the term used; off, the best stays."""
+    Sträucher, term_choice takes it and reports the term used; off, the best stays (and a
+    model that reads no terms has the term placed in a second decoding)."""
     glossary = Glossary.parse(TERMS, "g.tsv")
     line, search = overfit_pairs[0][0], engine.search
     best = translate_texts(engine, [line], search)[0].text
@@ -267,9 +268,16 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     chosen = translate_texts(offering, [line], search, glossary=glossary)[0]
     assert chosen.text == offer and chosen.terms[0]["used"]
     assert offering.asked == [search.beam_size]
-    kept = translate_texts(offering, [line], replace(search, term_choice=False), glossary=glossary)
+    off = replace(search, term_choice=False)
+    kept = translate_texts(offering, [line], off, glossary=glossary)
     assert kept[0].text != offer and not kept[0].terms[0]["used"]
     assert offering.asked[1:] == [0]
+    # a model that reads no terms: the term is placed only where no finished hypothesis has it
+    offering = Offering(engine, best.replace("Büsche", "Sträucher"), form=None)
+    chosen = translate_texts(offering, [line], search, glossary=glossary)[0]
+    assert chosen.text == offer and offering.asked == [search.beam_size]  # no placing
+    placed = translate_texts(offering, [line], off, glossary=glossary)
+    assert placed[0].terms[0]["used"] and offering.asked[1:] == [0, 0]  # decoded, then placed
 
 
 def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(

@@ -58,10 +58,10 @@ class DecodeConfig:
     # translation given back in capitals (nmt.documents.casing): a model that learnt from
     # sentence-case text loops on capitals. Texts with a forced prefix are translated as given.
     fold_case: bool = True
-    # With a model that reads glossary terms annotated (data.augment.terms), a beam search's
-    # beam_size best hypotheses of a sentence holding terms are ranked by how many of them
-    # each uses (by lemma), then by score: the best one using the most comes first
-    # (nmt.documents.translation). Off: the search's own order.
+    # With a glossary (but glossary_exact), the hypotheses a beam search finished for a
+    # sentence holding terms (up to beam_size) are ranked by how many of them each uses (by
+    # lemma), then by score: the best one using the most comes first, before any term is
+    # placed (nmt.documents.translation). Off: the search's own order.
     term_choice: bool = True
 
     def __post_init__(self) -> None:

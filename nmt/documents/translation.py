@@ -15,13 +15,14 @@ translation is checked (numbers, URLs and addresses kept; no loop) and a wrong n
 where the alignment allows (`check_best`): a text's warnings are its sentences', and its
 confidence is lowered for each problem left. With `protect` rules, each sentence's spans are
 read as placeholders and put back, byte for byte, in every alternative (nmt.terms.spans); a span
-put back at its aligned position is a warning too. With a `glossary`, a sentence whose best
-translation lacks one of its terms is decoded again from the term (nmt.terms.placing), or, for
-a model trained to read terms (data.augment.terms), the sentence is read with its terms
-annotated (nmt.terms.annotation), and of a beam's best the one that uses the most terms comes
-first (search.term_choice); with an exact glossary (glossary_exact), the search must
-write each term as given (nmt.decoding.constrained). Each text lists its terms and whether its
-translation uses them, and a term not used is a warning.
+put back at its aligned position is a warning too. With a `glossary`, of the hypotheses a beam
+finished for a sentence that holds terms, the one that uses the most comes first
+(search.term_choice); a sentence whose best translation still lacks one of its terms is then
+decoded again from the term (nmt.terms.placing), or, for a model trained to read terms
+(data.augment.terms), the sentence is read with its terms annotated (nmt.terms.annotation);
+with an exact glossary (glossary_exact), the search must write each term as given
+(nmt.decoding.constrained). Each text lists its terms and whether its translation uses them,
+and a term not used is a warning.
 """
 
 from __future__ import annotations
@@ -148,11 +149,9 @@ def translate_texts(
     constraints = (
         [[m.entry.target for m in mine[:MAX_ROUNDS]] for mine in matches] if exact else None
     )
-    # an annotating model's beam: the (up to beam_size) hypotheses it finished, to rank by the
-    # terms they use
+    # the (up to beam_size) hypotheses a beam finished, to rank by the terms they use
     choosing = (
-        bool(form)
-        and not exact
+        not exact
         and any(matches)
         and search.term_choice
         and search.strategy == "beam"
@@ -171,11 +170,8 @@ def translate_texts(
         sized_as=read if any(annotated) else None,  # marks add nothing to translate
         hypotheses=search.beam_size if choosing else 0,
     )
-    if choosing:  # a line without terms keeps the search's own n best
-        found = [
-            nbest if mine else nbest[: search.nbest]
-            for nbest, mine in zip(found, matches, strict=True)
-        ]
+    if choosing:
+        found = terms_first(engine, found, matches, glossary, search.nbest)
     for a, nbest in zip(annotated, found, strict=True):
         for h in nbest if a else []:  # links from the sentence's own words
             h.alignment = a.source_links(h.alignment)
@@ -187,11 +183,6 @@ def translate_texts(
         )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
-    if choosing:  # the best that uses the most terms first, then the search's nbest
-        for j in [j for j, mine in enumerate(matches) if mine]:
-            order = glossary.rank(sentence_texts[j], [m.entry.target for m in matches[j]])
-            found[j] = [found[j][h] for h in order][: search.nbest]
-            sentence_texts[j] = [sentence_texts[j][h] for h in order][: search.nbest]
     if any(matches) and not placing:  # annotated or constrained: the best translation uses it?
         uses = [
             [
@@ -269,6 +260,25 @@ def translate_texts(
                     if findings[j]:
                         result.scores.confidence = findings[j].lowered(result.scores.confidence)
     return results
+
+
+def terms_first(
+    engine: Engine,
+    found: list[list[Hypothesis]],
+    matches: list[list[Match]],
+    glossary: Glossary,
+    nbest: int,
+) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses cut to `nbest`; those of a sentence that holds terms first
+    ranked by how many of them they use (`Glossary.rank`: the best that uses the most first,
+    the rest in the search's order)."""
+    ranked = []
+    for hyps, mine in zip(found, matches, strict=True):
+        if mine and len(hyps) > 1:
+            texts = [one_line(text) for text in engine.tokenizer.decode([h.tokens for h in hyps])]
+            hyps = [hyps[h] for h in glossary.rank(texts, [m.entry.target for m in mine])]
+        ranked.append(hyps[:nbest])
+    return ranked
 
 
 def read_words(matches: list[Match], guarded: list | None, j: int) -> list[Match]:
