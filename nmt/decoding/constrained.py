@@ -188,7 +188,8 @@ def constrained_beam_search(
         rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
         step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, batch.special, forced)
         at_end = t >= max_lengths  # (B',)
-        unmet = ~progress.complete() & ~at_end.repeat_interleave(beams)
+        complete = progress.complete()  # (N,)
+        unmet = ~complete & ~at_end.repeat_interleave(beams)
         step_log_probs[:, eos] = step_log_probs[:, eos].masked_fill(unmet, inf)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
@@ -233,7 +234,6 @@ def constrained_beam_search(
         if finishing.any():
             end_parent, end_lp = parent.gather(1, place), cand_lp.gather(1, place)  # (B', k)
             end_score = normalized_score(end_lp, t + 1, cfg.len_penalty, cfg.length_norm)
-            complete = progress.complete()[end_parent]  # (B', k)
             rows = end_parent[finishing]  # (E,)
             finished.add(
                 row_sentence[rows],
@@ -242,10 +242,10 @@ def constrained_beam_search(
                 end_score[finishing],
                 attention[rows] if attention is not None else None,
                 torch.cat([each[rows], step_log_probs[rows, eos : eos + 1]], dim=1),
-                first=complete[finishing],
+                first=complete[rows],
             )
             # the ends that hold every constraint count for the stopping rule
-            counted = end_score.masked_fill(~(finishing & complete), inf)
+            counted = end_score.masked_fill(~(finishing & complete[end_parent]), inf)
             both = torch.cat([best_complete[sentence], counted], dim=1)
             best_complete[sentence] = both.topk(k, dim=1).values
 
