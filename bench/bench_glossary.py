@@ -22,9 +22,9 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
   applies nowhere: what matching costs) and with the test entries (common nouns: nearly
   every val line holds one, so the mode's own cost): the median ratio to without, range;
 - a sample of applied terms, printed for checking by eye.
-Per mode: the terms annotated (a model trained with data.augment.terms; of the beam's best,
-the one that uses the most terms first, unless --term-choice off) or placed (any other), and
-exact (glossary_exact: hard constraints, on an engine that has them).
+Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any other),
+either way with the beam's finished hypothesis that uses the most terms first unless
+--term-choice off; and exact (glossary_exact: hard constraints, on an engine that has them).
 --entries keeps the glossary in a file, so that models are compared on one. With --given
 lemma each target term is given as its lemma (`Ast` where the reference has `Äste`), as a user
 writes a glossary: the model must inflect it, and the exact form is still the reference's.
@@ -154,8 +154,8 @@ def main() -> None:
         "--term-choice",
         choices=["on", "off"],
         default="on",
-        help="annotated: the beam's best that uses the most terms first (decode.term_choice), "
-        "or the search's own best",
+        help="annotated or placed: the beam's finished hypothesis that uses the most terms "
+        "first (decode.term_choice), or the search's own best",
     )
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
