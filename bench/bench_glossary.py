@@ -23,14 +23,16 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
   every val line holds one, so the mode's own cost): the median ratio to without, range;
 - a sample of applied terms, printed for checking by eye.
 Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any other),
-either way with the beam's finished hypothesis that uses the most terms first unless
---term-choice off; and exact (glossary_exact: hard constraints, on an engine that has them).
+either way with the torch beam steered to the terms (decode.term_bonus, --term-bonus; 0 is
+off) and the beam's finished hypothesis that uses the most terms first unless --term-choice
+off; and exact (glossary_exact: hard constraints, on an engine that has them, unless
+--without-exact).
 --entries keeps the glossary in a file, so that models are compared on one. With --given
 lemma each target term is given as its lemma (`Ast` where the reference has `Äste`), as a user
 writes a glossary: the model must inflect it, and the exact form is still the reference's.
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
-        [--given lemma] [--stop first_k] [--term-choice off]
+        [--given lemma] [--stop first_k] [--term-choice off] [--term-bonus 0] [--without-exact]
 """
 
 from __future__ import annotations
@@ -158,6 +160,15 @@ def main() -> None:
         "first (decode.term_choice), or the search's own best",
     )
     parser.add_argument(
+        "--term-bonus",
+        type=float,
+        help="the beam's bonus per term token written (decode.term_bonus; an engine with a "
+        "constrained search), if not the default",
+    )
+    parser.add_argument(
+        "--without-exact", action="store_true", help="leave the exact mode (glossary_exact) out"
+    )
+    parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
     )
     args = parser.parse_args()
@@ -167,6 +178,8 @@ def main() -> None:
         InferenceConfig(ckpt=args.ckpt, decode=DecodeConfig(), backend=args.backend)
     )
     fields = {"stop": args.stop} if args.stop else {}
+    if args.term_bonus is not None:
+        fields["term_bonus"] = args.term_bonus
     search, line = choose_search(
         engine.card, DecodeConfig(), [], term_choice=args.term_choice == "on", **fields
     )
@@ -190,7 +203,7 @@ def main() -> None:
         changed = sum(1 for i, e in entries.items() if e.target != reference_form[i])
         print(f"targets given as lemmas: {changed} differ from the reference's form", flush=True)
     modes = {"annotated" if learnt else "placed": False}
-    if engine.constrains:
+    if engine.constrains and not args.without_exact:
         modes["exact"] = True
     records = []
     for mode, exact in modes.items():
@@ -223,7 +236,7 @@ def main() -> None:
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
             "name": f"glossary/{args.backend}/{mode}/{args.given}/{search.stop}/"
-            f"choice_{args.term_choice}/{args.ckpt}",
+            f"choice_{args.term_choice}/bonus_{search.term_bonus}/{args.ckpt}",
             "ckpt": args.ckpt,
             "backend": args.backend,
             "mode": mode,
@@ -231,6 +244,7 @@ def main() -> None:
             "targets_given": args.given,
             "stop": search.stop,
             "term_choice": search.term_choice,
+            "term_bonus": search.term_bonus if engine.constrains and not exact else None,
             "term_use_without": round(
                 sum(1 for i, e in entries.items() if glossary.uses(plain[i].text, e.target))
                 / len(entries),

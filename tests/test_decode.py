@@ -30,6 +30,7 @@ from nmt.decoding.penalties import (
 from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig, SearchError, check_search
 from nmt.decoding.state import Hypothesis, SearchOptions, StepDecoder
+from nmt.decoding.steering import Steering
 from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
@@ -526,6 +527,12 @@ def run_constrained(model, src, constraints, **fields):
     return constrained_beam_search(model, src, cfg, constraints, ends)
 
 
+def run_steered(model, src, constraints, bonus, **fields):
+    """beam_search steered to constraints that may end anywhere."""
+    steering = Steering.of(constraints, [True] * model.cfg.vocab_size, bonus, src.device)
+    return beam_search(model, src, DecodeConfig(strategy="beam", **fields), None, steering)
+
+
 def holds(tokens: list[int], constraint: list[int]) -> bool:
     n = len(constraint)
     return any(tokens[i : i + n] == constraint for i in range(len(tokens) - n + 1))
@@ -549,10 +556,7 @@ def test_the_best_output_holds_its_constraints_alone_or_batched(trained) -> None
     model, sources = trained
     src = source_batch(sources)
     plain = [nbest[0].tokens for nbest in run_beam(model, src, **BEAM)]
-    constraints = [
-        [plain[(i + 1) % len(plain)][2:4], [plain[(i + 2) % len(plain)][1]]]
-        for i in range(len(plain))
-    ]
+    constraints = others_pieces(plain)
     found = run_constrained(model, src, constraints, nbest=4, **BEAM)
     limits = max_output_lengths((src != PAD_ID).sum(1), 1.0, 15, model.cfg.max_positions)
     for nbest, wanted, plain_tokens, limit in zip(found, constraints, plain, limits, strict=True):
@@ -564,6 +568,58 @@ def test_the_best_output_holds_its_constraints_alone_or_batched(trained) -> None
     for i in (0, 5):
         one = source_batch(sources[i : i + 1])
         alone = run_constrained(model, one, constraints[i : i + 1], nbest=4, **BEAM)
+        assert tokens_of(alone) == tokens_of(found[i : i + 1])
+
+
+def others_pieces(plain: list[list[int]]) -> list[list[list[int]]]:
+    """Per sentence, two pieces of other sentences' translations (one a pair), which the
+    memorised model would not write there."""
+    return [
+        [plain[(i + 1) % len(plain)][2:4], [plain[(i + 2) % len(plain)][1]]]
+        for i in range(len(plain))
+    ]
+
+
+@pytest.mark.parametrize("stop", ["exact", "first_k"])
+def test_a_steered_search_without_a_bonus_is_beam_search(trained, stop: str) -> None:
+    model, sources = trained
+    src = source_batch(sources)
+    plain = [nbest[0].tokens for nbest in run_beam(model, src, **BEAM)]
+    assert_same(
+        run_steered(model, src, others_pieces(plain), 0.0, nbest=3, stop=stop, **BEAM),
+        run_beam(model, src, nbest=3, stop=stop, **BEAM),
+    )
+
+
+def test_a_bonus_steers_the_beam_to_the_constraints_and_leaves_the_scores_the_models(
+    trained,
+) -> None:
+    """The more bonus, the more best outputs hold their (odd) constraints, all of them at a
+    large one; nothing is required, so at none only the model's own choice would. Every
+    hypothesis's log-prob and score are the model's (a teacher-forced pass), its list sorted
+    by score, and a sentence alone gets what it gets in a batch."""
+    model, sources = trained
+    src = source_batch(sources)
+    plain = [nbest[0].tokens for nbest in run_beam(model, src, **BEAM)]
+    constraints = others_pieces(plain)
+    held = []
+    for bonus in (0.0, 5.0, 10.0, 20.0, 50.0):
+        found = run_steered(model, src, constraints, bonus, nbest=3, **BEAM)
+        best = [nbest[0].tokens for nbest in found]
+        held.append(
+            sum(all(holds(b, c) for c in cs) for b, cs in zip(best, constraints, strict=True))
+        )
+    assert held == sorted(held) and held[0] < held[-1] == len(sources), held
+    for source, nbest in zip(sources, found, strict=True):
+        assert [h.score for h in nbest] == sorted((h.score for h in nbest), reverse=True)
+        for h in nbest:
+            log_prob, _ = teacher_forced(model, source, h.tokens)
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-3)
+            expected = normalized_score(log_prob, len(h.tokens) + 1, BEAM["len_penalty"])
+            assert h.score == pytest.approx(expected, abs=1e-3)
+    for i in (0, 5):
+        one = source_batch(sources[i : i + 1])
+        alone = run_steered(model, one, constraints[i : i + 1], 50.0, nbest=3, **BEAM)
         assert tokens_of(alone) == tokens_of(found[i : i + 1])
 
 
@@ -645,6 +701,46 @@ def test_progress_of_many_rows_at_once_follows_the_rule_of_one() -> None:
                 assert p.closing[r].item() == (NONE if closing is None else closing)
                 recount = sum(len(c) for c, m in zip(rows[r], met, strict=True) if m)
                 assert p.written[r].item() == written == recount + (active[1] if active else 0)
+
+
+def test_gains_are_what_advancing_by_each_token_would_write() -> None:
+    """`Progress.gains`, for every token at once (any token's gain, less undo where it goes on
+    a word, else its place's), is the change in `written` that advancing by that token makes,
+    on rows in every state (random streams over constraints that share tokens and break off);
+    a token placed twice in a row has one gain."""
+    rng = random.Random(1)
+    V = 7
+    for _ in range(20):
+        rows = [
+            [
+                [rng.randrange(1, V) for _ in range(rng.randint(1, 3))]
+                for _ in range(rng.randint(1, 3))
+            ]
+            for _ in range(30)
+        ]
+        ends = torch.tensor([rng.random() < 0.7 for _ in range(V)])
+        table = Table.of(rows, torch.device("cpu"))
+        p = Progress.start(table.lengths)
+        for _ in range(12):
+            any_token, undo, places, gains = p.gains(table.tokens, table.lengths, ends)
+            moved = [
+                (
+                    p.advance(torch.full_like(p.at, v), table.tokens, table.lengths, ends).written
+                    - p.written
+                ).tolist()
+                for v in range(V)
+            ]
+            for r in range(len(rows)):
+                dense = [any_token[r].item() - undo[r].item() * (not ends[v]) for v in range(V)]
+                placed: dict[int, int] = {}
+                for v, gain in zip(places[r].tolist(), gains[r].tolist(), strict=True):
+                    if v != NONE:
+                        assert placed.setdefault(v, gain) == gain
+                dense = [placed.get(v, gain) for v, gain in enumerate(dense)]
+                for v in range(V):
+                    assert dense[v] == moved[v][r], (r, v)
+            stream = torch.tensor([rng.randrange(V) for _ in rows])
+            p = p.advance(stream, table.tokens, table.lengths, ends)
 
 
 def test_beams_are_dealt_out_by_constraint_tokens_written() -> None:

@@ -87,15 +87,18 @@ def test_both_engines_use_the_terms_and_leave_other_lines_alone(engine, overfit_
     without a term translates as without a glossary, alone or in a batch."""
     glossary = Glossary.parse(TERMS, "g.tsv")
     lines = overfit_pairs[0][:3]
-    plain = translate_texts(engine, lines, engine.search)
-    found = translate_texts(engine, lines, engine.search, glossary=glossary)
+    # unsteered: the memorised model, steered to a term, loses its way after it (the steered
+    # search is test_the_torch_search_is_steered_to_the_terms_by_term_bonus's)
+    search = replace(engine.search, term_bonus=0.0)
+    plain = translate_texts(engine, lines, search)
+    found = translate_texts(engine, lines, search, glossary=glossary)
     assert "Büsche" in plain[0].text and "Sträucher" in found[0].text, found[0].text
     assert "Helmen" in found[1].text.replace("Schutzhelmen", ""), found[1].text
     assert found[0].terms == [{"source": "bushes", "target": "Sträucher", "used": True}]
     assert found[1].terms == [{"source": "hard hats", "target": "Helmen", "used": True}]
     assert found[0].warnings == [] and found[1].warnings == []
     assert found[2].text == plain[2].text and found[2].terms == []
-    alone = translate_texts(engine, lines[1:2], engine.search, glossary=glossary)[0]
+    alone = translate_texts(engine, lines[1:2], search, glossary=glossary)[0]
     assert alone.text == found[1].text
 
 
@@ -260,7 +263,7 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     Sträucher, term_choice takes it and reports the term used; off, the best stays (and a
     model that reads no terms has the term placed in a second decoding)."""
     glossary = Glossary.parse(TERMS, "g.tsv")
-    line, search = overfit_pairs[0][0], engine.search
+    line, search = overfit_pairs[0][0], replace(engine.search, term_bonus=0.0)  # no steering
     best = translate_texts(engine, [line], search)[0].text
     assert "Büsche" in best
     offering = Offering(engine, best.replace("Büsche", "Sträucher"))
@@ -278,6 +281,61 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     assert chosen.text == offer and offering.asked == [search.beam_size]  # no placing
     placed = translate_texts(offering, [line], off, glossary=glossary)
     assert placed[0].terms[0]["used"] and offering.asked[1:] == [0, 0]  # decoded, then placed
+
+
+class Calls:
+    """`engine` as it is, with a record of the `steer` of each `translate` call."""
+
+    def __init__(self, engine):
+        self.engine, self.steered = engine, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def translate(self, lines, *args, **kwargs):
+        self.steered.append(kwargs.get("steer", False))
+        return self.engine.translate(lines, *args, **kwargs)
+
+
+def test_the_torch_search_is_steered_to_the_terms_by_term_bonus(
+    overfit_engine, ct2_f32, overfit_pairs, monkeypatch
+):
+    """With term_bonus (the default), the torch engine's beam search of a line holding terms is
+    steered to them, as given (soft constraints), in the one decoding: the model that writes
+    Büsche and Schutzhelmen writes the glossary's terms with no term placed after; lines
+    without terms are searched apart, as without a glossary. At 0, or on CTranslate2 (no
+    constrained search), nothing is steered and the terms are placed in more decodings."""
+    from nmt.inference import torch_engine
+
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    lines, search = overfit_pairs[0][:3], overfit_engine.search
+    assert search.term_bonus > 0
+    plain = translate_texts(overfit_engine, lines, search)
+    searched = []  # each steered batch's constraints and bonus
+
+    class Spy(torch_engine.Steering):
+        @classmethod
+        def of(cls, constraints, ends_word, bonus, device):
+            searched.append((constraints, bonus))
+            return super().of(constraints, ends_word, bonus, device)
+
+    monkeypatch.setattr(torch_engine, "Steering", Spy)
+    steered = Calls(overfit_engine)
+    found = translate_texts(steered, lines, replace(search, term_bonus=50.0), glossary=glossary)
+    assert steered.steered == [True]  # one decoding: nothing placed
+    helmen, straeucher = overfit_engine.tokenizer.target.encode(["Helmen", "Sträucher"])
+    assert sorted(c for cs, _ in searched for c in cs) == sorted([[straeucher], [helmen]])
+    assert {bonus for _, bonus in searched} == {50.0}
+    assert "Sträucher" in [core(w) for w in found[0].text.split()], found[0].text
+    assert "Helmen" in [core(w) for w in found[1].text.split()], found[1].text
+    assert [t["used"] for t in found[0].terms + found[1].terms] == [True, True]
+    assert found[2].text == plain[2].text and found[2].terms == []
+    for engine, bonus in ((overfit_engine, 0.0), (ct2_f32, search.term_bonus)):
+        searched.clear()
+        calls = Calls(engine)
+        placed = translate_texts(calls, lines, replace(search, term_bonus=bonus), glossary=glossary)
+        assert searched == [] and not any(calls.steered) and len(calls.steered) > 1
+        assert [t["used"] for t in placed[0].terms + placed[1].terms] == [True, True]
 
 
 def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(

@@ -608,6 +608,7 @@ BAD = [
         "temperature 0",
     ),
     ({"text": "A man.", "search": {"top_p": 0}}, 422, "search.top_p"),
+    ({"text": "A man.", "search": {"term_bonus": -1}}, 422, "search.term_bonus"),
     ({"text": ["A man.", "B."], "prefix": "Ein"}, 422, "prefix must have the shape of text"),
     ({"text": ["A man."] * 17}, 413, "max_lines=16"),
     ({"text": ["A man.", "a" * 401]}, 413, "line 2 has 401 characters"),
@@ -638,6 +639,20 @@ def test_bad_requests_get_a_one_line_4xx(server, body, status, message):
     detail = reply.json()["detail"]
     assert isinstance(detail, str) and "\n" not in detail
     assert message in detail
+
+
+def test_every_number_a_search_field_takes_is_bounded_for_a_request():
+    """A search field the schema leaves unbounded would reach DecodeConfig's own check only
+    after validation (a 500), or let one request take the machine: every int and float field
+    has its BOUNDS."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from nmt.serving.schema import BOUNDS
+
+    hints = get_type_hints(DecodeConfig)
+    numbers = {f.name for f in fields(DecodeConfig) if hints[f.name] in (int, float, float | None)}
+    assert "term_bonus" in numbers and numbers <= set(BOUNDS), numbers - set(BOUNDS)
 
 
 def test_a_disconnected_client_and_a_timed_out_request_affect_only_themselves(

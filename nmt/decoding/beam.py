@@ -13,6 +13,11 @@ k are finished (scored with the length penalty); the k best others stay live, so
 hypothesis never leaves the live beam short. At its maximum length only EOS is allowed, so
 every live hypothesis ends there (forced end) and every sentence gets k finished ones.
 
+With `steering` (nmt.decoding.steering) a step's candidates are more (each beam's best token
+and its terms' next tokens too) and ranked by a bonus for the term tokens written as well:
+the ends among the first k finish, the first k others live. Log-probs and scores stay the
+model's.
+
 Stopping rules (DecodeConfig.stop). exact (penalties.sentence_done): a sentence is done once
 it has nbest finished hypotheses and no live one can still beat the worst of those nbest
 (hypotheses that end later could not enter the n-best list returned). With alpha >= 0
@@ -33,6 +38,7 @@ from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import normalized_score, sentence_done
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
+from nmt.decoding.steering import Steering
 from nmt.model import Ensemble, Transformer
 
 
@@ -81,10 +87,12 @@ def beam_search(
     src: Tensor,
     cfg: DecodeConfig,
     options: SearchOptions | None = None,
+    steering: Steering | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS -> cfg.nbest hypotheses per
     sentence, best score first (cfg: a checked search, settings.check_search). `model` may be
-    an `Ensemble`. Call `model.eval()` first."""
+    an `Ensemble`. Call `model.eval()` first. `steering`: the beam keeps the best extensions
+    by their steered ranks, not their log-probs (nmt.decoding.steering)."""
     k, device = cfg.beam_size, src.device
     batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
@@ -103,7 +111,13 @@ def beam_search(
             batch.special,
         )
         step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, forced)
-        cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
+        if steering is None:
+            cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
+        else:  # (B', M) candidates, in the order of their steered ranks
+            rows_sentence = sentence.repeat_interleave(beams)
+            cand_log_prob, parent, token = steering.candidates(
+                log_prob, step_log_probs, rows_sentence, k
+            )
         # each candidate's own token log-prob; parent indexes the (B' * beams) rows
         cand_token = step_log_probs[parent, token]  # (B', 2k)
         if attention is not None:
@@ -138,6 +152,8 @@ def beam_search(
         # one source row: sources change only when sentences leave.
         decoder.select(rows, None if keep.numel() == n_sentences else keep)
         prefix = torch.cat([prefix[rows], token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 2)
+        if steering is not None:
+            steering.advance(rows, token[keep].view(-1), sentence[keep].repeat_interleave(k))
         log_prob, sentence = log_prob[keep], sentence[keep]
         each = torch.cat([each[rows], step_token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 1)
         attention = attention[rows] if attention is not None else None

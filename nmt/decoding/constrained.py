@@ -97,6 +97,32 @@ class Progress:
         ahead[:, 0] = step
         return torch.where(under_way[:, None], ahead, firsts)
 
+    def gains(self, tokens: Tensor, lengths: Tensor, ends_word: Tensor) -> tuple[Tensor, ...]:
+        """What advancing by a token would change `written` by, without advancing (tokens
+        (R, C, L), lengths (R, C), ends_word (V,)), in parts: any (R,), by any token (the one
+        under way dropped: -its tokens so far); undo (R,), taken too by a token that goes on
+        its word (the one just written unwritten: its length); and places (R, P), the tokens
+        that decide more, with their gains (R, P): the next of the one under way (+1), and
+        the first of each not yet written or of the one unwritten by it (+1 beside any and
+        undo). NONE marks a place with no token; P = C + 1."""
+        rows = torch.arange(self.active.size(0), device=self.active.device)
+        under_way, closing = self.active.ne(NONE), self.closing.ne(NONE)
+        undo = torch.where(closing, lengths[rows, self.closing.clamp(min=0)], 0)
+        any_token = -torch.where(under_way, self.at, 0)
+        step = _at(tokens, self.active.clamp(min=0), self.at)  # (R,)
+        goes_on = under_way & step.ne(NONE)
+        firsts = tokens[:, :, 0]  # (R, C)
+        goes_on_word = ~ends_word[firsts.clamp(min=0)]
+        unwritten = F.one_hot(self.closing.clamp(min=0), firsts.size(1)).bool() & closing[:, None]
+        starts = (~self.met | (unwritten & goes_on_word)) & firsts.ne(NONE)
+        starts &= ~(goes_on[:, None] & firsts.eq(step[:, None]))  # going on comes first
+        start_gain = any_token[:, None] - undo[:, None] * goes_on_word.long() + 1
+        places = torch.cat(
+            [torch.where(goes_on, step, NONE)[:, None], torch.where(starts, firsts, NONE)], dim=1
+        )
+        gains = torch.cat([torch.ones_like(step)[:, None], start_gain], dim=1)
+        return any_token, undo, places, gains.masked_fill(places.eq(NONE), 0)
+
     def advance(self, token: Tensor, tokens: Tensor, lengths: Tensor, ends_word: Tensor):
         """After writing token (R,) (tokens (R, C, L), lengths (R, C): each row's sentence's
         constraints; ends_word (V,) bool: a word's start, punctuation, EOS): a constraint
@@ -166,8 +192,8 @@ def constrained_beam_search(
     """src (B, S) right-padded ids, each row ending in EOS; constraints: per sentence, the
     token sequences every output must hold, each as whole words; ends_word (V,): the ids that
     may follow a whole word (a word's start, punctuation alone, EOS) -> cfg.nbest hypotheses
-    per sentence, those that hold all their constraints first, then by score (see the module
-    docstring)."""
+    (or `options.hypotheses`, if more) per sentence, those that hold all their constraints
+    first, then by score (see the module docstring)."""
     k, device = cfg.beam_size, src.device
     batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     eos, inf = batch.special.eos, float("-inf")
@@ -217,7 +243,7 @@ def constrained_beam_search(
         best = row_token[:, 0].view(n_sentences, beams)
         token = torch.cat([top_token, best, ahead.view(n_sentences, -1)], dim=1)
         cand_lp = scores[parent, token.clamp(min=0)].masked_fill(token.eq(NONE), inf)
-        cand_lp = _first_of_each(cand_lp, parent * V + token, token.eq(NONE))
+        cand_lp = first_of_each(cand_lp, parent * V + token, token.eq(NONE))
         cand_lp, order = cand_lp.sort(dim=1, descending=True, stable=True)
         parent, token = parent.gather(1, order), token.clamp(min=0).gather(1, order)
         valid = cand_lp.gt(inf)
@@ -268,10 +294,11 @@ def constrained_beam_search(
         attention = attention[rows] if attention is not None else None
         progress = moved.rows(chosen)
         sentence = sentence[keep]
-    return finished.results(batch.src_lengths, cfg.nbest)
+    kept = max(cfg.nbest, options.hypotheses if options is not None else 0)
+    return finished.results(batch.src_lengths, kept)
 
 
-def _first_of_each(lp: Tensor, key: Tensor, none: Tensor) -> Tensor:
+def first_of_each(lp: Tensor, key: Tensor, none: Tensor) -> Tensor:
     """lp, key, none (B', M) -> lp, -inf for each candidate whose key an earlier one in its row
     has (a beam's best token is often among the 2k best too); `none` places are no candidate."""
     places = torch.arange(key.size(1), device=key.device).expand_as(key)

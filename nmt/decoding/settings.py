@@ -63,6 +63,13 @@ class DecodeConfig:
     # lemma), then by score: the best one using the most comes first, before any term is
     # placed (nmt.documents.translation). Off: the search's own order.
     term_choice: bool = True
+    # With a glossary (but glossary_exact), on an engine with a constrained search (torch),
+    # the beam keeps hypotheses by their log-prob plus term_bonus for each token they have
+    # written of their sentence's terms, as given (a term left unfinished counts nothing):
+    # soft constraints (nmt.decoding.steering), which steer the search to the terms without
+    # requiring them. 0: off. Scores and the n-best order stay the model's own. 7: the least
+    # that used 95% of val's glossary terms at val BLEU as without it (docs/benchmarks.md).
+    term_bonus: float = 7.0
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():
@@ -80,6 +87,8 @@ class DecodeConfig:
         if self.len_penalty is not None and self.len_penalty < 0:
             # the beam's stopping rule assumes the penalty grows with length
             raise ValueError(f"decode.len_penalty must not be negative, not {self.len_penalty}")
+        if self.term_bonus < 0:
+            raise ValueError(f"decode.term_bonus must not be negative, not {self.term_bonus}")
         if self.temperature < 0:
             raise ValueError(f"decode.temperature must not be negative, not {self.temperature}")
         if not 0 <= self.seed < 2**32:  # CTranslate2's seeds are 32-bit
@@ -95,6 +104,7 @@ READ_BY = {
     "length_norm": ("beam",),
     "stop": ("beam",),
     "term_choice": ("beam",),
+    "term_bonus": ("beam",),
     "nbest": ("beam", "sample"),
     "temperature": ("sample",),
     "top_k": ("sample",),

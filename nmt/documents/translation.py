@@ -15,11 +15,13 @@ translation is checked (numbers, URLs and addresses kept; no loop) and a wrong n
 where the alignment allows (`check_best`): a text's warnings are its sentences', and its
 confidence is lowered for each problem left. With `protect` rules, each sentence's spans are
 read as placeholders and put back, byte for byte, in every alternative (nmt.terms.spans); a span
-put back at its aligned position is a warning too. With a `glossary`, of the hypotheses a beam
-finished for a sentence that holds terms, the one that uses the most comes first
-(search.term_choice); a sentence whose best translation still lacks one of its terms is then
-decoded again from the term (nmt.terms.placing), or, for a model trained to read terms
-(data.augment.terms), the sentence is read with its terms annotated (nmt.terms.annotation);
+put back at its aligned position is a warning too. With a `glossary`, the torch engine's beam
+search of a sentence that holds terms is steered to them (search.term_bonus,
+nmt.decoding.steering); of the hypotheses a beam finished for it, the one that uses the most
+comes first (search.term_choice); a sentence whose best translation still lacks one of its
+terms is then decoded again from the term (nmt.terms.placing), or, for a model trained to
+read terms (data.augment.terms), the sentence is read with its terms annotated
+(nmt.terms.annotation);
 with an exact glossary (glossary_exact), the search must write each term as given
 (nmt.decoding.constrained). Each text lists its terms and whether its translation uses them,
 and a term not used is a warning.
@@ -145,9 +147,20 @@ def translate_texts(
     model_read = [a.text if a else line for a, line in zip(annotated, read, strict=True)]
     # glossary_exact: each term's form given, a hard constraint of the search
     exact = glossary is not None and glossary.exact
+    # else, on an engine that can, the search steered to the terms (search.term_bonus)
+    steer = (
+        not exact
+        and any(matches)
+        and search.term_bonus > 0
+        and search.strategy == "beam"
+        and search.beam_size > 1
+        and engine.constrains
+    )
     # (at most MAX_ROUNDS a sentence, as placing tries: a search's candidates grow with them)
     constraints = (
-        [[m.entry.target for m in mine[:MAX_ROUNDS]] for mine in matches] if exact else None
+        [[m.entry.target for m in mine[:MAX_ROUNDS]] for mine in matches]
+        if exact or steer
+        else None
     )
     # the (up to beam_size) hypotheses a beam finished, to rank by the terms they use
     choosing = (
@@ -169,6 +182,7 @@ def translate_texts(
         constraints=constraints,
         sized_as=read if any(annotated) else None,  # marks add nothing to translate
         hypotheses=search.beam_size if choosing else 0,
+        steer=steer,
     )
     if choosing:
         found = terms_first(engine, found, matches, glossary, search.nbest)

@@ -104,6 +104,7 @@ class Engine(ABC):
         constraints: list[list[str]] | None = None,
         sized_as: list[str] | None = None,
         hypotheses: int = 0,
+        steer: bool = False,
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
@@ -114,8 +115,10 @@ class Engine(ABC):
         log-probs (`Hypothesis.token_log_probs`, what `rate` reads); `stop()`: asked before
         each batch, True ends the call with Stopped; `constraints`: per line, the target texts
         (glossary terms) every translation of it must hold, each as given (a beam search on an
-        engine that `constrains`); `sized_as`: per line, the text that sizes its batch and
-        output limit (the sentence that a line annotated with terms annotates: planner);
+        engine that `constrains`), or with `steer` that the search is only steered to (the
+        search's term_bonus; an engine that `constrains`); `sized_as`: per line, the text that
+        sizes its batch and output limit (the sentence that a line annotated with terms
+        annotates: planner);
         `hypotheses`: a beam search gives up to this many of its finished hypotheses (at least
         nbest) while it stops by nbest as ever (a choice among the beam's best, at no cost in
         search). Raises SearchError (one line) for a search that is no search (`check`), or that
@@ -123,7 +126,7 @@ class Engine(ABC):
         self.check(search)
         search = self.runnable(search)[0]
         constrained = bool(constraints and any(constraints))
-        if constrained:
+        if constrained and not steer:
             self.check_constraints(search)
         results: list[list[Hypothesis]] = [[] for _ in lines]
         todo, keys = list(range(len(lines))), None
@@ -156,6 +159,7 @@ class Engine(ABC):
             [line_number(first_line_number, i) for i in todo],
             [constraints[i] for i in todo] if constrained else None,
             [sized_as[i] for i in todo] if sized_as else None,
+            steer,
         )
         found = self.search_batches(batches, search, alignments, scores, hypotheses=hypotheses)
         pieces = self.tokenizer.pieces

@@ -28,13 +28,15 @@ class Batch:
     included; prefixes: the forced start of each output (ids, [] = none), or None when no line
     of the batch has one; max_lengths: per sentence, the most output tokens (EOS excluded);
     constraints: per sentence, the id sequences its output must hold (glossary terms in their
-    exact form), or None when no line of the batch has one."""
+    exact form), or None when no line of the batch has one; steer: the output need not hold
+    them, the search is only steered to them (soft constraints: the search's term_bonus)."""
 
     lines: list[int]
     sources: list[list[int]]
     prefixes: list[list[int]] | None
     max_lengths: list[int]
     constraints: list[list[list[int]]] | None = None
+    steer: bool = False
 
 
 def rows_per_sentence(search: DecodeConfig) -> int:
@@ -119,10 +121,12 @@ class Planner:
         first_line_number: int | list[int] = 1,
         constraints: list[list[str]] | None = None,
         sized_as: list[str] | None = None,
+        steer: bool = False,
     ) -> list[Batch]:
         """The batches that translate `lines` (none for empty ones); `first_line_number` is what
         warnings call lines[0] (translate streams a file in chunks), or each line's number
-        (`line_number`); `constraints`: per line, target texts its output must hold;
+        (`line_number`); `constraints`: per line, target texts its output must hold (or, with
+        `steer`, that the search is steered to);
         `sized_as`: per line, the text whose pieces size its batch and output limit (the
         sentence an annotated line annotates), its own by default."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
@@ -165,6 +169,7 @@ class Planner:
                 constraints=[required[i] for i in group]
                 if any(required[i] for i in group)
                 else None,
+                steer=steer,
             )
             for group in groups
         ]

@@ -19,10 +19,12 @@ from nmt.checkpoint import (
     store_info,
     store_search,
 )
+from nmt.decoding.beam import beam_search
 from nmt.decoding.constrained import constrained_beam_search
 from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions
+from nmt.decoding.steering import Steering
 from nmt.inference.engine import Engine, ModelCard
 from nmt.inference.planner import Batch, Planner
 from nmt.model import Ensemble, Transformer, count_parameters
@@ -133,13 +135,18 @@ class TorchEngine(Engine):
             for batch in batches:
                 src, options = self.tensors(batch)
                 options.record_attention, options.hypotheses = attention, hypotheses
-                if batch.constraints is not None:
-                    ends_word = ends_word or self.tokenizer.word_ends()
+                if batch.constraints is None:
+                    yield translate_batch(self.model, src, search, options)
+                    continue
+                ends_word = ends_word or self.tokenizer.word_ends()
+                if batch.steer:  # soft: the terms steer the beam
+                    device, bonus = self.model_device, search.term_bonus
+                    steering = Steering.of(batch.constraints, ends_word, bonus, device)
+                    yield beam_search(self.model, src, search, options, steering)
+                else:
                     yield constrained_beam_search(
                         self.model, src, search, batch.constraints, ends_word, options
                     )
-                    continue
-                yield translate_batch(self.model, src, search, options)
 
     @torch.inference_mode()
     def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:

@@ -51,6 +51,7 @@ BOUNDS = {
     "max_len_b": dict(ge=0, le=1024),
     "min_len": dict(ge=0, le=1024),
     "no_repeat_ngram_size": dict(ge=0, le=16),
+    "term_bonus": dict(ge=0, le=100),
 }
 
 
