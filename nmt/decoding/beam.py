@@ -16,7 +16,9 @@ every live hypothesis ends there (forced end) and every sentence gets k finished
 With `steering` (nmt.decoding.steering) a step's candidates are more (each beam's best token
 and its terms' next tokens too) and ranked by a bonus for the term tokens written as well:
 the ends among the first k finish, the first k others live. Log-probs and scores stay the
-model's.
+model's. It stops by first_k whatever cfg.stop: the exact rule's bound is on log-probs, which
+a steered beam does not follow (a live hypothesis without its terms may rank too low ever to
+finish, and would hold the search to its maximum length).
 
 Stopping rules (DecodeConfig.stop). exact (penalties.sentence_done): a sentence is done once
 it has nbest finished hypotheses and no live one can still beat the worst of those nbest
@@ -30,6 +32,8 @@ leave the batch.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -94,6 +98,8 @@ def beam_search(
     an `Ensemble`. Call `model.eval()` first. `steering`: the beam keeps the best extensions
     by their steered ranks, not their log-probs (nmt.decoding.steering)."""
     k, device = cfg.beam_size, src.device
+    if steering is not None:  # the exact rule bounds log-probs, which its beam no longer follows
+        cfg = replace(cfg, stop="first_k")
     batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
     log_prob = torch.zeros(src.size(0), 1, device=device)

@@ -67,9 +67,9 @@ class DecodeConfig:
     # the beam keeps hypotheses by their log-prob plus term_bonus for each token they have
     # written of their sentence's terms, as given (a term left unfinished counts nothing):
     # soft constraints (nmt.decoding.steering), which steer the search to the terms without
-    # requiring them. 0: off. Scores and the n-best order stay the model's own. 7: the least
+    # requiring them. 0: off. Scores and the n-best order stay the model's own. 5: the least
     # that used 95% of val's glossary terms at val BLEU as without it (docs/benchmarks.md).
-    term_bonus: float = 7.0
+    term_bonus: float = 5.0
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():

@@ -11,9 +11,11 @@ counts as whole words, and one dropped halfway, or unwritten because its word we
 its tokens' bonus back). So a hypothesis that wrote a term keeps its best continuation in the
 beam, where the log-probs alone would have let it go, without the beam filling with its
 variants. EOS is allowed at every step, and a hypothesis's log-prob and score (its n-best
-order, the stopping rule) are the model's own: the bonus only decides which hypotheses the
-beam keeps. Shapes: B' sentences still searching, k beams (`beams` at the first step), N rows,
-C constraints, L tokens at most per constraint, V vocabulary, M candidates per sentence.
+order) are the model's own: the bonus only decides which hypotheses the beam keeps. The search
+stops by first_k (k hypotheses finished) whatever DecodeConfig.stop: the exact rule bounds
+log-probs, which a steered beam does not follow. Shapes: B' sentences still searching, k
+beams (`beams` at the first step), N rows, C constraints, L tokens at most per constraint, V
+vocabulary, M candidates per sentence.
 """
 
 from __future__ import annotations
