@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nmt.config import AUGMENT_VIEWS, AugmentConfig, DataConfig, TokenizerConfig
@@ -116,6 +116,9 @@ def with_linked_words(pair: Pair, extra: list[str]) -> Pair:
 
 @settings(max_examples=300, deadline=None)
 @given(pairs(), st.lists(WORDS, min_size=1, max_size=6), st.integers(0, 2**32 - 1))
+@example(  # a target word with its full stop: the term is the word alone
+    Pair(["0"] * 5 + ["AAA"], ["0"] * 5 + ["AAA."], [(5, 5)]), ["AAx"], 125
+)
 def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair, extra, seed):
     """The source gains `word %% term %%` after one or two words linked one to one, the term
     the linked target word (exact form), linked to it; the target and every other word stay;
@@ -134,7 +137,9 @@ def test_terms_annotate_a_linked_word_with_its_target_as_translation_would(pair,
         assert new.src[at + 1 : close] == [new.tgt[t].strip(",.!?")]
         before = at - 1 - 3 * len(matches)  # the annotated word's place in the pair's source
         assert (before, t) in pair.links
-        matches.append(Match(Entry(pair.src[before], new.tgt[t]), range(before, before + 1)))
+        # a glossary's term is a word, as the annotation writes it: no punctuation after it
+        term = new.tgt[t].strip(",.!?")
+        matches.append(Match(Entry(pair.src[before], term), range(before, before + 1)))
     assert annotate(" ".join(pair.src), matches, "exact").text == " ".join(new.src)
 
 
@@ -156,7 +161,7 @@ def test_masked_terms_stand_alone_where_their_word_was(pair, extra, seed):
         assert new.src[open_ + 1 : close] == [new.tgt[t].strip(",.!?")]
         assert all(s != open_ and s != close for s, _ in new.links)  # marks link nothing
         (s,) = {s for s, b in pair.links if b == t}  # the word it stands for: linked one to one
-        matches.append(Match(Entry(pair.src[s], new.tgt[t]), range(s, s + 1)))
+        matches.append(Match(Entry(pair.src[s], new.tgt[t].strip(",.!?")), range(s, s + 1)))
     assert len(new.links) == len(pair.links)  # the word's link became the term's
     # as translation reads a glossary's terms for a model trained so
     assert annotate(" ".join(pair.src), matches, "exact", in_place=True).text == " ".join(new.src)
@@ -287,11 +292,11 @@ def epoch_rows(dm: TranslationDataModule, epoch: int, rank: int = 0, world: int 
     loader.batch_sampler.set_epoch(epoch)
     rows = {}
     for batch in loader:
-        for example in loader.dataset.__getitems__(batch.indices.tolist()):
-            rows[example["index"]] = (
-                list(example["src_ids"]),
-                list(example["tgt_ids"]),
-                list(example["word_align"]),
+        for item in loader.dataset.__getitems__(batch.indices.tolist()):
+            rows[item["index"]] = (
+                list(item["src_ids"]),
+                list(item["tgt_ids"]),
+                list(item["word_align"]),
             )
     return rows
 
