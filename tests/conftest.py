@@ -12,11 +12,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings as hypothesis_settings
 
 from nmt.config import CONF_DIR, TokenizerConfig
 from nmt.tokenizer import Tokenizer
 from nmt.tokenizer_training import train_or_load
 from nmt.vocabulary import PAD_ID
+
+# Property tests draw the same examples on every run, so that a CI verdict is the code's, not
+# the draw's (two runs of one commit once drew two different failures). To draw new ones:
+# HYPOTHESIS_PROFILE=explore make test; a case found so is kept as an @example.
+hypothesis_settings.register_profile("ci", derandomize=True)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["data_skips", "pytester"]  # data_skips: a run short of Multi30k says so
