@@ -24,15 +24,16 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
 - a sample of applied terms, printed for checking by eye.
 Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any other),
 either way with the torch beam steered to the terms (decode.term_bonus, --term-bonus; 0 is
-off) and the beam's finished hypothesis that uses the most terms first unless --term-choice
-off; and exact (glossary_exact: hard constraints, on an engine that has them, unless
---without-exact).
+off), the beam's finished hypothesis that uses the most terms first unless --term-choice
+off, and a term still lacking placed unless --term-place off; and exact (glossary_exact: hard
+constraints, on an engine that has them, unless --without-exact).
 --entries keeps the glossary in a file, so that models are compared on one. With --given
 lemma each target term is given as its lemma (`Ast` where the reference has `Äste`), as a user
 writes a glossary: the model must inflect it, and the exact form is still the reference's.
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
-        [--given lemma] [--stop first_k] [--term-choice off] [--term-bonus 0] [--without-exact]
+        [--given lemma] [--stop first_k] [--term-choice off] [--term-bonus 0]
+        [--term-place off] [--without-exact]
 """
 
 from __future__ import annotations
@@ -166,6 +167,13 @@ def main() -> None:
         "constrained search), if not the default",
     )
     parser.add_argument(
+        "--term-place",
+        choices=["on", "off"],
+        default="on",
+        help="a term the translation still lacks decoded again from it (decode.term_place); "
+        "for a model that reads no terms, off uses none",
+    )
+    parser.add_argument(
         "--without-exact", action="store_true", help="leave the exact mode (glossary_exact) out"
     )
     parser.add_argument(
@@ -181,7 +189,12 @@ def main() -> None:
     if args.term_bonus is not None:
         fields["term_bonus"] = args.term_bonus
     search, line = choose_search(
-        engine.card, DecodeConfig(), [], term_choice=args.term_choice == "on", **fields
+        engine.card,
+        DecodeConfig(),
+        [],
+        term_choice=args.term_choice == "on",
+        term_place=args.term_place == "on",
+        **fields,
     )
     learnt = engine.info.get("terms")
     print(f"== {args.ckpt} ({args.backend}; terms learnt: {learnt}): {line}", flush=True)
@@ -236,7 +249,8 @@ def main() -> None:
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
             "name": f"glossary/{args.backend}/{mode}/{args.given}/{search.stop}/"
-            f"choice_{args.term_choice}/bonus_{search.term_bonus}/{args.ckpt}",
+            f"choice_{args.term_choice}/bonus_{search.term_bonus}/place_{args.term_place}/"
+            f"{args.ckpt}",
             "ckpt": args.ckpt,
             "backend": args.backend,
             "mode": mode,
@@ -245,6 +259,7 @@ def main() -> None:
             "stop": search.stop,
             "term_choice": search.term_choice,
             "term_bonus": search.term_bonus if engine.constrains and not exact else None,
+            "term_place": search.term_place if not exact else None,
             "term_use_without": round(
                 sum(1 for i, e in entries.items() if glossary.uses(plain[i].text, e.target))
                 / len(entries),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sentencepiece as spm
 
-from nmt.tokenizer import Tokenizer, Vocabulary, as_tensor
+from nmt.tokenizer import Tokenizer, Vocabulary, as_tensor, encode_all
 from nmt.vocabulary import SpecialIds
 
 
@@ -63,7 +63,7 @@ class SplitTokenizer(Vocabulary):
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Source texts -> ids, without EOS."""
-        return self.ids(self.source_sp.encode(texts, out_type=str), self.source_index)
+        return self.ids(encode_all(self.source_sp, texts, str), self.source_index)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Target ids (special ids dropped) -> text, joined as MarianTokenizer joins them."""
@@ -128,9 +128,7 @@ class TargetText:
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         tokenizer = self.tokenizer
-        return tokenizer.ids(
-            tokenizer.target_sp.encode(texts, out_type=str), tokenizer.target_index
-        )
+        return tokenizer.ids(encode_all(tokenizer.target_sp, texts, str), tokenizer.target_index)
 
 
 def tokenizer_from_payload(payload: dict, special: SpecialIds):

@@ -157,17 +157,19 @@ class TermReader:
 
 def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, overfit_pairs):
     """Each term is annotated after its source words, in the lemma form (or as given), once
-    per sentence and in one decoding; the translation's alignment indexes the sentence's own
-    words; a term is reported used exactly when the translation holds it; a line alone reads
-    and translates as in the batch; a line without a term is read as it is."""
+    per sentence and in one decoding (nothing placed: term_place off); the translation's
+    alignment indexes the sentence's own words; a term is reported used exactly when the
+    translation holds it; a line alone reads and translates as in the batch; a line without a
+    term is read as it is."""
     glossary = Glossary.parse(TERMS, "g.tsv")
     lines = overfit_pairs[0][:3]
+    search = replace(engine.search, term_place=False)
     for form, annotation in (
         ("lemma", ["bushes %% Strauch %%", "hats %% Helm %%"]),
         ("exact", ["bushes %% Sträucher %%", "hats %% Helmen %%"]),
     ):
         reader = TermReader(engine, form)
-        found = translate_texts(reader, lines, engine.search, glossary=glossary, alignments=True)
+        found = translate_texts(reader, lines, search, glossary=glossary, alignments=True)
         assert len(reader.read) == 3 and reader.read[2] == lines[2]
         assert reader.sized_as == lines  # batched and limited as the sentences given
         for j in (0, 1):
@@ -179,11 +181,11 @@ def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, 
             assert found[j].alignments and all(s < words for s, _ in found[j].alignments[0])
         assert found[2].terms == []
         alone = TermReader(engine, form)
-        one = translate_texts(alone, lines[1:2], engine.search, glossary=glossary)[0]
+        one = translate_texts(alone, lines[1:2], search, glossary=glossary)[0]
         assert alone.read == reader.read[1:2] and one.text == found[1].text
     # a model trained with data.augment.term_mask reads the term in place of its words
     reader = TermReader(engine, "lemma", in_place=True)
-    found = translate_texts(reader, lines, engine.search, glossary=glossary, alignments=True)
+    found = translate_texts(reader, lines, search, glossary=glossary, alignments=True)
     for j, (source, term) in enumerate((("bushes", "Strauch"), ("hard hats", "Helm"))):
         assert f"%% {term} %%" in reader.read[j] and source not in reader.read[j]
         assert reader.read[j].replace(f"%% {term} %%", source) == lines[j]
@@ -219,7 +221,7 @@ def test_an_annotating_models_best_is_the_beams_best_that_uses_the_most_terms(
     search's own n best; off, the search's own order."""
     glossary = Glossary.parse(TERMS + "man\tMann\nwoman\tFrau\n", "g.tsv")
     lines = overfit_pairs[0][:4]
-    search = engine.search
+    search = replace(engine.search, term_place=False)  # the search's hypotheses, none placed
     assert search.strategy == "beam" and search.beam_size >= 3 and search.term_choice
     for nbest in (1, 2):
         reader = Recorder(engine, "lemma")
@@ -260,10 +262,12 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     engine, overfit_pairs
 ):
     """The model writes Büsche for 'bushes'; offered a worse hypothesis with the glossary's
-    Sträucher, term_choice takes it and reports the term used; off, the best stays (and a
-    model that reads no terms has the term placed in a second decoding)."""
+    Sträucher, term_choice takes it and reports the term used; off, the best stays, or with
+    term_place the term is placed in a second decoding, which reads the line as the first
+    did: annotated for a model that reads terms, as given for one that does not."""
     glossary = Glossary.parse(TERMS, "g.tsv")
-    line, search = overfit_pairs[0][0], replace(engine.search, term_bonus=0.0)  # no steering
+    line = overfit_pairs[0][0]
+    search = replace(engine.search, term_bonus=0.0, term_place=False)  # no steering, no placing
     best = translate_texts(engine, [line], search)[0].text
     assert "Büsche" in best
     offering = Offering(engine, best.replace("Büsche", "Sträucher"))
@@ -275,12 +279,18 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     kept = translate_texts(offering, [line], off, glossary=glossary)
     assert kept[0].text != offer and not kept[0].terms[0]["used"]
     assert offering.asked[1:] == [0]
-    # a model that reads no terms: the term is placed only where no finished hypothesis has it
-    offering = Offering(engine, best.replace("Büsche", "Sträucher"), form=None)
-    chosen = translate_texts(offering, [line], search, glossary=glossary)[0]
-    assert chosen.text == offer and offering.asked == [search.beam_size]  # no placing
-    placed = translate_texts(offering, [line], off, glossary=glossary)
-    assert placed[0].terms[0]["used"] and offering.asked[1:] == [0, 0]  # decoded, then placed
+    # placed: only where no finished hypothesis has the term, and the line read as at first
+    placing = replace(search, term_place=True)
+    for form in ("lemma", None):
+        offering = Offering(engine, best.replace("Büsche", "Sträucher"), form=form)
+        chosen = translate_texts(offering, [line], placing, glossary=glossary)[0]
+        assert chosen.text == offer and offering.asked == [search.beam_size]  # no placing
+        placed = translate_texts(
+            offering, [line], replace(placing, term_choice=False), glossary=glossary
+        )
+        assert placed[0].terms[0]["used"] and offering.asked[1:] == [0, 0]  # decoded, placed
+        assert offering.read[1:] == [offering.read[0]] * 2 and offering.sized_as == [line] * 3
+        assert ("%% Strauch %%" in offering.read[0]) == (form == "lemma")
 
 
 class Calls:

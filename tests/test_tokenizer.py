@@ -17,8 +17,9 @@ from nmt.config import TokenizerConfig
 from nmt.data.arrow_ids import encode_arrow
 from nmt.data.bpe_dropout import BpeDropout
 from nmt.files import read_lines
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import THREADED_FROM, Tokenizer, encode_all
 from nmt.tokenizer_training import tokenizer_paths, train_or_load
+from nmt.vocabulary import EOS_ID
 
 
 @pytest.mark.parametrize("lang", ["en", "de"])
@@ -49,6 +50,20 @@ def test_word_cache_gives_sentencepieces_own_ids(
     assert fresh.encode(texts) == fresh.sp.encode(texts, out_type=int)
     assert "Hund" in fresh.words.ids and "  two  spaces " not in fresh.words.ids
     assert fresh.encode(texts[::-1]) == fresh.sp.encode(texts[::-1], out_type=int)  # cache hits
+
+
+@pytest.mark.parametrize("size", [0, 1, THREADED_FROM - 1, THREADED_FROM])
+def test_short_lists_one_by_one_give_what_one_batch_call_gives(
+    tiny_tokenizer: Tokenizer, multi30k_dir: Path, size: int
+) -> None:
+    """Below THREADED_FROM, texts and id rows go through sentencepiece one by one."""
+    texts = (ODD_TEXTS + list(read_lines(multi30k_dir / "val.de")))[:size]
+    fresh = Tokenizer(tiny_tokenizer.model_bytes)
+    ids = fresh.encode(texts)
+    assert ids == fresh.sp.encode(texts, out_type=int)
+    rows = [[*row, EOS_ID] for row in ids] + [[], [EOS_ID]]  # ended, and empty
+    assert fresh.decode(rows) == fresh.sp.decode([row[:-1] for row in rows[:-2]] + [[], []])
+    assert encode_all(fresh.sp, texts, str) == fresh.sp.encode(texts, out_type=str)
 
 
 def test_arrow_encoding_gives_sentencepieces_own_ids(
@@ -130,6 +145,7 @@ def test_pieces_across_spaces_turn_the_word_cache_off(multi30k_dir: Path, tmp_pa
     assert not tokenizer.words_split_exactly
     sample = texts[:200] + ODD_TEXTS
     assert tokenizer.encode(sample) == tokenizer.sp.encode(sample, out_type=int)
+    assert tokenizer.encode(ODD_TEXTS) == tokenizer.sp.encode(ODD_TEXTS, out_type=int)
     # BPE-dropout's merge loop over whole texts, without byte fallback: runs of characters
     # outside the vocabulary become one unknown id each, as in sentencepiece.
     sample += NUL_TEXTS

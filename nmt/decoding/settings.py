@@ -70,6 +70,12 @@ class DecodeConfig:
     # requiring them. 0: off. Scores and the n-best order stay the model's own. 5: the least
     # that used 95% of val's glossary terms at val BLEU as without it (docs/benchmarks.md).
     term_bonus: float = 5.0
+    # With a glossary (but glossary_exact), a sentence whose best translation still lacks one
+    # of its terms is decoded again from the term, placed where the alignment puts its source
+    # words (nmt.terms.placing): a model that reads no terms uses them no other way, and one
+    # that reads them annotated is held to them where its engine cannot steer (CTranslate2).
+    # Off: a term not written is reported, not placed.
+    term_place: bool = True
 
     def __post_init__(self) -> None:
         for name, allowed in CHOICES.items():

@@ -186,25 +186,29 @@ def translate_texts(
     )
     if choosing:
         found = terms_first(engine, found, matches, glossary, search.nbest)
+    if any(matches) and not exact and search.term_place:  # a term still lacking is placed
+        place_terms(
+            engine,
+            search,
+            read,
+            model_read,
+            matches,
+            found,
+            numbers,
+            glossary,
+            alignments,
+            scores,
+            stop,
+        )
     for a, nbest in zip(annotated, found, strict=True):
         for h in nbest if a else []:  # links from the sentence's own words
             h.alignment = a.source_links(h.alignment)
-    uses: list[list] = [[] for _ in flat]
-    placing = any(matches) and not (form or exact)
-    if placing:
-        uses = place_terms(
-            engine, search, read, matches, found, numbers, glossary, alignments, scores, stop
-        )
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
-    if any(matches) and not placing:  # annotated or constrained: the best translation uses it?
-        uses = [
-            [
-                TermUse(m.entry, bool(texts) and glossary.uses(texts[0], m.entry.target))
-                for m in mine
-            ]
-            for mine, texts in zip(matches, sentence_texts, strict=True)
-        ]
+    uses = [  # the best translation uses each term?
+        [TermUse(m.entry, bool(texts) and glossary.uses(texts[0], m.entry.target)) for m in mine]
+        for mine, texts in zip(matches, sentence_texts, strict=True)
+    ]
     for j in [j for j, is_bare in enumerate(bare) if is_bare]:  # given back as it came
         identity = [(i, i) for i in range(len(flat[j].split()))] if alignments else None
         found[j] = [Hypothesis([], 0.0, 0.0, alignment=identity)]
@@ -286,12 +290,17 @@ def terms_first(
     """Each sentence's hypotheses cut to `nbest`; those of a sentence that holds terms first
     ranked by how many of them they use (`Glossary.rank`: the best that uses the most first,
     the rest in the search's order)."""
-    ranked = []
-    for hyps, mine in zip(found, matches, strict=True):
-        if mine and len(hyps) > 1:
-            texts = [one_line(text) for text in engine.tokenizer.decode([h.tokens for h in hyps])]
-            hyps = [hyps[h] for h in glossary.rank(texts, [m.entry.target for m in mine])]
-        ranked.append(hyps[:nbest])
+    todo = [
+        j
+        for j, (hyps, mine) in enumerate(zip(found, matches, strict=True))
+        if mine and len(hyps) > 1
+    ]
+    decoded = iter(engine.tokenizer.decode([h.tokens for j in todo for h in found[j]]))
+    ranked = [hyps[:nbest] for hyps in found]
+    for j in todo:
+        texts = [one_line(next(decoded)) for _ in found[j]]
+        order = glossary.rank(texts, [m.entry.target for m in matches[j]])
+        ranked[j] = [found[j][h] for h in order][:nbest]
     return ranked
 
 

@@ -8,7 +8,9 @@ those words, then the target term, is forced as a prefix and the search writes t
 inflect the term's last word ("Vertrag" + "s"). One term per sentence a round, the one
 earliest in the sentence, for at most MAX_ROUNDS rounds, each term tried once: a term the
 search drops again is reported as not used. Sentences that hold no term, or use all theirs,
-are decoded once.
+are decoded once. A model that reads its terms annotated (nmt.terms.annotation) reads them so
+again: placing holds it to a term it read and did not write, where its engine cannot steer
+the search to it (CTranslate2).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def place_terms(
     engine: Engine,
     search: DecodeConfig,
     sources: list[str],
+    model_sources: list[str],
     matches: list[list[Match]],
     found: list[list],
     numbers: list[int],
@@ -70,11 +73,12 @@ def place_terms(
     alignments: bool,
     scores: bool,
     stop=None,
-) -> list[list[TermUse]]:
+) -> None:
     """Each sentence's terms placed (see the module docstring): `matches`, per sentence the
-    glossary's entries it holds (their words those of `sources`, the sentences as the model
-    read them); `found` (per sentence its n-best list) is replaced in place where a term was
-    placed; returns each sentence's term uses, in sentence order. `stop` as
+    glossary's entries it holds (their words those of `sources`, the sentences aligned to the
+    translations); `model_sources`, the sentences as the model reads them (their terms
+    annotated, for a model trained to read them: nmt.terms.annotation); `found` (per sentence
+    its n-best list) is replaced in place where a term was placed. `stop` as
     Engine.translate's."""
     decode = engine.tokenizer.decode
 
@@ -105,22 +109,17 @@ def place_terms(
             for (j, match), pairs in zip(todo, links, strict=True)
         ]
         redone = engine.translate(
-            [sources[j] for j, _ in todo],
+            [model_sources[j] for j, _ in todo],
             search,
             [numbers[j] for j, _ in todo],
             prefixes,
             alignments=alignments,
             scores=scores,
             stop=stop,
+            sized_as=[sources[j] for j, _ in todo],  # an annotated line as its sentence
         )
         for (j, match), nbest in zip(todo, redone, strict=True):
             tried[j].add(match.entry)
             if nbest:
                 found[j] = nbest
                 texts[j] = best(j)
-    return [
-        [TermUse(m.entry, glossary.uses(texts[j], m.entry.target)) for m in matches[j]]
-        if matches[j]
-        else []
-        for j in range(len(sources))
-    ]
