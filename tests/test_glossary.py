@@ -346,6 +346,17 @@ def test_the_torch_search_is_steered_to_the_terms_by_term_bonus(
         placed = translate_texts(calls, lines, replace(search, term_bonus=bonus), glossary=glossary)
         assert searched == [] and not any(calls.steered) and len(calls.steered) > 1
         assert [t["used"] for t in placed[0].terms + placed[1].terms] == [True, True]
+    # a model that read its terms and was steered to them has none placed (a bonus too small
+    # to move this model's beam leaves terms unwritten); one that reads none has them placed
+    barely = replace(search, term_bonus=1e-3)
+    calls = Calls(TermReader(overfit_engine, "lemma"))
+    found = translate_texts(calls, lines, barely, glossary=glossary)
+    assert calls.steered == [True]  # read and steered: nothing placed
+    assert not all(t["used"] for t in found[0].terms + found[1].terms)
+    calls = Calls(overfit_engine)
+    found = translate_texts(calls, lines, barely, glossary=glossary)
+    assert calls.steered[0] and len(calls.steered) > 1  # read none: placed
+    assert all(t["used"] for t in found[0].terms + found[1].terms)
 
 
 def test_exact_terms_are_written_as_given_by_the_torch_search_and_refused_elsewhere(

@@ -219,33 +219,13 @@ def constrained_beam_search(
         step_log_probs[:, eos] = step_log_probs[:, eos].masked_fill(unmet, inf)
         if attention is not None:
             attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
-        V = step_log_probs.size(1)
-        scores = log_prob.view(-1, 1) + step_log_probs  # (N, V)
         tokens = table.tokens[row_sentence]  # (N, C, L)
-
-        # candidates (B', M): the 2k best, each beam's best token, each beam's next tokens;
-        # a sentence's 2k best are among its beams' own 2k best, the first of which is the best
-        row_lp, row_token = scores.topk(min(2 * k, V), dim=1)  # (N, 2k)
-        width = row_lp.size(1)
-        _, top = row_lp.view(n_sentences, beams * width).topk(min(2 * k, beams * width), dim=1)
-        first_row = torch.arange(n_sentences, device=device)[:, None] * beams
-        row_of = torch.arange(n_sentences * beams, device=device).view(n_sentences, beams)
-        ahead = progress.next_tokens(tokens)  # (N, C)
-        parent = torch.cat(
-            [
-                first_row + top // width,
-                row_of,
-                row_of[:, :, None].expand(-1, -1, ahead.size(1)).reshape(n_sentences, -1),
-            ],
-            dim=1,
+        # candidates (B', M): the 2k best, each beam's best token, each beam's next tokens
+        cand_lp, parent, token, _ = candidates(
+            log_prob, step_log_probs, progress.next_tokens(tokens), k
         )
-        top_token = row_token.view(n_sentences, -1).gather(1, top)
-        best = row_token[:, 0].view(n_sentences, beams)
-        token = torch.cat([top_token, best, ahead.view(n_sentences, -1)], dim=1)
-        cand_lp = scores[parent, token.clamp(min=0)].masked_fill(token.eq(NONE), inf)
-        cand_lp = first_of_each(cand_lp, parent * V + token, token.eq(NONE))
         cand_lp, order = cand_lp.sort(dim=1, descending=True, stable=True)
-        parent, token = parent.gather(1, order), token.clamp(min=0).gather(1, order)
+        parent, token = parent.gather(1, order), token.gather(1, order)
         valid = cand_lp.gt(inf)
         flat_parent, flat_token = parent.view(-1), token.view(-1)
         moved = progress.rows(flat_parent).advance(
@@ -296,6 +276,40 @@ def constrained_beam_search(
         sentence = sentence[keep]
     kept = max(cfg.nbest, options.hypotheses if options is not None else 0)
     return finished.results(batch.src_lengths, kept)
+
+
+def candidates(
+    log_prob: Tensor, step_log_probs: Tensor, extra: Tensor, k: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """A step's candidates, for both searches: log_prob (B', beams) the live hypotheses',
+    step_log_probs (N, V), extra (N, E) each row's own tokens to try (NONE: none) -> log-prob,
+    parent (row in N), token (NONE as 0) and none (no token), each (B', M), M = 2k + beams *
+    (1 + E): the sentence's 2k best extensions, each beam's best token, each beam's `extra`.
+    A place without a token, or whose extension an earlier place holds, has log-prob -inf."""
+    n_sentences, beams = log_prob.shape
+    V = step_log_probs.size(1)
+    # a sentence's 2k best are among each of its beams' own 2k best, the first the best
+    row_lp, row_token = step_log_probs.topk(min(2 * k, V), dim=1)  # (N, 2k)
+    width = row_lp.size(1)
+    row_lp = (row_lp + log_prob.view(-1, 1)).view(n_sentences, beams * width)
+    _, top = row_lp.topk(min(2 * k, beams * width), dim=1)  # (B', 2k)
+    rows = torch.arange(n_sentences * beams, device=top.device).view(n_sentences, beams)
+    parent = torch.cat(
+        [
+            rows[:, :1] + top // width,
+            rows,
+            rows[:, :, None].expand(-1, -1, extra.size(1)).reshape(n_sentences, -1),
+        ],
+        dim=1,
+    )
+    top_token = row_token.view(n_sentences, -1).gather(1, top)
+    best = row_token[:, 0].view(n_sentences, beams)
+    token = torch.cat([top_token, best, extra.view(n_sentences, -1)], dim=1)  # (B', M)
+    none = token.eq(NONE)
+    token = token.clamp(min=0)
+    lp = log_prob.view(-1)[parent] + step_log_probs[parent, token]
+    lp = first_of_each(lp.masked_fill(none, float("-inf")), parent * V + token, none)
+    return lp, parent, token, none
 
 
 def first_of_each(lp: Tensor, key: Tensor, none: Tensor) -> Tensor:

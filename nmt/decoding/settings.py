@@ -73,8 +73,8 @@ class DecodeConfig:
     # With a glossary (but glossary_exact), a sentence whose best translation still lacks one
     # of its terms is decoded again from the term, placed where the alignment puts its source
     # words (nmt.terms.placing): a model that reads no terms uses them no other way, and one
-    # that reads them annotated is held to them where its engine cannot steer (CTranslate2).
-    # Off: a term not written is reported, not placed.
+    # that reads them annotated is held to them where its search was not steered to them
+    # (CTranslate2, or term_bonus 0). Off: a term not written is reported, not placed.
     term_place: bool = True
 
     def __post_init__(self) -> None:

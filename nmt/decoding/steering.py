@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from nmt.decoding.constrained import NONE, Constraints, Progress, Table, first_of_each
+from nmt.decoding.constrained import Constraints, Progress, Table, candidates
 
 
 @dataclass
@@ -54,33 +54,9 @@ class Steering:
         """log_prob (B', beams) the live hypotheses', step_log_probs (N, V), sentence (N,)
         each row's -> log-prob, parent (row in N), token, each (B', M), by rank, best first;
         a place that is no candidate (no token, or one taken earlier) has log-prob -inf."""
-        n_sentences, beams = log_prob.shape
-        V = step_log_probs.size(1)
-        # a sentence's 2k best are among each of its beams' own 2k best, the first the best
-        row_lp, row_token = step_log_probs.topk(min(2 * k, V), dim=1)  # (N, 2k)
-        width = row_lp.size(1)
-        row_lp = (row_lp + log_prob.view(-1, 1)).view(n_sentences, beams * width)
-        _, top = row_lp.topk(min(2 * k, beams * width), dim=1)  # (B', 2k)
-        rows = torch.arange(n_sentences * beams, device=top.device).view(n_sentences, beams)
         tokens, lengths = self.table.tokens[sentence], self.table.lengths[sentence]
         any_token, undo, places, place_gains = self.progress.gains(tokens, lengths, self.word_end)
-        P = places.size(1)
-        parent = torch.cat(
-            [
-                rows[:, :1] + top // width,
-                rows,
-                rows[:, :, None].expand(-1, -1, P).reshape(n_sentences, -1),
-            ],
-            dim=1,
-        )
-        top_token = row_token.view(n_sentences, -1).gather(1, top)
-        best = row_token[:, 0].view(n_sentences, beams)
-        token = torch.cat([top_token, best, places.view(n_sentences, -1)], dim=1)  # (B', M)
-        none = token.eq(NONE)
-        token = token.clamp(min=0)
-        lp = log_prob.view(-1)[parent] + step_log_probs[parent, token]
-        lp = lp.masked_fill(none, float("-inf"))
-        lp = first_of_each(lp, parent * V + token, none)
+        lp, parent, token, none = candidates(log_prob, step_log_probs, places, k)
         # each candidate's gain: its place's, if its token is one of its parent's, else any
         # token's (less undo where it goes on a word)
         placed = places[parent].eq(token[:, :, None]) & ~none[:, :, None]  # (B', M, P)
