@@ -67,8 +67,9 @@ class AugmentConfig:
     # at translation (nmt/terms/annotation.py), so the model learns to use the term given
     # (the recipe's updates with 0.2: 19% of terms used; with 0.4, term_mask 1.0 and terms
     # read in place, 57%, 64% with term_form exact, 71% with 0.8, 75% with twice the updates,
-    # 83% with decode.term_choice, 97% with the torch beam steered to them (decode.term_bonus);
-    # each costs val BLEU without a glossary at equal updates:
+    # 83% with decode.term_choice, 97% with the torch beam steered to them (decode.term_bonus)
+    # and on CTranslate2 with the rest placed (decode.term_place); each costs val BLEU
+    # without a glossary at equal updates:
     # docs/experiments.md; the recipe leaves it off)
     terms: float = 0.0
     term_form: str = "lemma"  # what the annotation carries: the target's "lemma" or "exact" form

@@ -278,6 +278,16 @@ def test_a_page_keeps_its_markup_around_the_aligned_words():
     )  # punctuation outside a tag stays outside; & escaped; untouched blocks copied
 
 
+def test_a_point_clipped_into_a_word_a_tag_end_splits_leaves_the_word_whole():
+    """A word glued across a tag's end (`A</b>&amp;`) whose tag's image, spaced in the source,
+    lands inside it when the words are reordered: the image goes in, no space with it (a
+    draw of the property below)."""
+    page = "<div><p>A <b> <img src=x>  <img src=x> A</b>&amp; A </p></div>"
+    out = render_with(page, "A A& A", [(2, 0), (1, 1), (0, 2)])
+    assert words_of(out) == ["A", "A&amp;", "A"], out
+    assert tag_tree(parse(out), ordered=False) == tag_tree(parse(page), ordered=False)
+
+
 REORDERINGS = st.sampled_from(["same", "reversed", "shuffled"])
 
 

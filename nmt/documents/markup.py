@@ -172,11 +172,18 @@ def _emit(
             pieces.append(node.start)
             _emit(span.children, start, end, target, words, pieces)
             pieces.append(node.end or f"</{node.tag}>")
-        else:  # copied as it was
+        else:  # copied as it was; its space after it, but never inside a word
             spaced = span.spaced[1] and not span.words and target[end : end + 1] != " "
-            pieces.append(str(node) + (" " if spaced else ""))
+            pieces.append(str(node) + (" " if spaced and not inside_word(words, end) else ""))
         cursor = end
     pieces.append(html.escape(target[cursor:hi], quote=False))
+
+
+def inside_word(words: list[tuple[int, int]], at: int) -> bool:
+    """Whether offset `at` falls strictly inside one of `words` (sorted (start, end) spans):
+    a point clipped into a word that a tag's end splits (`A</b>&amp;`)."""
+    i = bisect_left(words, (at + 1,)) - 1  # the last word that starts at or before `at`
+    return i >= 0 and words[i][0] < at < words[i][1]
 
 
 def plan(root: Element) -> list[str | Segment]:

@@ -21,9 +21,10 @@ nmt.decoding.steering); of the hypotheses a beam finished for it, the one that u
 comes first (search.term_choice); a sentence whose best translation still lacks one of its
 terms is then decoded again from the term (nmt.terms.placing, search.term_place), unless
 its model read the terms and its search was steered to them; a model trained to read terms
-(data.augment.terms) reads the sentence with its terms annotated (nmt.terms.annotation). With an exact glossary (glossary_exact), the search must write each
-term as given (nmt.decoding.constrained). Each text lists its terms and whether its
-translation uses them, and a term not used is a warning.
+(data.augment.terms) reads the sentence with its terms annotated (nmt.terms.annotation).
+With an exact glossary (glossary_exact), the search must write each term as given
+(nmt.decoding.constrained). Each text lists its terms and whether its translation uses
+them, and a term not used is a warning.
 """
 
 from __future__ import annotations
