@@ -340,6 +340,14 @@ def test_the_torch_search_is_steered_to_the_terms_by_term_bonus(
     assert "Helmen" in [core(w) for w in found[1].text.split()], found[1].text
     assert [t["used"] for t in found[0].terms + found[1].terms] == [True, True]
     assert found[2].text == plain[2].text and found[2].terms == []
+    # stopping by first_k, the steered search is the plain one for a line without terms: it
+    # shares the steered batch (one run of the decoder, not two), and translates the same
+    first_k = replace(search, stop="first_k", term_bonus=50.0)
+    searched.clear()
+    found = translate_texts(overfit_engine, lines, first_k, glossary=glossary)
+    assert len(searched) == 1 and [] in searched[0][0]
+    assert found[2].text == translate_texts(overfit_engine, lines[2:], first_k)[0].text
+    assert "Sträucher" in [core(w) for w in found[0].text.split()], found[0].text
     for engine, bonus in ((overfit_engine, 0.0), (ct2_f32, search.term_bonus)):
         searched.clear()
         calls = Calls(engine)

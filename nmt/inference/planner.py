@@ -158,7 +158,10 @@ class Planner:
         groups = length_batches(sizes, max(1, self.max_tokens // rows_per_sentence(search)))
         if self.one_length_per_batch:
             groups = [same for group in groups for same in same_limit(group, limits)]
-        if any(required):  # the sentences without terms keep the plain, faster search
+        # the sentences without terms keep the plain search; but for a search steered to the
+        # terms and stopping by first_k, which is the plain search for them and costs little
+        # more than it, while a batch split in two takes two runs of the decoder
+        if any(required) and not (steer and search.stop == "first_k"):
             groups = [part for group in groups for part in by_constraints(group, required)]
         return [
             Batch(
