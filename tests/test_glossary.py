@@ -297,14 +297,15 @@ class Calls:
     """`engine` as it is, with a record of the `steer` of each `translate` call."""
 
     def __init__(self, engine):
-        self.engine, self.steered = engine, []
+        self.engine, self.steered, self.stops = engine, [], []
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
 
-    def translate(self, lines, *args, **kwargs):
+    def translate(self, lines, search, *args, **kwargs):
         self.steered.append(kwargs.get("steer", False))
-        return self.engine.translate(lines, *args, **kwargs)
+        self.stops.append(search.stop)
+        return self.engine.translate(lines, search, *args, **kwargs)
 
 
 def test_the_torch_search_is_steered_to_the_terms_by_term_bonus(
@@ -354,6 +355,8 @@ def test_the_torch_search_is_steered_to_the_terms_by_term_bonus(
         placed = translate_texts(calls, lines, replace(search, term_bonus=bonus), glossary=glossary)
         assert searched == [] and not any(calls.steered) and len(calls.steered) > 1
         assert [t["used"] for t in placed[0].terms + placed[1].terms] == [True, True]
+        # placing's decodes, from a forced prefix, stop by first_k whatever the search's stop
+        assert calls.stops == [search.stop] + ["first_k"] * (len(calls.stops) - 1)
     # a model that read its terms and was steered to them has none placed (a bonus too small
     # to move this model's beam leaves terms unwritten); one that reads none has them placed
     barely = replace(search, term_bonus=1e-3)
