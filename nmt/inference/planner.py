@@ -158,10 +158,11 @@ class Planner:
         groups = length_batches(sizes, max(1, self.max_tokens // rows_per_sentence(search)))
         if self.one_length_per_batch:
             groups = [same for group in groups for same in same_limit(group, limits)]
-        # the sentences without terms keep the plain search; but for a search steered to the
-        # terms and stopping by first_k, which is the plain search for them and costs little
-        # more than it, while a batch split in two takes two runs of the decoder
-        if any(required) and not (steer and search.stop == "first_k"):
+        # a batch's sentences without terms stay in it: the constrained search, and a steered
+        # one stopping by first_k, are the plain search for them, and a batch split in two
+        # takes two runs of the decoder (docs/benchmarks.md, stop 73); but a search steered
+        # under the exact stop, which it ends by first_k, leaves them to the plain search
+        if any(required) and steer and search.stop != "first_k":
             groups = [part for group in groups for part in by_constraints(group, required)]
         return [
             Batch(
@@ -188,9 +189,8 @@ def same_limit(group: list[int], limits: list[int]) -> list[list[int]]:
 
 
 def by_constraints(group: list[int], required: list[list[list[int]]]) -> list[list[int]]:
-    """`group` split into its sentences with constraints and those without (each non-empty):
-    the constrained search's bookkeeping is for the first alone, and each sentence's output
-    is the same either way (the constrained search without constraints is `beam_search`)."""
+    """`group` split into its sentences with constraints and those without (each non-empty),
+    for a search steered to the terms that stops by first_k where the plain search would not."""
     parts = [[i for i in group if required[i]], [i for i in group if not required[i]]]
     return [part for part in parts if part]
 
