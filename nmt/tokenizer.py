@@ -58,9 +58,12 @@ class Vocabulary:
 
     def word_ends(self) -> list[bool]:
         """(V,) per id, whether it may follow a whole word: it starts a word, is punctuation
-        alone, or is EOS (a term of the constrained search ends there)."""
+        alone but a hyphen's (which joins a compound: "Bank-Filiale" writes no "Bank"), or
+        is EOS (a term of the constrained search ends there)."""
         return [
-            piece.startswith("\u2581") or all(not c.isalnum() for c in piece) or i == self.eos_id
+            piece.startswith("\u2581")
+            or (all(not c.isalnum() for c in piece) and not piece.startswith("-"))
+            or i == self.eos_id
             for i, piece in enumerate(self.vocabulary_pieces)
         ]
 

@@ -3,6 +3,7 @@ in any inflection, used on both engines, and reported through every door."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -291,6 +292,38 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
         assert placed[0].terms[0]["used"] and offering.asked[1:] == [0, 0]  # decoded, placed
         assert offering.read[1:] == [offering.read[0]] * 2 and offering.sized_as == [line] * 3
         assert ("%% Strauch %%" in offering.read[0]) == (form == "lemma")
+
+
+class Gluing:
+    """`engine`, except that a forced prefix that does not end in a space is written on into
+    a longer word ("Sträucher" + "chen"); it records the prefixes of each call."""
+
+    def __init__(self, engine):
+        self.engine, self.prefixes = engine, []
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def translate(self, lines, search, first_line_number=1, prefixes=None, **kwargs):
+        self.prefixes.append(prefixes)
+        if prefixes:
+            prefixes = [p + "chen" if p and not p.endswith(" ") else p for p in prefixes]
+        return self.engine.translate(lines, search, first_line_number, prefixes, **kwargs)
+
+
+def test_a_term_glued_into_a_longer_word_is_placed_again_its_word_ended(engine, overfit_pairs):
+    """A placed term the search writes on into a longer word ("Sträucherchen" uses no
+    "Sträucher") is placed once more, its prefix ending in a space: on either engine the next
+    token starts a word, so the term is written whole and used."""
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    line = overfit_pairs[0][0]
+    gluing = Gluing(engine)
+    search = replace(engine.search, term_bonus=0.0)  # placed, not steered
+    found = translate_texts(gluing, [line], search, glossary=glossary)[0]
+    first, glued, ended = gluing.prefixes
+    assert first is None and glued[0].endswith("Sträucher") and ended == [glued[0] + " "]
+    assert re.search(r"Sträucher\b", found.text) and found.terms[0]["used"], found.text
+    assert found.warnings == []
 
 
 class Calls:

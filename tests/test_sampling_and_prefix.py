@@ -132,6 +132,37 @@ def test_any_prefix_starts_the_output_and_empty_lines_stay_empty(backend, source
     )
 
 
+@pytest.mark.parametrize("cfg", [GREEDY, BEAM, replace(SAMPLE, top_k=1)], ids=str)
+def test_a_prefix_ending_in_a_space_ends_its_word(backend, sources, cfg):
+    """Each line's prefix is its greedy translation's first word less its last letter, which
+    the search writes on into a longer word for some lines. The same prefix with a space
+    after holds the same pieces (a trailing space is no piece), and the next token starts a
+    word (or is punctuation alone) for every line, alone or batched with lines whose
+    prefixes do not end a word."""
+    tokenizer = backend.tokenizer
+    greedy = backend.translate(sources, GREEDY)
+    cut = [text.split()[0][:-1] for text in tokenizer.decode([n[0].tokens for n in greedy])]
+    assert all(len(c) >= 2 for c in cut), cut
+    prefixes = [tokenizer.target.encode([c])[0] for c in cut]
+    ends_word = tokenizer.word_ends()
+
+    def next_ends_word(nbests) -> list[bool]:
+        for prefix, nbest in zip(prefixes, nbests, strict=True):
+            assert nbest[0].tokens[: len(prefix)] == prefix
+        return [ends_word[n[0].tokens[len(p)]] for p, n in zip(prefixes, nbests, strict=True)]
+
+    assert not all(next_ends_word(backend.translate(sources, cfg, prefixes=cut)))
+    ended = backend.translate(sources, cfg, prefixes=[c + " " for c in cut])
+    assert all(next_ends_word(ended)), [tokenizer.pieces(n[0].tokens) for n in ended]
+    mixed = [c + " " * (i % 2) for i, c in enumerate(cut)]
+    batched = backend.translate(sources, cfg, prefixes=mixed)
+    alone = [
+        backend.translate([s], cfg, prefixes=[p])[0] for s, p in zip(sources, mixed, strict=True)
+    ]
+    assert tokens(batched) == tokens(alone)
+    assert tokens(batched)[1::2] == tokens(ended)[1::2]
+
+
 def test_a_prefix_longer_than_the_length_limit_is_kept_whole(overfit_engine, sources):
     model, tokenizer = overfit_engine.model, overfit_engine.tokenizer
     prefix = tokenizer.encode(["Ein Mann mit einem Hut und ein Hund"])[0]

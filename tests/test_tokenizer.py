@@ -165,6 +165,21 @@ def test_special_ids(tiny_tokenizer: Tokenizer) -> None:
     assert tok.decode([[tok.bos_id, *ids, tok.eos_id, tok.pad_id]]) == ["A dog runs."]
 
 
+def test_a_word_ends_before_a_words_start_punctuation_or_eos_not_a_hyphen(
+    tiny_tokenizer: Tokenizer,
+) -> None:
+    """word_ends: what may follow a whole word (a term's end, a prefix that ends a word)."""
+    tok = tiny_tokenizer
+    ends = tok.word_ends()
+    by_piece = dict(zip(tok.vocabulary_pieces, ends, strict=True))
+    assert ends[tok.eos_id] and not ends[tok.pad_id]
+    assert by_piece["."] and by_piece[","] and not by_piece["-"]
+    starts = [p for p in tok.vocabulary_pieces if p.startswith("\u2581")]
+    goes_on = [p for p in tok.vocabulary_pieces if p[:1].isalpha()]
+    assert starts and goes_on
+    assert all(by_piece[p] for p in starts) and not any(by_piece[p] for p in goes_on)
+
+
 def test_pickles_as_model_bytes(tiny_tokenizer: Tokenizer) -> None:
     """Dataset.map hashes and ships the tokenizer by pickling it."""
     clone = pickle.loads(pickle.dumps(tiny_tokenizer))

@@ -109,20 +109,21 @@ def beam_search(
         n_sentences, beams = log_prob.shape
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
-        forced = batch.forced_tokens(sentence.repeat_interleave(beams), t)
+        row_sentence = sentence.repeat_interleave(beams)  # (N,)
         rules = (
             max_lengths.repeat_interleave(beams),
             cfg.min_len,
             cfg.no_repeat_ngram_size,
             batch.special,
+            batch.forced_tokens(row_sentence, t),
+            batch.banned_tokens(row_sentence, t),
         )
-        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, forced)
+        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules)
         if steering is None:
             cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
         else:  # (B', M) candidates, in the order of their steered ranks
-            rows_sentence = sentence.repeat_interleave(beams)
             cand_log_prob, parent, token = steering.candidates(
-                log_prob, step_log_probs, rows_sentence, k
+                log_prob, step_log_probs, row_sentence, k
             )
         # each candidate's own token log-prob; parent indexes the (B' * beams) rows
         cand_token = step_log_probs[parent, token]  # (B', 2k)

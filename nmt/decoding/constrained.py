@@ -210,9 +210,15 @@ def constrained_beam_search(
         row_sentence = sentence.repeat_interleave(beams)  # (N,)
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
-        forced = batch.forced_tokens(row_sentence, t)
-        rules = (max_lengths.repeat_interleave(beams), cfg.min_len, cfg.no_repeat_ngram_size)
-        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules, batch.special, forced)
+        rules = (
+            max_lengths.repeat_interleave(beams),
+            cfg.min_len,
+            cfg.no_repeat_ngram_size,
+            batch.special,
+            batch.forced_tokens(row_sentence, t),
+            batch.banned_tokens(row_sentence, t),
+        )
+        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules)
         at_end = t >= max_lengths  # (B',)
         complete = progress.complete()  # (N,)
         unmet = ~complete & ~at_end.repeat_interleave(beams)

@@ -35,16 +35,18 @@ def constrain(
     no_repeat_ngram_size: int,
     special: SpecialIds,
     forced: Tensor | None = None,
+    banned: Tensor | None = None,
 ) -> Tensor:
     """Forbid, in place, what the next token may not be; returns log_probs (N, V) float32.
 
     tokens (N, t): each row's output so far (BOS excluded); max_lengths (N,): each row's
     maximum output length; forced (N,): a target prefix's token for this position, PAD where
-    the row is free, or None; special: the model's PAD, BOS and EOS. PAD and BOS are never
-    allowed; EOS not while t < min_len; no token that repeats an n-gram; at t == max length
-    only EOS, with its own log-prob (forced end, which wins over min_len); and a row with a
-    forced token allows that token alone, with its own log-prob (a prefix wins over every other
-    rule).
+    the row is free, or None; banned (N, V): tokens a row may not write here (a word's
+    continuation after a prefix that ends one), or None; special: the model's PAD, BOS and
+    EOS. PAD and BOS are never allowed; EOS not while t < min_len; no token that repeats an
+    n-gram, nor a banned one; at t == max length only EOS, with its own log-prob (forced end,
+    which wins over min_len); and a row with a forced token allows that token alone, with its
+    own log-prob (a prefix wins over every other rule).
     """
     t = tokens.size(1)
     if forced is not None:
@@ -56,7 +58,9 @@ def constrain(
     if t < min_len:
         log_probs[:, eos] = float("-inf")
     if no_repeat_ngram_size > 0:
-        banned = repeated_ngram_mask(tokens, no_repeat_ngram_size, log_probs.size(1))
+        repeats = repeated_ngram_mask(tokens, no_repeat_ngram_size, log_probs.size(1))
+        log_probs.masked_fill_(repeats, float("-inf"))
+    if banned is not None:
         log_probs.masked_fill_(banned, float("-inf"))
     at_end = t >= max_lengths  # (N,)
     if at_end.any():

@@ -49,6 +49,7 @@ def greedy_search(
             cfg.no_repeat_ngram_size,
             batch.special,
             batch.forced_tokens(sentence, prefix.size(1) - 1),
+            batch.banned_tokens(sentence, prefix.size(1) - 1),
         )
         if pick is None:
             best, token = step_log_probs.max(dim=-1)  # (N,), (N,)

@@ -23,11 +23,13 @@ def sample_search(
     """cfg.nbest samples per sentence, most probable first: greedy search drawing each token
     (sampling.Sampler). A sentence's rows sit together: sample j of sentence i is row i*n+j."""
     n, options = cfg.nbest, options or SearchOptions()
-    prefix = options.target_prefix
+    prefix, ends = options.target_prefix, options.prefix_ends_word
     repeated = SearchOptions(
         target_prefix=None if prefix is None else prefix.repeat_interleave(n, 0),
         record_attention=options.record_attention,
         use_cache=options.use_cache,
+        prefix_ends_word=None if ends is None else ends.repeat_interleave(n, 0),
+        ends_word=options.ends_word,
     )
     pick = Sampler(cfg.temperature, cfg.top_k, cfg.top_p, cfg.seed, src.device)
     samples = greedy_search(model, src.repeat_interleave(n, dim=0), cfg, repeated, pick)

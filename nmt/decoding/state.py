@@ -47,12 +47,17 @@ class SearchOptions:
     target_prefix (B, P): right-padded ids every output of a sentence starts with, or None;
     record_attention: keep each hypothesis's cross-attention (for plots); use_cache: the KV
     cache (off only to test that it changes nothing); hypotheses: a beam search returns up to
-    this many of the hypotheses it finished (at least nbest), its stopping rule unchanged."""
+    this many of the hypotheses it finished (at least nbest), its stopping rule unchanged;
+    prefix_ends_word (B,) bool: the token after a sentence's prefix starts a word (the prefix
+    ends one), with ends_word (V,) bool the ids that may (a word's start, punctuation alone,
+    EOS), or None."""
 
     target_prefix: Tensor | None = None
     record_attention: bool = False
     use_cache: bool = True
     hypotheses: int = 0
+    prefix_ends_word: Tensor | None = None
+    ends_word: Tensor | None = None
 
 
 @dataclass
@@ -60,13 +65,17 @@ class Batch:
     """A source batch ready for search. src_pad_mask (B, S) True at padding; src_lengths (B,)
     real source tokens (EOS included); max_lengths (B,) most output tokens (EOS excluded);
     target_prefix (B, P) the forced first output tokens of each sentence, right-padded with
-    PAD, or None; special: the model's PAD, BOS and EOS."""
+    PAD, or None; special: the model's PAD, BOS and EOS; word_start_at (B,): the output
+    position whose token must start a word (a prefix that ends one ends there), -1 for none,
+    or None, with ends_word (V,) the ids that may."""
 
     src_pad_mask: Tensor
     src_lengths: Tensor
     max_lengths: Tensor
     special: SpecialIds
     target_prefix: Tensor | None = None
+    word_start_at: Tensor | None = None
+    ends_word: Tensor | None = None
 
     def forced_tokens(self, sentence: Tensor, t: int) -> Tensor | None:
         """sentence (N,) each row's sentence -> (N,) the token a forced prefix puts at output
@@ -75,6 +84,17 @@ class Batch:
             return None
         return self.target_prefix[sentence, t]
 
+    def banned_tokens(self, sentence: Tensor, t: int) -> Tensor | None:
+        """sentence (N,) each row's sentence -> (N, V) True for the tokens a row may not write
+        at output position t: where its prefix ends a word, those that would go on with it
+        ("Reh" + "a"); None when no row is held so."""
+        if self.word_start_at is None:
+            return None
+        rows = self.word_start_at[sentence].eq(t)  # (N,)
+        if not rows.any():
+            return None
+        return rows[:, None] & ~self.ends_word[None, :]
+
 
 def prepare(
     model: Transformer | Ensemble,
@@ -82,9 +102,12 @@ def prepare(
     max_len_a: float,
     max_len_b: int,
     target_prefix: Tensor | None = None,
+    prefix_ends_word: Tensor | None = None,
+    ends_word: Tensor | None = None,
 ) -> Batch:
     """src (B, S) right-padded ids -> masks and length limits; a forced target prefix (B, P)
-    raises a sentence's limit to the prefix's length if it is longer."""
+    raises a sentence's limit to the prefix's length if it is longer; prefix_ends_word (B,)
+    and ends_word (V,) as SearchOptions'."""
     src_pad_mask = model.source_padding_mask(src)
     src_lengths = (~src_pad_mask).sum(dim=1)
     max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, model.cfg.max_positions)
@@ -95,7 +118,19 @@ def prepare(
                 f"model's {model.cfg.max_positions} positions"
             )
         pad = model.cfg.pad_id
-        max_lengths = torch.maximum(max_lengths, target_prefix.ne(pad).sum(dim=1))
+        lengths = target_prefix.ne(pad).sum(dim=1)
+        max_lengths = torch.maximum(max_lengths, lengths)
+        if prefix_ends_word is not None and prefix_ends_word.any():
+            start_at = torch.where(prefix_ends_word, lengths, torch.full_like(lengths, -1))
+            return Batch(
+                src_pad_mask,
+                src_lengths,
+                max_lengths,
+                model.cfg.special_ids,
+                target_prefix,
+                start_at,
+                ends_word,
+            )
     return Batch(src_pad_mask, src_lengths, max_lengths, model.cfg.special_ids, target_prefix)
 
 
@@ -246,7 +281,15 @@ def start_search(
     """src (B, S) right-padded ids ending in EOS, cfg's length limits, the options -> the
     search's starting state."""
     options = options or SearchOptions()
-    batch = prepare(model, src, cfg.max_len_a, cfg.max_len_b, options.target_prefix)
+    batch = prepare(
+        model,
+        src,
+        cfg.max_len_a,
+        cfg.max_len_b,
+        options.target_prefix,
+        options.prefix_ends_word,
+        options.ends_word,
+    )
     record, cache = options.record_attention, options.use_cache
     decoder = StepDecoder(model, src, batch.src_pad_mask, record, cache)
     n = src.size(0)

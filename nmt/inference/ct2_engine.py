@@ -216,7 +216,8 @@ class CTranslate2Engine(Engine):
         for batch, limit in zip(batches, limits, strict=True):
             prefixes = None
             if batch.prefixes is not None:
-                prefixes = [pieces(p) or None for p in batch.prefixes]
+                started = batch.prefixes if batch.word_ends is None else self.word_started(batch)
+                prefixes = [pieces(p) or None for p in started]
             pending.append(
                 engine.translate_batch(
                     self.source_pieces(batch),  # config adds EOS
@@ -245,6 +246,34 @@ class CTranslate2Engine(Engine):
             for hyp, output in zip((h for n in nbests for h in n), scored or [], strict=False):
                 hyp.token_log_probs = list(output.result().log_probs)
             yield nbests
+
+    def word_started(self, batch: Batch) -> list[list[int]]:
+        """The batch's prefixes, each that ends a word followed by the likeliest token that
+        starts one (or punctuation alone), for the search to go on from: CTranslate2 cannot
+        ban the pieces that would go on with the word ("Reh" + "a"), so one greedy step past
+        each prefix gives its distribution (logits) to choose from. The output does not end
+        right after such a prefix (the torch search may)."""
+        import numpy as np
+
+        pieces = self.tokenizer.pieces
+        ends_word = np.array(self.tokenizer.word_ends())
+        ends_word[self.tokenizer.eos_id] = False
+        outputs = self.engine.translate_batch(
+            self.source_pieces(batch),
+            [pieces(p) for p in batch.prefixes],
+            beam_size=1,
+            max_decoding_length=max(len(p) for p in batch.prefixes) + 1,
+            return_logits_vocab=True,
+            max_input_length=0,
+        )
+        started = []
+        rows = zip(batch.prefixes, batch.word_ends, batch.max_lengths, outputs, strict=True)
+        for prefix, ends, limit, output in rows:
+            ends = ends and len(prefix) < limit  # else the output ends there
+            logits = np.asarray(output.logits[0][len(prefix)]) if ends else None
+            token = [int(np.where(ends_word, logits, -np.inf).argmax())] if ends else []
+            started.append(prefix + token)
+        return started
 
     def first_step_attention(self, batch: Batch) -> list:
         """CTranslate2 4.8's beam search returns a wrong first row of attention (not the

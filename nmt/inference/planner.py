@@ -29,7 +29,9 @@ class Batch:
     of the batch has one; max_lengths: per sentence, the most output tokens (EOS excluded);
     constraints: per sentence, the id sequences its output must hold (glossary terms in their
     exact form), or None when no line of the batch has one; steer: the output need not hold
-    them, the search is only steered to them (soft constraints: the search's term_bonus)."""
+    them, the search is only steered to them (soft constraints: the search's term_bonus);
+    word_ends: per sentence, whether its prefix ends a word (a prefix text ending in a space:
+    the next token starts a word), or None when none does (a batch's lines all do, or none)."""
 
     lines: list[int]
     sources: list[list[int]]
@@ -37,6 +39,7 @@ class Batch:
     max_lengths: list[int]
     constraints: list[list[list[int]]] | None = None
     steer: bool = False
+    word_ends: list[bool] | None = None
 
 
 def rows_per_sentence(search: DecodeConfig) -> int:
@@ -82,11 +85,13 @@ def encode_sources(
 def encode_prefixes(
     tokenizer: Tokenizer, prefixes: list[str], max_positions: int, numbers: list[int]
 ) -> list[list[int]]:
-    """Target prefixes as ids, without BOS or EOS; "" (or only spaces) forces nothing. A prefix
-    that would fill the model's positions is cut to leave room for EOS, with a warning naming
-    its line (`numbers`)."""
+    """Target prefixes as ids, without BOS or EOS; "" (or only spaces) forces nothing, nor do
+    the spaces a prefix ends in (a space the output starts its next word with, not a piece of
+    its own: `Planner.plan`). A prefix that would fill the model's positions is cut to leave
+    room for EOS, with a warning naming its line (`numbers`)."""
     encoded = []
-    for text, ids, number in zip(prefixes, tokenizer.target.encode(prefixes), numbers, strict=True):
+    texts = [text.rstrip() for text in prefixes]
+    for text, ids, number in zip(texts, tokenizer.target.encode(texts), numbers, strict=True):
         if len(ids) > max_positions - 2:
             log.warning(
                 "line %d: prefix of %d tokens cut to %d", number, len(ids), max_positions - 2
@@ -136,10 +141,13 @@ class Planner:
         sources = encode_sources(
             self.tokenizer, [lines[i] for i in todo], self.max_positions, numbers
         )
-        forced = [[] for _ in todo]
+        forced, word_ends = [[] for _ in todo], [False for _ in todo]
         if prefixes:
             kept = [prefixes[i] for i in todo]
             forced = encode_prefixes(self.tokenizer, kept, self.max_positions, numbers)
+            word_ends = [
+                bool(ids) and text != text.rstrip() for text, ids in zip(kept, forced, strict=True)
+            ]
         required = [[] for _ in todo]
         if constraints:
             encode = self.tokenizer.target.encode
@@ -163,7 +171,9 @@ class Planner:
         # takes two runs of the decoder (docs/benchmarks.md, stop 73); but a search steered
         # under the exact stop, which it ends by first_k, leaves them to the plain search
         if any(required) and steer and search.stop != "first_k":
-            groups = [part for group in groups for part in by_constraints(group, required)]
+            groups = [part for group in groups for part in split(group, required)]
+        if any(word_ends):  # CTranslate2 holds a prefix to a word's end for a whole call
+            groups = [part for group in groups for part in split(group, word_ends)]
         return [
             Batch(
                 lines=[todo[i] for i in group],
@@ -174,6 +184,7 @@ class Planner:
                 if any(required[i] for i in group)
                 else None,
                 steer=steer,
+                word_ends=[word_ends[i] for i in group] if word_ends[group[0]] else None,
             )
             for group in groups
         ]
@@ -188,10 +199,10 @@ def same_limit(group: list[int], limits: list[int]) -> list[list[int]]:
     return list(by_limit.values())
 
 
-def by_constraints(group: list[int], required: list[list[list[int]]]) -> list[list[int]]:
-    """`group` split into its sentences with constraints and those without (each non-empty),
-    for a search steered to the terms that stops by first_k where the plain search would not."""
-    parts = [[i for i in group if required[i]], [i for i in group if not required[i]]]
+def split(group: list[int], having: list) -> list[list[int]]:
+    """`group` split into its sentences that have something (`having[i]` true: constraints, a
+    prefix ending a word) and those that have not, each part non-empty."""
+    parts = [[i for i in group if having[i]], [i for i in group if not having[i]]]
     return [part for part in parts if part]
 
 

@@ -170,12 +170,16 @@ class TorchEngine(Engine):
                 yield [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
 
     def tensors(self, batch: Batch) -> tuple[torch.Tensor, SearchOptions]:
-        """The batch's sources (B, S) and options (its prefixes, (B, P)) on the model's device."""
+        """The batch's sources (B, S) and options (its prefixes, (B, P), and which end a word)
+        on the model's device."""
         pad, device = self.tokenizer.pad_id, self.model_device
-        prefix = None
+        options = SearchOptions()
         if batch.prefixes is not None:
-            prefix = padded(batch.prefixes, pad).to(device)
-        return padded(batch.sources, pad).to(device), SearchOptions(target_prefix=prefix)
+            options.target_prefix = padded(batch.prefixes, pad).to(device)
+        if batch.word_ends is not None:
+            options.prefix_ends_word = torch.tensor(batch.word_ends, device=device)
+            options.ends_word = torch.tensor(self.tokenizer.word_ends(), device=device)
+        return padded(batch.sources, pad).to(device), options
 
     def attention(self, line: str, search: DecodeConfig):
         batches = self.planner.plan([line], search)

@@ -5,12 +5,15 @@ best translation (`Glossary.uses`: any inflection). A term it lacks is placed wh
 alignment puts the words that translate its source term: the translation up to the first of
 those words, then the target term, is forced as a prefix and the search writes the rest
 (Engine.translate's prefixes), so the words after the term fit it, and the model may still
-inflect the term's last word ("Vertrag" + "s"). One term per sentence a round, the one
-earliest in the sentence, for at most MAX_ROUNDS rounds, each term tried once: a term the
-search drops again is reported as not used. Sentences that hold no term, or use all theirs,
-are decoded once. A model that reads its terms annotated (nmt.terms.annotation) reads them so
-again: placing holds it to a term it read and did not write, where its engine cannot steer
-the search to it (CTranslate2).
+inflect the term's last word ("Vertrag" + "s"). Of the hypotheses the beam finished from the
+prefix, the best that uses the most of the sentence's terms is kept. A term the search glued
+into a longer word ("Reh" + "a", no use of "Reh") is placed once more, its word ended (a
+prefix ending in a space: the next token starts a word). One term per sentence a round, the
+one earliest in the sentence, for at most MAX_ROUNDS rounds: a term still lacking is
+reported as not used. Sentences that hold no term, or use all theirs, are decoded once. A
+model that reads its terms annotated (nmt.terms.annotation) reads them so again: placing
+holds it to a term it read and did not write, where its engine cannot steer the search to it
+(CTranslate2).
 """
 
 from __future__ import annotations
@@ -85,19 +88,22 @@ def place_terms(
     # length (GNMT alpha > 1) the exact stop runs it to its maximum length, where it finds
     # long, worse translations (val BLEU 39.9 placed so, 42.9 by first_k: docs/benchmarks.md)
     redo = replace(search, stop="first_k") if search.strategy == "beam" else search
+    # of the hypotheses the beam finished from the prefix, the best that uses the most terms:
+    # the beam's own best may have glued the term into a longer word ("Reh" + "a")
+    choosing = redo.strategy == "beam" and redo.beam_size > redo.nbest and redo.term_choice
 
     def best(j: int) -> str:
         return one_line(decode([found[j][0].tokens])[0]) if found[j] else ""
 
     texts = {j: best(j) for j, m in enumerate(matches) if m}
-    tried: dict[int, set[Entry]] = {j: set() for j in texts}
+    tried: dict[int, dict[Entry, int]] = {j: {} for j in texts}  # times each term was placed
     for _ in range(MAX_ROUNDS):
         todo = []
         for j, text in texts.items():
             lacking = [
                 m
                 for m in matches[j]
-                if m.entry not in tried[j] and not glossary.uses(text, m.entry.target)
+                if tried[j].get(m.entry, 0) < 2 and not glossary.uses(text, m.entry.target)
             ]
             if lacking and text:
                 todo.append((j, lacking[0]))
@@ -108,8 +114,11 @@ def place_terms(
             [texts[j] for j, _ in todo],
             [numbers[j] for j, _ in todo],
         )
+        # placed again, a term glued into a longer word ("Reh" + "a") ends its word: a prefix
+        # ending in a space
         prefixes = [
             prefix_for(texts[j], match, pairs or [], match.entry.target)
+            + " " * (match.entry in tried[j])
             for (j, match), pairs in zip(todo, links, strict=True)
         ]
         redone = engine.translate(
@@ -121,9 +130,14 @@ def place_terms(
             scores=scores,
             stop=stop,
             sized_as=[sources[j] for j, _ in todo],  # an annotated line as its sentence
+            hypotheses=redo.beam_size if choosing else 0,
         )
         for (j, match), nbest in zip(todo, redone, strict=True):
-            tried[j].add(match.entry)
+            tried[j][match.entry] = tried[j].get(match.entry, 0) + 1
+            if len(nbest) > 1:
+                hyps = [one_line(t) for t in decode([h.tokens for h in nbest])]
+                order = glossary.rank(hyps, [m.entry.target for m in matches[j]])
+                nbest = [nbest[h] for h in order][: redo.nbest]
             if nbest:
                 found[j] = nbest
                 texts[j] = best(j)
