@@ -20,7 +20,10 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
   (which the glossary was not built from), alternating, --repeats times, without a glossary,
   with FILLER entries of training words val never holds (a 1,000-entry glossary that
   applies nowhere: what matching costs) and with the test entries (common nouns: nearly
-  every val line holds one, so the mode's own cost): the median ratio to without, range;
+  every val line holds one, so the mode's own cost), and with --house, a house glossary of
+  HOUSE entries (train's words most often linked to a German noun, each with that noun: what
+  a user's glossary mostly holds), with its val term use without and with: the median ratio
+  to without, range;
 - a sample of applied terms, printed for checking by eye.
 Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any other),
 either way with the torch beam steered to the terms (decode.term_bonus, --term-bonus; 0 is
@@ -33,7 +36,7 @@ writes a glossary: the model must inflect it, and the exact form is still the re
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
         [--given lemma] [--stop first_k] [--term-choice off] [--term-bonus 0]
-        [--term-place off] [--without-exact]
+        [--term-place off] [--without-exact] [--house house.tsv]
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 
 import sacrebleu
@@ -91,6 +95,7 @@ def read_entries(path: str) -> dict[int, Entry]:
 
 
 FILLER = 1000
+HOUSE = 1000
 
 
 def filler(entries: list[Entry], avoid: list[str], n: int) -> list[Entry]:
@@ -113,6 +118,45 @@ def filler(entries: list[Entry], avoid: list[str], n: int) -> list[Entry]:
             ):
                 chosen.setdefault(word, Entry(word, word.capitalize()))
     return list(chosen.values())
+
+
+def house(n: int) -> list[Entry]:
+    """A house glossary of n entries, as a user keeps one: train's source content words
+    (letters only, 3 or more, not a function word) most often linked one to one (eflomal) to
+    a German noun, each with the noun it is most often linked to. Mostly the model's own
+    words, some that it writes otherwise."""
+    train_src, train_tgt = read_lines("train.en"), read_lines("train.de")
+    counts: Counter[tuple[str, str]] = Counter()
+    for s, t, pairs in zip(train_src, train_tgt, align_corpus(train_src, train_tgt), strict=True):
+        s_words, t_words = s.split(), t.split()
+        for a, b in one_to_one_links(sorted(pairs)):
+            word, term = core(s_words[a]).lower(), core(t_words[b])
+            if (
+                len(word) >= 3
+                and word.isalpha()
+                and term.isalpha()
+                and b > 0
+                and term[:1].isupper()
+                and word not in FUNCTION_WORDS
+            ):
+                counts[word, term] += 1
+    chosen: dict[str, str] = {}
+    for (word, term), _ in counts.most_common():
+        if len(chosen) == n:
+            break
+        chosen.setdefault(word, term)
+    return [Entry(word, term) for word, term in chosen.items()]
+
+
+def read_or_build(path: str | None, build_entries) -> list[Entry]:
+    """Entries from a TSV (source, target) if it exists, else built and written there."""
+    if path and Path(path).exists():
+        rows = Path(path).read_text(encoding="utf-8").splitlines()
+        return [Entry(*row.split("\t")) for row in rows]
+    entries = build_entries()
+    if path:
+        Path(path).write_text("".join(f"{e.source}\t{e.target}\n" for e in entries), "utf-8")
+    return entries
 
 
 def timed(engine, search, lines, glossary=None):
@@ -179,6 +223,11 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=3, help="timed val runs per setting (0: no timing)"
     )
+    parser.add_argument(
+        "--house",
+        help="a TSV of HOUSE entries (source, target), read if it exists, else built from "
+        "train (`house`) and written there: val is timed with it too",
+    )
     args = parser.parse_args()
     src, refs = read_lines("test_2016_flickr.en"), read_lines("test_2016_flickr.de")
     val = read_lines("val.en")
@@ -231,11 +280,17 @@ def main() -> None:
             "none_apply": Glossary(filler(list(entries.values()), val, FILLER), exact=exact),
             "test_entries": glossary,
         }
+        if args.house:
+            settings["house"] = Glossary(
+                read_or_build(args.house, lambda: house(HOUSE)), exact=exact
+            )
         ratios: dict[str, list[float]] = {name: [] for name in settings}
+        outputs: dict[str, list] = {}
         for _ in range(args.repeats):
-            _, without = timed(engine, search, val)
+            plain_val, without = timed(engine, search, val)
             for name, setting in settings.items():
-                ratios[name].append(timed(engine, search, val, setting)[1] / without)
+                outputs[name], seconds = timed(engine, search, val, setting)
+                ratios[name].append(seconds / without)
         used = [i for i, e in entries.items() if glossary.uses(found[i].text, e.target)]
         exact_form = [
             i for i in used if reference_form[i] in [core(w) for w in found[i].text.split()]
@@ -281,6 +336,19 @@ def main() -> None:
             held = sum(1 for line in val if glossary.find(line))
             record["val_lines_holding_a_test_entry"] = held
             record["filler_entries"] = len(settings["none_apply"])
+            if args.house:  # the house glossary's terms in val: used without and with it
+                held = [(i, u) for i, t in enumerate(outputs["house"]) for u in t.terms]
+                record["house_entries"] = len(settings["house"])
+                record["house_val_lines_holding_one"] = sum(1 for t in outputs["house"] if t.terms)
+                record["house_val_terms_held"] = len(held)
+                record["house_term_use_without"] = round(
+                    sum(settings["house"].uses(plain_val[i].text, u["target"]) for i, u in held)
+                    / max(len(held), 1),
+                    4,
+                )
+                record["house_term_use_with"] = round(
+                    sum(u["used"] for _, u in held) / max(len(held), 1), 4
+                )
             for name, values in ratios.items():
                 record[f"val_time_ratio_{name}_median"] = round(statistics.median(values), 3)
                 record[f"val_time_ratio_{name}_range"] = [

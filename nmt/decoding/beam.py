@@ -38,7 +38,6 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import normalized_score, sentence_done
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
@@ -110,15 +109,7 @@ def beam_search(
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
         row_sentence = sentence.repeat_interleave(beams)  # (N,)
-        rules = (
-            max_lengths.repeat_interleave(beams),
-            cfg.min_len,
-            cfg.no_repeat_ngram_size,
-            batch.special,
-            batch.forced_tokens(row_sentence, t),
-            batch.banned_tokens(row_sentence, t),
-        )
-        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules)
+        step_log_probs = batch.constrain(step_log_probs, prefix, row_sentence, t, cfg)
         if steering is None:
             cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
         else:  # (B', M) candidates, in the order of their steered ranks

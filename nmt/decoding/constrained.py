@@ -27,7 +27,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import best_reachable_score, normalized_score
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
@@ -210,15 +209,7 @@ def constrained_beam_search(
         row_sentence = sentence.repeat_interleave(beams)  # (N,)
         max_lengths = batch.max_lengths[sentence]  # (B',)
         step_log_probs, step_attention = decoder.step(prefix)
-        rules = (
-            max_lengths.repeat_interleave(beams),
-            cfg.min_len,
-            cfg.no_repeat_ngram_size,
-            batch.special,
-            batch.forced_tokens(row_sentence, t),
-            batch.banned_tokens(row_sentence, t),
-        )
-        step_log_probs = constrain(step_log_probs, prefix[:, 1:], *rules)
+        step_log_probs = batch.constrain(step_log_probs, prefix, row_sentence, t, cfg)
         at_end = t >= max_lengths  # (B',)
         complete = progress.complete()  # (N,)
         unmet = ~complete & ~at_end.repeat_interleave(beams)

@@ -13,7 +13,6 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from nmt.decoding.constraints import constrain
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
@@ -40,17 +39,7 @@ def greedy_search(
     attention = decoder.empty_attention()
     for _ in range(int(batch.max_lengths.max()) + 1):
         step_log_probs, step_attention = decoder.step(prefix)
-        max_lengths = batch.max_lengths[sentence]  # (N,)
-        step_log_probs = constrain(
-            step_log_probs,
-            prefix[:, 1:],
-            max_lengths,
-            cfg.min_len,
-            cfg.no_repeat_ngram_size,
-            batch.special,
-            batch.forced_tokens(sentence, prefix.size(1) - 1),
-            batch.banned_tokens(sentence, prefix.size(1) - 1),
-        )
+        step_log_probs = batch.constrain(step_log_probs, prefix, sentence, prefix.size(1) - 1, cfg)
         if pick is None:
             best, token = step_log_probs.max(dim=-1)  # (N,), (N,)
         else:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import max_output_lengths
 from nmt.decoding.settings import DecodeConfig
 from nmt.model import Ensemble, Transformer
@@ -83,6 +84,25 @@ class Batch:
         if self.target_prefix is None or t >= self.target_prefix.size(1):
             return None
         return self.target_prefix[sentence, t]
+
+    def constrain(
+        self, log_probs: Tensor, prefix: Tensor, sentence: Tensor, t: int, cfg: DecodeConfig
+    ) -> Tensor:
+        """log_probs (N, V) of output position t, prefix (N, t + 1) BOS and each row's tokens,
+        sentence (N,) each row's sentence -> log_probs with what the position may not hold
+        forbidden (nmt.decoding.constraints.constrain): past the sentence's length limit,
+        before cfg.min_len, a repeated n-gram, other than its forced prefix's token, a token
+        that goes on with a word its prefix ends."""
+        return constrain(
+            log_probs,
+            prefix[:, 1:],
+            self.max_lengths[sentence],
+            cfg.min_len,
+            cfg.no_repeat_ngram_size,
+            self.special,
+            self.forced_tokens(sentence, t),
+            self.banned_tokens(sentence, t),
+        )
 
     def banned_tokens(self, sentence: Tensor, t: int) -> Tensor | None:
         """sentence (N,) each row's sentence -> (N, V) True for the tokens a row may not write
