@@ -56,16 +56,17 @@ class Vocabulary:
         """(V,) bool: the ids whose piece begins a whitespace word (a leading "▁")."""
         return np.array([piece.startswith("\u2581") for piece in self.vocabulary_pieces])
 
-    def word_ends(self) -> list[bool]:
+    @cached_property
+    def word_ends(self) -> tuple[bool, ...]:
         """(V,) per id, whether it may follow a whole word: it starts a word, is punctuation
         alone but a hyphen's (which joins a compound: "Bank-Filiale" writes no "Bank"), or
         is EOS (a term of the constrained search ends there)."""
-        return [
+        return tuple(
             piece.startswith("\u2581")
             or (all(not c.isalnum() for c in piece) and not piece.startswith("-"))
             or i == self.eos_id
             for i, piece in enumerate(self.vocabulary_pieces)
-        ]
+        )
 
     def word_texts(self, ids, word_starts: np.ndarray) -> list[str]:
         """The words of a row of ids as `piece_words` groups them, each as one token without

@@ -144,7 +144,7 @@ def test_a_prefix_ending_in_a_space_ends_its_word(backend, sources, cfg):
     cut = [text.split()[0][:-1] for text in tokenizer.decode([n[0].tokens for n in greedy])]
     assert all(len(c) >= 2 for c in cut), cut
     prefixes = [tokenizer.target.encode([c])[0] for c in cut]
-    ends_word = tokenizer.word_ends()
+    ends_word = tokenizer.word_ends
 
     def next_ends_word(nbests) -> list[bool]:
         for prefix, nbest in zip(prefixes, nbests, strict=True):

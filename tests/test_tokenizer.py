@@ -170,7 +170,7 @@ def test_a_word_ends_before_a_words_start_punctuation_or_eos_not_a_hyphen(
 ) -> None:
     """word_ends: what may follow a whole word (a term's end, a prefix that ends a word)."""
     tok = tiny_tokenizer
-    ends = tok.word_ends()
+    ends = tok.word_ends
     by_piece = dict(zip(tok.vocabulary_pieces, ends, strict=True))
     assert ends[tok.eos_id] and not ends[tok.pad_id]
     assert by_piece["."] and by_piece[","] and not by_piece["-"]

@@ -47,7 +47,7 @@ from nmt.jobs.job import SEGMENTS
 from nmt.terms import spans
 from nmt.terms.annotation import annotate
 from nmt.terms.glossary import Glossary, Match
-from nmt.terms.placing import MAX_ROUNDS, TermUse, place_terms
+from nmt.terms.placing import MAX_ROUNDS, TermUse, place_terms, terms_first
 from nmt.terms.spans import Rules
 
 
@@ -205,10 +205,11 @@ def translate_texts(
             h.alignment = a.source_links(h.alignment)
     decoded = iter(engine.tokenizer.decode([h.tokens for nbest in found for h in nbest]))
     sentence_texts = [[one_line(next(decoded)) for _ in nbest] for nbest in found]
-    uses = [  # the best translation uses each term?
-        [TermUse(m.entry, bool(texts) and glossary.uses(texts[0], m.entry.target)) for m in mine]
-        for mine, texts in zip(matches, sentence_texts, strict=True)
-    ]
+    uses = []  # per sentence, whether its best translation uses each of its terms
+    for mine, written in zip(matches, sentence_texts, strict=True):
+        targets = [m.entry.target for m in mine]
+        used = glossary.used(written[0] if written else "", targets) if mine else []
+        uses.append([TermUse(m.entry, u) for m, u in zip(mine, used, strict=True)])
     for j in [j for j, is_bare in enumerate(bare) if is_bare]:  # given back as it came
         identity = [(i, i) for i in range(len(flat[j].split()))] if alignments else None
         found[j] = [Hypothesis([], 0.0, 0.0, alignment=identity)]
@@ -278,30 +279,6 @@ def translate_texts(
                     if findings[j]:
                         result.scores.confidence = findings[j].lowered(result.scores.confidence)
     return results
-
-
-def terms_first(
-    engine: Engine,
-    found: list[list[Hypothesis]],
-    matches: list[list[Match]],
-    glossary: Glossary,
-    nbest: int,
-) -> list[list[Hypothesis]]:
-    """Each sentence's hypotheses cut to `nbest`; those of a sentence that holds terms first
-    ranked by how many of them they use (`Glossary.rank`: the best that uses the most first,
-    the rest in the search's order)."""
-    todo = [
-        j
-        for j, (hyps, mine) in enumerate(zip(found, matches, strict=True))
-        if mine and len(hyps) > 1
-    ]
-    decoded = iter(engine.tokenizer.decode([h.tokens for j in todo for h in found[j]]))
-    ranked = [hyps[:nbest] for hyps in found]
-    for j in todo:
-        texts = [one_line(next(decoded)) for _ in found[j]]
-        order = glossary.rank(texts, [m.entry.target for m in matches[j]])
-        ranked[j] = [found[j][h] for h in order][:nbest]
-    return ranked
 
 
 def read_words(matches: list[Match], guarded: list | None, j: int) -> list[Match]:

@@ -213,10 +213,12 @@ class CTranslate2Engine(Engine):
         pieces = self.tokenizer.pieces
         pending = []  # the window's batches queued at once: the workers decode them in parallel
         limits = [max(batch.max_lengths[0], 1) for batch in batches]
-        for batch, limit in zip(batches, limits, strict=True):
+        # every step past a prefix that ends a word queued before the first is read
+        steps = [self.next_steps(engine, b) if b.word_ends else None for b in batches]
+        for batch, limit, step in zip(batches, limits, steps, strict=True):
             prefixes = None
             if batch.prefixes is not None:
-                started = batch.prefixes if batch.word_ends is None else self.word_started(batch)
+                started = batch.prefixes if step is None else self.word_started(batch, step)
                 prefixes = [pieces(p) or None for p in started]
             pending.append(
                 engine.translate_batch(
@@ -247,32 +249,39 @@ class CTranslate2Engine(Engine):
                 hyp.token_log_probs = list(output.result().log_probs)
             yield nbests
 
-    def word_started(self, batch: Batch) -> list[list[int]]:
-        """The batch's prefixes, each that ends a word followed by the likeliest token that
-        starts one (or punctuation alone), for the search to go on from: CTranslate2 cannot
-        ban the pieces that would go on with the word ("Reh" + "a"), so one greedy step past
-        each prefix gives its distribution (logits) to choose from. The output does not end
-        right after such a prefix (the torch search may)."""
-        import numpy as np
-
-        pieces = self.tokenizer.pieces
-        ends_word = np.array(self.tokenizer.word_ends())
-        ends_word[self.tokenizer.eos_id] = False
-        outputs = self.engine.translate_batch(
-            self.source_pieces(batch),
-            [pieces(p) for p in batch.prefixes],
+    def next_steps(self, engine, batch: Batch) -> dict[int, object]:
+        """One greedy step past each prefix of the batch that ends a word, with its
+        distribution (logits; queued), by the line's place in the batch: `word_started`."""
+        rows = [i for i, ends in enumerate(batch.word_ends) if ends]
+        sources, pieces = self.source_pieces(batch), self.tokenizer.pieces
+        steps = engine.translate_batch(
+            [sources[i] for i in rows],
+            [pieces(batch.prefixes[i]) for i in rows],
+            asynchronous=True,
             beam_size=1,
-            max_decoding_length=max(len(p) for p in batch.prefixes) + 1,
+            max_decoding_length=max(len(batch.prefixes[i]) for i in rows) + 1,
             return_logits_vocab=True,
             max_input_length=0,
         )
+        return dict(zip(rows, steps, strict=True))
+
+    def word_started(self, batch: Batch, steps: dict[int, object]) -> list[list[int]]:
+        """The batch's prefixes, each that ends a word followed by the likeliest token that
+        starts one (or punctuation alone), for the search to go on from: CTranslate2 cannot
+        ban the pieces that would go on with the word ("Reh" + "a"), so one greedy step past
+        each such prefix (`next_steps`) gives its distribution to choose from. The output
+        does not end right after such a prefix (the torch search may)."""
+        import numpy as np
+
+        ends_word = np.array(self.tokenizer.word_ends)
+        ends_word[self.tokenizer.eos_id] = False
         started = []
-        rows = zip(batch.prefixes, batch.word_ends, batch.max_lengths, outputs, strict=True)
-        for prefix, ends, limit, output in rows:
-            ends = ends and len(prefix) < limit  # else the output ends there
-            logits = np.asarray(output.logits[0][len(prefix)]) if ends else None
-            token = [int(np.where(ends_word, logits, -np.inf).argmax())] if ends else []
-            started.append(prefix + token)
+        for i, (prefix, limit) in enumerate(zip(batch.prefixes, batch.max_lengths, strict=True)):
+            if i not in steps or len(prefix) >= limit:  # (at its limit the output ends there)
+                started.append(prefix)
+                continue
+            logits = np.asarray(steps[i].result().logits[0][len(prefix)])
+            started.append(prefix + [int(np.where(ends_word, logits, -np.inf).argmax())])
         return started
 
     def first_step_attention(self, batch: Batch) -> list:

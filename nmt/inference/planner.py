@@ -31,7 +31,7 @@ class Batch:
     exact form), or None when no line of the batch has one; steer: the output need not hold
     them, the search is only steered to them (soft constraints: the search's term_bonus);
     word_ends: per sentence, whether its prefix ends a word (a prefix text ending in a space:
-    the next token starts a word), or None when none does (a batch's lines all do, or none)."""
+    the next token starts a word), or None when none does."""
 
     lines: list[int]
     sources: list[list[int]]
@@ -171,9 +171,7 @@ class Planner:
         # takes two runs of the decoder (docs/benchmarks.md, stop 73); but a search steered
         # under the exact stop, which it ends by first_k, leaves them to the plain search
         if any(required) and steer and search.stop != "first_k":
-            groups = [part for group in groups for part in split(group, required)]
-        if any(word_ends):  # CTranslate2 holds a prefix to a word's end for a whole call
-            groups = [part for group in groups for part in split(group, word_ends)]
+            groups = [part for group in groups for part in by_constraints(group, required)]
         return [
             Batch(
                 lines=[todo[i] for i in group],
@@ -184,7 +182,9 @@ class Planner:
                 if any(required[i] for i in group)
                 else None,
                 steer=steer,
-                word_ends=[word_ends[i] for i in group] if word_ends[group[0]] else None,
+                word_ends=[word_ends[i] for i in group]
+                if any(word_ends[i] for i in group)
+                else None,
             )
             for group in groups
         ]
@@ -199,10 +199,10 @@ def same_limit(group: list[int], limits: list[int]) -> list[list[int]]:
     return list(by_limit.values())
 
 
-def split(group: list[int], having: list) -> list[list[int]]:
-    """`group` split into its sentences that have something (`having[i]` true: constraints, a
-    prefix ending a word) and those that have not, each part non-empty."""
-    parts = [[i for i in group if having[i]], [i for i in group if not having[i]]]
+def by_constraints(group: list[int], required: list[list[list[int]]]) -> list[list[int]]:
+    """`group` split into its sentences with constraints and those without (each non-empty),
+    for a search steered to the terms that stops by first_k where the plain search would not."""
+    parts = [[i for i in group if required[i]], [i for i in group if not required[i]]]
     return [part for part in parts if part]
 
 

@@ -130,7 +130,6 @@ class TorchEngine(Engine):
         log_probs: bool = False,  # our searches keep them always
         hypotheses: int = 0,
     ) -> Iterator[list]:
-        ends_word = None  # the ids that end a term's word, once a call that constrains
         with self.evaluating():
             for batch in batches:
                 src, options = self.tensors(batch)
@@ -138,7 +137,7 @@ class TorchEngine(Engine):
                 if batch.constraints is None:
                     yield translate_batch(self.model, src, search, options)
                     continue
-                ends_word = ends_word or self.tokenizer.word_ends()
+                ends_word = self.tokenizer.word_ends  # the ids that end a term's word
                 if batch.steer:  # soft: the terms steer the beam
                     device, bonus = self.model_device, search.term_bonus
                     steering = Steering.of(batch.constraints, ends_word, bonus, device)
@@ -178,7 +177,7 @@ class TorchEngine(Engine):
             options.target_prefix = padded(batch.prefixes, pad).to(device)
         if batch.word_ends is not None:
             options.prefix_ends_word = torch.tensor(batch.word_ends, device=device)
-            options.ends_word = torch.tensor(self.tokenizer.word_ends(), device=device)
+            options.ends_word = torch.tensor(self.tokenizer.word_ends, device=device)
         return padded(batch.sources, pad).to(device), options
 
     def attention(self, line: str, search: DecodeConfig):

@@ -170,6 +170,11 @@ class Glossary:
         """Whether `translation` holds the target term, in any inflection (by lemma)."""
         return holds(self.lemmas(translation), self.lemmas(target))
 
+    def used(self, translation: str, targets: list[str]) -> list[bool]:
+        """`uses` for each of the targets, the translation's lemmas found once."""
+        have = self.lemmas(translation)
+        return [holds(have, self.lemmas(target)) for target in targets]
+
     def lemmas(self, text: str) -> list[str]:
         return [lemma(core(w), self.tgt_lang) for w in text.split()]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
 from nmt.terms.glossary import Entry, Glossary, Match
@@ -100,10 +101,11 @@ def place_terms(
     for _ in range(MAX_ROUNDS):
         todo = []
         for j, text in texts.items():
+            used = glossary.used(text, [m.entry.target for m in matches[j]])
             lacking = [
                 m
-                for m in matches[j]
-                if tried[j].get(m.entry, 0) < 2 and not glossary.uses(text, m.entry.target)
+                for m, is_used in zip(matches[j], used, strict=True)
+                if tried[j].get(m.entry, 0) < 2 and not is_used
             ]
             if lacking and text:
                 todo.append((j, lacking[0]))
@@ -132,12 +134,33 @@ def place_terms(
             sized_as=[sources[j] for j, _ in todo],  # an annotated line as its sentence
             hypotheses=redo.beam_size if choosing else 0,
         )
+        redone = terms_first(engine, redone, [matches[j] for j, _ in todo], glossary, redo.nbest)
         for (j, match), nbest in zip(todo, redone, strict=True):
             tried[j][match.entry] = tried[j].get(match.entry, 0) + 1
-            if len(nbest) > 1:
-                hyps = [one_line(t) for t in decode([h.tokens for h in nbest])]
-                order = glossary.rank(hyps, [m.entry.target for m in matches[j]])
-                nbest = [nbest[h] for h in order][: redo.nbest]
             if nbest:
                 found[j] = nbest
                 texts[j] = best(j)
+
+
+def terms_first(
+    engine: Engine,
+    found: list[list[Hypothesis]],
+    matches: list[list[Match]],
+    glossary: Glossary,
+    nbest: int,
+) -> list[list[Hypothesis]]:
+    """Each sentence's hypotheses cut to `nbest`; those of a sentence that holds terms first
+    ranked by how many of them they use (`Glossary.rank`: the best that uses the most first,
+    the rest in the search's order)."""
+    todo = [
+        j
+        for j, (hyps, mine) in enumerate(zip(found, matches, strict=True))
+        if mine and len(hyps) > 1
+    ]
+    decoded = iter(engine.tokenizer.decode([h.tokens for j in todo for h in found[j]]))
+    ranked = [hyps[:nbest] for hyps in found]
+    for j in todo:
+        texts = [one_line(next(decoded)) for _ in found[j]]
+        order = glossary.rank(texts, [m.entry.target for m in matches[j]])
+        ranked[j] = [found[j][h] for h in order][:nbest]
+    return ranked
