@@ -123,28 +123,27 @@ def filler(entries: list[Entry], avoid: list[str], n: int) -> list[Entry]:
 def house(n: int) -> list[Entry]:
     """A house glossary of n entries, as a user keeps one: train's source content words
     (letters only, 3 or more, not a function word) most often linked one to one (eflomal) to
-    a German noun, each with the noun it is most often linked to. Mostly the model's own
-    words, some that it writes otherwise."""
+    a German noun, each with that noun where it is at least half of the word's one-to-one
+    links (its usual translation: not "green" -> "Grün" for "im Grünen"). Mostly the
+    model's own words, some that it writes otherwise."""
     train_src, train_tgt = read_lines("train.en"), read_lines("train.de")
     counts: Counter[tuple[str, str]] = Counter()
+    links: Counter[str] = Counter()  # each source word's one-to-one links, to any word
     for s, t, pairs in zip(train_src, train_tgt, align_corpus(train_src, train_tgt), strict=True):
         s_words, t_words = s.split(), t.split()
         for a, b in one_to_one_links(sorted(pairs)):
             word, term = core(s_words[a]).lower(), core(t_words[b])
-            if (
-                len(word) >= 3
-                and word.isalpha()
-                and term.isalpha()
-                and b > 0
-                and term[:1].isupper()
-                and word not in FUNCTION_WORDS
-            ):
+            if len(word) < 3 or not word.isalpha() or word in FUNCTION_WORDS:
+                continue
+            links[word] += 1
+            if term.isalpha() and b > 0 and term[:1].isupper():
                 counts[word, term] += 1
     chosen: dict[str, str] = {}
-    for (word, term), _ in counts.most_common():
+    for (word, term), count in counts.most_common():
         if len(chosen) == n:
             break
-        chosen.setdefault(word, term)
+        if 2 * count >= links[word]:
+            chosen.setdefault(word, term)
     return [Entry(word, term) for word, term in chosen.items()]
 
 
@@ -348,6 +347,18 @@ def main() -> None:
                 )
                 record["house_term_use_with"] = round(
                     sum(u["used"] for _, u in held) / max(len(held), 1), 4
+                )
+                record["house_val_bleu_without"] = round(
+                    sacrebleu.corpus_bleu(
+                        [t.text for t in plain_val], [read_lines("val.de")]
+                    ).score,
+                    2,
+                )
+                record["house_val_bleu_with"] = round(
+                    sacrebleu.corpus_bleu(
+                        [t.text for t in outputs["house"]], [read_lines("val.de")]
+                    ).score,
+                    2,
                 )
             for name, values in ratios.items():
                 record[f"val_time_ratio_{name}_median"] = round(statistics.median(values), 3)

@@ -45,6 +45,9 @@ def test_terms_are_found_at_word_boundaries_in_their_case_and_any_inflection():
     assert sources(glossary, "A shirt and an apple, not an Apple.") == ["shirt", "Apple"]
     assert sources(glossary, "No bike-sharing, no motorbikes.") == []
     assert [m.words for m in glossary.find("Two red shirts")] == [range(1, 3)]
+    forms = Glossary.parse("man\tMann\nmen\tMänner\n", "g.tsv")  # a form before a lemma
+    assert sources(forms, "Men and a man, two men.") == ["men", "man", "men"]
+    assert sources(Glossary.parse("man\tMann\n", "g.tsv"), "Two men.") == ["man"]
     dotted = Glossary.parse("ACME Inc.\tACME AG\n", "g.tsv")
     assert sources(dotted, "ACME Inc. sells bikes.") == ["ACME Inc."]
     assert glossary.uses("Er unterschreibt die Verträge.", "Vertrag")

@@ -108,9 +108,11 @@ class Engine(ABC):
     ) -> list[list[Hypothesis]]:
         """One n-best list per line, in input order, best first; [] for an empty or
         whitespace-only line. prefixes: per line, text every translation of it starts with
-        ("" = none), included in the hypotheses. `first_line_number`: what warnings call
-        lines[0], or each line's number (planner.line_number); `done(n)`: told of the n
-        lines of each batch as it ends (progress bars); `alignments`: each hypothesis gets
+        ("" = none), included in the hypotheses; one that ends in a space ends its word (the
+        next token starts a word or is punctuation alone: docs/guide.md).
+        `first_line_number`: what warnings call lines[0], or each line's number
+        (planner.line_number); `done(n)`: told of the n lines of each batch as it ends
+        (progress bars); `alignments`: each hypothesis gets
         its word alignment (nmt.inference.alignment); `scores`: each keeps its tokens'
         log-probs (`Hypothesis.token_log_probs`, what `rate` reads); `stop()`: asked before
         each batch, True ends the call with Stopped; `constraints`: per line, the target texts

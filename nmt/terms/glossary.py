@@ -12,7 +12,8 @@ at most MAX_FORMS entries, whatever the glossary.
 word boundaries (the punctuation around a word is not part of it). A word matches by its form
 or by its English lemma (simplemma), so "contracts" finds "contract"; a term's word in lower
 case also matches the word capitalised (a sentence's first word), any other keeps its case.
-Overlapping matches: the longest wins, then the first. `uses(translation, target)`: whether a
+Overlapping matches: the longest wins, then the first, then one by form over one by lemma
+("men" finds "men" -> "Männer" before "man" -> "Mann"). `uses(translation, target)`: whether a
 translation holds the target term in any inflection, by German lemma ("Verträge" is a use of
 "Vertrag").
 """
@@ -147,20 +148,19 @@ class Glossary:
         """The entries `sentence` holds (see the module docstring), in sentence order."""
         words = [core(w) for w in sentence.split()]
         lemmas = [lemma(w, self.src_lang) if w else "" for w in words]
-        found = []
+        found = []  # (match, whether it matches by form)
         for start in range(len(words)):
             for end in range(start + 1, min(start + MAX_TERM_WORDS, len(words)) + 1):
                 if not words[end - 1]:
                     break
                 for i in self._by_lemmas.get(tuple(lemmas[start:end]), []):
-                    if all(
-                        word_matches(t, w, self.src_lang)
-                        for t, w in zip(self._words[i], words[start:end], strict=True)
-                    ):
-                        found.append(Match(self.entries[i], range(start, end)))
-        found.sort(key=lambda m: (-len(m.words), m.words.start))
+                    pairs = list(zip(self._words[i], words[start:end], strict=True))
+                    if all(word_matches(t, w, self.src_lang) for t, w in pairs):
+                        form = all(t.lower() == w.lower() for t, w in pairs)
+                        found.append((Match(self.entries[i], range(start, end)), form))
+        found.sort(key=lambda m: (-len(m[0].words), m[0].words.start, not m[1]))
         chosen, taken = [], set()
-        for match in found:
+        for match, _ in found:
             if taken.isdisjoint(match.words):
                 chosen.append(match)
                 taken.update(match.words)
