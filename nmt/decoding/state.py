@@ -131,6 +131,7 @@ def prepare(
     src_pad_mask = model.source_padding_mask(src)
     src_lengths = (~src_pad_mask).sum(dim=1)
     max_lengths = max_output_lengths(src_lengths, max_len_a, max_len_b, model.cfg.max_positions)
+    start_at = None  # (B,) where a prefix that ends a word ends, -1 for the other sentences
     if target_prefix is not None:
         if target_prefix.size(1) >= model.cfg.max_positions:
             raise ValueError(
@@ -142,16 +143,11 @@ def prepare(
         max_lengths = torch.maximum(max_lengths, lengths)
         if prefix_ends_word is not None and prefix_ends_word.any():
             start_at = torch.where(prefix_ends_word, lengths, torch.full_like(lengths, -1))
-            return Batch(
-                src_pad_mask,
-                src_lengths,
-                max_lengths,
-                model.cfg.special_ids,
-                target_prefix,
-                start_at,
-                ends_word,
-            )
-    return Batch(src_pad_mask, src_lengths, max_lengths, model.cfg.special_ids, target_prefix)
+    ends_word = ends_word if start_at is not None else None
+    special = model.cfg.special_ids
+    return Batch(
+        src_pad_mask, src_lengths, max_lengths, special, target_prefix, start_at, ends_word
+    )
 
 
 class StepDecoder:
