@@ -329,6 +329,29 @@ def test_a_term_glued_into_a_longer_word_is_placed_again_its_word_ended(engine, 
     assert found.warnings == []
 
 
+def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs):
+    """After a search steered to the terms, placing (glued_only) takes only a term the
+    translation wrote on into a longer word, and places it at once with its word ended; a
+    term the translation does not hold at all is left (reported, not placed)."""
+    from nmt.terms.placing import place_terms
+
+    glossary = Glossary.parse(TERMS, "g.tsv")
+    line = overfit_pairs[0][0]
+    matches = [glossary.find(line)]
+    best = translate_texts(engine, [line], engine.search)[0].text
+    for text, placed in ((best.replace("Büsche", "Sträucherchen"), True), (best, False)):
+        found = [[Hypothesis(engine.tokenizer.encode([text])[0], 0.0, 0.0)]]
+        gluing = Gluing(engine)
+        args = (engine.search, [line], [line], matches, found, [1], glossary, False, False)
+        place_terms(gluing, *args, glued_only=True)
+        (written,) = engine.tokenizer.decode([found[0][0].tokens])
+        if placed:
+            assert len(gluing.prefixes) == 1 and gluing.prefixes[0][0].endswith("Sträucher ")
+            assert re.search(r"Sträucher\b", written), written
+        else:
+            assert gluing.prefixes == [] and written == text
+
+
 class Calls:
     """`engine` as it is, with a record of the `steer` of each `translate` call."""
 

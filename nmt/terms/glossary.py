@@ -170,6 +170,15 @@ class Glossary:
         """Whether `translation` holds the target term, in any inflection (by lemma)."""
         return holds(self.lemmas(translation), self.lemmas(target))
 
+    def glued(self, translation: str, target: str) -> bool:
+        """Whether `translation` writes the target term's last word on into a longer word
+        ("Reha" for "Reh"), case aside: a term the search did not end."""
+        last = core(target.split()[-1]).lower()
+        return any(
+            len(word) > len(last) and word.startswith(last)
+            for word in (core(w).lower() for w in translation.split())
+        )
+
     def used(self, translation: str, targets: list[str]) -> list[bool]:
         """`uses` for each of the targets, the translation's lemmas found once."""
         have = self.lemmas(translation)

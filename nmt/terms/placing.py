@@ -77,13 +77,15 @@ def place_terms(
     alignments: bool,
     scores: bool,
     stop=None,
+    glued_only: bool = False,
 ) -> None:
     """Each sentence's terms placed (see the module docstring): `matches`, per sentence the
     glossary's entries it holds (their words those of `sources`, the sentences aligned to the
     translations); `model_sources`, the sentences as the model reads them (their terms
     annotated, for a model trained to read them: nmt.terms.annotation); `found` (per sentence
     its n-best list) is replaced in place where a term was placed. `stop` as
-    Engine.translate's."""
+    Engine.translate's. `glued_only`: only terms the translation glued into a longer word
+    are placed, their word ended at once (after a search steered to the terms)."""
     decode = engine.tokenizer.decode
     # a beam from a forced prefix stops by first_k: under a length penalty that rewards
     # length (GNMT alpha > 1) the exact stop runs it to its maximum length, where it finds
@@ -98,6 +100,10 @@ def place_terms(
 
     texts = {j: best(j) for j, m in enumerate(matches) if m}
     tried: dict[int, dict[Entry, int]] = {j: {} for j in texts}  # times each term was placed
+    if glued_only:  # the others count as placed twice: never placed
+        for j, text in texts.items():
+            for m in matches[j]:
+                tried[j][m.entry] = 1 if glossary.glued(text, m.entry.target) else 2
     for _ in range(MAX_ROUNDS):
         todo = []
         for j, text in texts.items():
