@@ -57,16 +57,20 @@ class Vocabulary:
         return np.array([piece.startswith("\u2581") for piece in self.vocabulary_pieces])
 
     @cached_property
-    def word_ends(self) -> tuple[bool, ...]:
-        """(V,) per id, whether it may follow a whole word: it starts a word, is punctuation
-        alone but a hyphen's (which joins a compound: "Bank-Filiale" writes no "Bank"), or
-        is EOS (a term of the constrained search ends there)."""
-        return tuple(
-            piece.startswith("\u2581")
-            or (all(not c.isalnum() for c in piece) and not piece.startswith("-"))
-            or i == self.eos_id
-            for i, piece in enumerate(self.vocabulary_pieces)
+    def word_ends(self) -> np.ndarray:
+        """(V,) bool, read-only: per id, whether it may follow a whole word: it starts a word,
+        is punctuation alone but a hyphen's (which joins a compound: "Bank-Filiale" writes no
+        "Bank"), or is EOS (a term of the constrained search ends there)."""
+        ends = np.array(
+            [
+                piece.startswith("\u2581")
+                or (all(not c.isalnum() for c in piece) and not piece.startswith("-"))
+                or i == self.eos_id
+                for i, piece in enumerate(self.vocabulary_pieces)
+            ]
         )
+        ends.flags.writeable = False  # shared by every call: a caller copies to change it
+        return ends
 
     def word_texts(self, ids, word_starts: np.ndarray) -> list[str]:
         """The words of a row of ids as `piece_words` groups them, each as one token without

@@ -21,6 +21,7 @@ and L tokens at most per constraint, M candidates per sentence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -185,7 +186,7 @@ def constrained_beam_search(
     src: Tensor,
     cfg: DecodeConfig,
     constraints: list[Constraints],
-    ends_word: list[bool],
+    ends_word: Sequence[bool],
     options: SearchOptions | None = None,
 ) -> list[list[Hypothesis]]:
     """src (B, S) right-padded ids, each row ending in EOS; constraints: per sentence, the

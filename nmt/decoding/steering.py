@@ -20,6 +20,7 @@ vocabulary, M candidates per sentence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -40,7 +41,7 @@ class Steering:
 
     @classmethod
     def of(
-        cls, constraints: list[Constraints], ends_word: list[bool], bonus: float, device
+        cls, constraints: list[Constraints], ends_word: Sequence[bool], bonus: float, device
     ) -> Steering:
         """Per sentence its token sequences; ends_word (V,) -> nothing written, one row a
         sentence (a search's first step)."""

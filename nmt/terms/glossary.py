@@ -168,7 +168,7 @@ class Glossary:
 
     def uses(self, translation: str, target: str) -> bool:
         """Whether `translation` holds the target term, in any inflection (by lemma)."""
-        return holds(self.lemmas(translation), self.lemmas(target))
+        return self.used(translation, [target])[0]
 
     def glued(self, translation: str, target: str) -> bool:
         """Whether `translation` writes the target term's last word on into a longer word

@@ -18,6 +18,7 @@ holds it to a term it read and did not write, where its engine cannot steer the 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from nmt.decoding.settings import DecodeConfig
@@ -99,7 +100,7 @@ def place_terms(
         return one_line(decode([found[j][0].tokens])[0]) if found[j] else ""
 
     texts = {j: best(j) for j, m in enumerate(matches) if m}
-    tried: dict[int, dict[Entry, int]] = {j: {} for j in texts}  # times each term was placed
+    tried: dict[int, Counter[Entry]] = {j: Counter() for j in texts}  # times each was placed
     if glued_only:  # the others count as placed twice: never placed
         for j, text in texts.items():
             for m in matches[j]:
@@ -111,7 +112,7 @@ def place_terms(
             lacking = [
                 m
                 for m, is_used in zip(matches[j], used, strict=True)
-                if tried[j].get(m.entry, 0) < 2 and not is_used
+                if tried[j][m.entry] < 2 and not is_used
             ]
             if lacking and text:
                 todo.append((j, lacking[0]))
@@ -142,7 +143,7 @@ def place_terms(
         )
         redone = terms_first(engine, redone, [matches[j] for j, _ in todo], glossary, redo.nbest)
         for (j, match), nbest in zip(todo, redone, strict=True):
-            tried[j][match.entry] = tried[j].get(match.entry, 0) + 1
+            tried[j][match.entry] += 1
             if nbest:
                 found[j] = nbest
                 texts[j] = best(j)
