@@ -301,8 +301,8 @@ class Gluing:
     """`engine`, except that a forced prefix that does not end in a space is written on into
     a longer word ("Sträucher" + "chen"); it records the prefixes of each call."""
 
-    def __init__(self, engine):
-        self.engine, self.prefixes = engine, []
+    def __init__(self, engine, glue: str = "chen"):
+        self.engine, self.prefixes, self.glue = engine, [], glue
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -310,7 +310,7 @@ class Gluing:
     def translate(self, lines, search, first_line_number=1, prefixes=None, **kwargs):
         self.prefixes.append(prefixes)
         if prefixes:
-            prefixes = [p + "chen" if p and not p.endswith(" ") else p for p in prefixes]
+            prefixes = [p + self.glue if p and not p.endswith(" ") else p for p in prefixes]
         return self.engine.translate(lines, search, first_line_number, prefixes, **kwargs)
 
 
@@ -329,6 +329,53 @@ def test_a_term_glued_into_a_longer_word_is_placed_again_its_word_ended(engine, 
     assert found.warnings == []
 
 
+def test_a_sentences_lacking_terms_are_written_into_one_prefix_up_to_the_last():
+    """Each lacking term replaces the words aligned to its source words (a run of them), the
+    words between kept; a term with no aligned word goes in past its aligned neighbour; one
+    whose place an earlier term took waits; the prefix stops at the last term placed."""
+    from nmt.terms.glossary import Match
+    from nmt.terms.placing import prefix_for
+
+    source = "Two young males sit near many green bushes ."
+    translation = "Zwei junge Männer sitzen in der Nähe vieler grüner Büsche ."
+    links = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (4, 5), (4, 6), (5, 7), (6, 8), (7, 9)]
+    links.append((8, 10))
+
+    def match(word: str, target: str, words: range | None = None) -> Match:
+        at = source.split().index(word)
+        return Match(Entry(word, target), words or range(at, at + 1))
+
+    males, bushes = match("males", "Jungs"), match("bushes", "Sträucher")
+    prefix, placed = prefix_for(translation, [bushes, males], links)
+    assert prefix == "Zwei junge Jungs sitzen in der Nähe vieler grüner Sträucher"
+    assert placed == [males, bushes]  # in the translation's order
+    near = match("near", "bei")  # aligned to a run of three words: all three replaced
+    prefix, placed = prefix_for(translation, [near, bushes], links)
+    assert prefix == "Zwei junge Männer sitzen bei vieler grüner Sträucher"
+    unaligned = [pair for pair in links if pair[0] != 2]  # males: after "junge"
+    assert prefix_for(translation, [males], unaligned)[0] == "Zwei junge Jungs"
+    both = match("young", "jungen", range(1, 3))  # "young males", over Männer's place
+    prefix, placed = prefix_for(translation, [both, males], links)
+    assert prefix == "Zwei jungen" and placed == [both]  # males waits a round
+    first = match("Two", "zwei")
+    assert prefix_for(translation, [first], links)[0] == "Zwei"  # capitalised at the start
+    end = match(".", "!")
+    assert prefix_for(translation, [end], links)[0] == translation[:-1] + "!"  # never past
+
+
+def test_all_of_a_lines_lacking_terms_are_placed_in_one_decode(engine, overfit_pairs):
+    """A line that lacks two terms is decoded once more, not once per term: its prefix holds
+    both, and its translation uses both, on either engine."""
+    glossary = Glossary.parse("males\tJungs\nbushes\tSträucher\n", "g.tsv")
+    line = overfit_pairs[0][0]
+    calls = Gluing(engine, glue="")
+    search = replace(engine.search, term_bonus=0.0)  # placed, not steered
+    found = translate_texts(calls, [line], search, glossary=glossary)[0]
+    assert len(calls.prefixes) == 2, calls.prefixes  # the translation, then one placing
+    assert "Jungs" in calls.prefixes[1][0] and calls.prefixes[1][0].endswith("Sträucher")
+    assert [t["used"] for t in found.terms] == [True, True], found.text
+
+
 def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs):
     """After a search steered to the terms, placing (glued_only) takes only a term the
     translation wrote on into a longer word, and places it at once with its word ended; a
@@ -342,7 +389,7 @@ def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs):
     for text, placed in ((best.replace("Büsche", "Sträucherchen"), True), (best, False)):
         found = [[Hypothesis(engine.tokenizer.encode([text])[0], 0.0, 0.0)]]
         gluing = Gluing(engine)
-        args = (engine.search, [line], [line], matches, found, [1], glossary, False, False)
+        args = (engine.search, [line], [None], matches, found, [1], glossary, False, False)
         place_terms(gluing, *args, glued_only=True)
         (written,) = engine.tokenizer.decode([found[0][0].tokens])
         if placed:

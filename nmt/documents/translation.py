@@ -192,7 +192,7 @@ def translate_texts(
             engine,
             search,
             read,
-            model_read,
+            annotated,
             matches,
             found,
             numbers,

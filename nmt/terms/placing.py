@@ -1,16 +1,16 @@
 """Glossary terms put into translations, on either engine: the search continued from the term.
 
 For each sentence, the glossary's entries it holds (`Glossary.find`) are checked against its
-best translation (`Glossary.uses`: any inflection). A term it lacks is placed where the word
-alignment puts the words that translate its source term: the translation up to the first of
-those words, then the target term, is forced as a prefix and the search writes the rest
-(Engine.translate's prefixes), so the words after the term fit it, and the model may still
-inflect the term's last word ("Vertrag" + "s"). Of the hypotheses the beam finished from the
-prefix, the best that uses the most of the sentence's terms is kept. A term the search glued
-into a longer word ("Reh" + "a", no use of "Reh") is placed once more, its word ended (a
-prefix ending in a space: the next token starts a word). One term per sentence a round, the
-one earliest in the sentence, for at most MAX_ROUNDS rounds: a term still lacking is
-reported as not used. Sentences that hold no term, or use all theirs, are decoded once. A
+best translation (`Glossary.uses`: any inflection). The terms it lacks are placed where the
+word alignment puts the words that translate their source terms: the translation up to the
+last of them, each in place of those words, is forced as a prefix and the search writes the
+rest (Engine.translate's prefixes), so the words after the last term fit it, and the model
+may still inflect its last word ("Vertrag" + "s"). Of the hypotheses the beam finished from
+the prefix, the best that uses the most of the sentence's terms is kept. A term the search
+glued into a longer word ("Reh" + "a", no use of "Reh") is placed once more, its word ended
+(a prefix ending in a space: the next token starts a word). A sentence is decoded once a
+round, for at most MAX_ROUNDS rounds, each term placed at most twice: a term still lacking
+is reported as not used. Sentences that hold no term, or use all theirs, are decoded once. A
 model that reads its terms annotated (nmt.terms.annotation) reads them so again: placing
 holds it to a term it read and did not write, where its engine cannot steer the search to it
 (CTranslate2).
@@ -25,6 +25,7 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
+from nmt.terms.annotation import Annotated
 from nmt.terms.glossary import Entry, Glossary, Match
 
 MAX_ROUNDS = 8
@@ -48,29 +49,52 @@ def term_tally(terms: list[list[dict]]) -> str:
     return f"glossary: {used:,} of {len(held):,} terms in {sum(1 for t in terms if t):,} lines used"
 
 
-def prefix_for(translation: str, match: Match, links: list[tuple[int, int]], target: str) -> str:
-    """The translation up to the first word aligned to the match's source words (else past
-    those aligned to the nearest aligned source word before it, else from the start; never
-    past the last word), then `target`."""
+def prefix_for(
+    translation: str, placed: list[Match], links: list[tuple[int, int]]
+) -> tuple[str, list[Match]]:
+    """The translation with the terms of `placed` (each sentence's lacking ones) written in, up
+    to the last: each replaces the words aligned to its source words (the first run of them;
+    with none aligned, it goes in past the words aligned to the nearest aligned source word
+    before it, else at the start; never past the last word). A term whose place is taken by
+    an earlier one waits for the next round. The prefix, and the matches it places."""
     words = translation.split()
     aligned: dict[int, list[int]] = {}
     for s, t in links:
         if t < len(words):
             aligned.setdefault(s, []).append(t)
-    mine = sorted(t for s in match.words for t in aligned.get(s, []))
-    before = [max(aligned[s]) + 1 for s in range(match.words.start - 1, -1, -1) if s in aligned]
-    at = mine[0] if mine else before[0] if before else 0
-    at = min(at, max(len(words) - 1, 0))  # the last word (its final stop) is written again
-    if at == 0:
-        target = target[:1].upper() + target[1:]
-    return " ".join([*words[:at], target])
+    spots = []
+    for match in placed:
+        mine = sorted({t for s in match.words for t in aligned.get(s, [])})
+        if mine:
+            at, end = mine[0], mine[0] + 1
+            while end in mine:
+                end += 1
+        else:
+            before = [
+                max(aligned[s]) + 1 for s in range(match.words.start - 1, -1, -1) if s in aligned
+            ]
+            at = end = before[0] if before else 0
+        at = min(at, max(len(words) - 1, 0))  # the last word (its final stop) is written again
+        spots.append((at, max(end, at), match))
+    out, taken, kept, last = [], 0, [], -1
+    for at, end, match in sorted(spots, key=lambda spot: spot[0]):
+        if at < taken or at == last:  # its place overlaps an earlier term's
+            continue
+        last = at
+        target = match.entry.target
+        if at == 0:
+            target = target[:1].upper() + target[1:]
+        out += [*words[taken:at], target]
+        taken = end
+        kept.append(match)
+    return " ".join(out), kept
 
 
 def place_terms(
     engine: Engine,
     search: DecodeConfig,
     sources: list[str],
-    model_sources: list[str],
+    annotated: list[Annotated | None],
     matches: list[list[Match]],
     found: list[list],
     numbers: list[int],
@@ -82,8 +106,8 @@ def place_terms(
 ) -> None:
     """Each sentence's terms placed (see the module docstring): `matches`, per sentence the
     glossary's entries it holds (their words those of `sources`, the sentences aligned to the
-    translations); `model_sources`, the sentences as the model reads them (their terms
-    annotated, for a model trained to read them: nmt.terms.annotation); `found` (per sentence
+    translations); `annotated`, per sentence its terms annotated as a model trained to read
+    them reads them (nmt.terms.annotation), None where it reads the sentence; `found` (per sentence
     its n-best list) is replaced in place where a term was placed. `stop` as
     Engine.translate's. `glued_only`: only terms the translation glued into a longer word
     are placed, their word ended at once (after a search steered to the terms)."""
@@ -115,23 +139,33 @@ def place_terms(
                 if tried[j][m.entry] < 2 and not is_used
             ]
             if lacking and text:
-                todo.append((j, lacking[0]))
+                todo.append((j, lacking))
         if not todo:
             break
-        links = engine.align(
-            [sources[j] for j, _ in todo],
-            [texts[j] for j, _ in todo],
-            [numbers[j] for j, _ in todo],
+        # the word alignment the search gave with its translation (alignments asked for), else
+        # the translation forced through the model (the search's attention costs CTranslate2
+        # its sources encoded again, for lines most of which need no other round)
+        links = [links_of(found[j][0], annotated[j]) for j, _ in todo]
+        unaligned = [i for i, pairs in enumerate(links) if pairs is None]
+        forced = engine.align(
+            [sources[todo[i][0]] for i in unaligned],
+            [texts[todo[i][0]] for i in unaligned],
+            [numbers[todo[i][0]] for i in unaligned],
         )
+        for i, pairs in zip(unaligned, forced, strict=True):
+            links[i] = pairs
+        placing = [
+            prefix_for(texts[j], lacking, pairs or [])
+            for (j, lacking), pairs in zip(todo, links, strict=True)
+        ]
         # placed again, a term glued into a longer word ("Reh" + "a") ends its word: a prefix
-        # ending in a space
+        # ending in a space (one before the last ends its word in the prefix)
         prefixes = [
-            prefix_for(texts[j], match, pairs or [], match.entry.target)
-            + " " * (match.entry in tried[j])
-            for (j, match), pairs in zip(todo, links, strict=True)
+            prefix + " " * (placed[-1].entry in tried[j])
+            for (j, _), (prefix, placed) in zip(todo, placing, strict=True)
         ]
         redone = engine.translate(
-            [model_sources[j] for j, _ in todo],
+            [annotated[j].text if annotated[j] else sources[j] for j, _ in todo],
             redo,
             [numbers[j] for j, _ in todo],
             prefixes,
@@ -142,11 +176,16 @@ def place_terms(
             hypotheses=redo.beam_size if choosing else 0,
         )
         redone = terms_first(engine, redone, [matches[j] for j, _ in todo], glossary, redo.nbest)
-        for (j, match), nbest in zip(todo, redone, strict=True):
-            tried[j][match.entry] += 1
+        for (j, _), (_, placed), nbest in zip(todo, placing, redone, strict=True):
+            tried[j].update(m.entry for m in placed)
             if nbest:
                 found[j] = nbest
                 texts[j] = best(j)
+
+
+def links_of(hyp: Hypothesis, annotated: Annotated | None) -> list[tuple[int, int]] | None:
+    """A hypothesis's word alignment from the sentence's words (None if it has none)."""
+    return annotated.source_links(hyp.alignment) if annotated else hyp.alignment
 
 
 def terms_first(
