@@ -35,6 +35,24 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
+# Modules whose tests train or start processes for tens of seconds each: collected first, so
+# that xdist hands them out first (it hands out work in collection order, a group of tests
+# first) and no worker ends the run alone on one of them while the other idles.
+HEAVY_MODULES = (
+    "test_training.py",
+    "test_reliability.py",
+    "test_alignment.py",
+    "test_init_from.py",
+    "test_sweeps.py",
+    "test_budget_bands.py",
+    "test_loss_normalisation.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in HEAVY_MODULES)  # stable: order kept
+
+
 # --- helpers: tensors, threads, configs and command lines ---
 
 
