@@ -52,6 +52,21 @@ def test_a_forced_prefix_keeps_its_alignment(overfit_engine, lines):
     assert forced == free  # the prefix is where greedy went: the same words, the same links
 
 
+def test_ct2_reads_a_forced_target_in_one_pass_as_a_batch_decodes_it(ct2_f32, overfit_pairs):
+    """On the CPU CTranslate2 aligns a given translation in one decoder pass a sentence
+    (`align`): the links of the batched forced decode (Engine.align), for targets of many
+    lengths, a line without a target, an empty line, and a translation other than the
+    model's own (a reference)."""
+    from nmt.inference.engine import Engine
+
+    src, ref = overfit_pairs
+    lines, targets = [*src[:10], src[10], ""], [*ref[:10], "", "Ein Hund."]
+    assert ct2_f32.device == "cpu"
+    links = ct2_f32.align(lines, targets)
+    assert links == Engine.align(ct2_f32, lines, targets)
+    assert links[10] == [] and links[11] is None and all(links[:10])
+
+
 def test_pieces_map_to_words_and_argmax_links_them():
     assert word_of_piece(["\u2581A", "\u2581ma", "n", "."]) == [0, 1, 1, 1]
     attention = torch.tensor([[0.1, 0.7, 0.1, 0.1], [0.6, 0.2, 0.1, 0.1], [0.0, 0.1, 0.8, 0.1]])

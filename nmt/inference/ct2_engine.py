@@ -31,6 +31,7 @@ from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_info, store_di
 from nmt.decoding.penalties import gnmt_as_power
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
+from nmt.inference.alignment import word_alignment
 from nmt.inference.engine import Engine, ModelCard
 from nmt.inference.planner import Batch, Planner
 from nmt.vocabulary import OURS
@@ -248,6 +249,46 @@ class CTranslate2Engine(Engine):
             for hyp, output in zip((h for n in nbests for h in n), scored or [], strict=False):
                 hyp.token_log_probs = list(output.result().log_probs)
             yield nbests
+
+    def align(
+        self, lines: list[str], targets: list[str], first_line_number: int = 1
+    ) -> list[list[tuple[int, int]] | None]:
+        """Engine.align's links. On the CPU each target is read in one pass of the decoder,
+        a sentence at a time (CTranslate2's return_alternatives reads its prefix so, and with
+        the prefix's length as the limit writes nothing after it): the same links as the
+        batched forced decode (tests/test_alignment.py) in about a third of the time here
+        (docs/benchmarks.md); on a GPU, a batch decoded a step at a time."""
+        if self.device != "cpu":
+            return super().align(lines, targets, first_line_number)
+        import torch
+
+        whole = DecodeConfig(max_len_a=0.0, max_len_b=1)
+        links: list[list[tuple[int, int]] | None] = [[] if line.strip() else None for line in lines]
+        pieces, pending = self.tokenizer.pieces, []
+        for batch in self.planner.plan(lines, whole, targets, first_line_number):
+            by_length: dict[int, list[int]] = {}
+            for row, prefix in enumerate(batch.prefixes or []):
+                if prefix:
+                    by_length.setdefault(len(prefix), []).append(row)
+            sources = self.source_pieces(batch)
+            for length, rows in by_length.items():
+                outputs = self.engine.translate_batch(
+                    [sources[row] for row in rows],
+                    [pieces(batch.prefixes[row]) for row in rows],
+                    asynchronous=True,
+                    beam_size=1,
+                    return_alternatives=True,
+                    max_decoding_length=length,
+                    return_attention=True,
+                    max_input_length=0,
+                )
+                pending.append((batch, rows, outputs))
+        for batch, rows, outputs in pending:
+            for row, output in zip(rows, outputs, strict=True):
+                attention = torch.tensor(output.result().attention[0])
+                source, target = pieces(batch.sources[row][:-1]), pieces(batch.prefixes[row])
+                links[batch.lines[row]] = word_alignment(source, target, attention)
+        return links
 
     def next_steps(self, engine, batch: Batch) -> dict[int, object]:
         """One greedy step past each prefix of the batch that ends a word, with its

@@ -96,8 +96,11 @@ class Glossary:
         self._words = [[core(w) for w in e.source.split()] for e in self.entries]
         # entries by the lemmas of their words: a run of a sentence's words looks up its own
         self._by_lemmas: dict[tuple[str, ...], list[int]] = {}
+        # every key's starts: a run of words that starts none ends the search from its start
+        self._starts: set[tuple[str, ...]] = set()
         for i, words in enumerate(self._words):
             key = tuple(lemma(w, src_lang) for w in words)
+            self._starts.update(key[:n] for n in range(1, len(key) + 1))
             forms = self._by_lemmas.setdefault(key, [])
             forms.append(i)
             if len(forms) > MAX_FORMS:
@@ -151,9 +154,10 @@ class Glossary:
         found = []  # (match, whether it matches by form)
         for start in range(len(words)):
             for end in range(start + 1, min(start + MAX_TERM_WORDS, len(words)) + 1):
-                if not words[end - 1]:
+                key = tuple(lemmas[start:end])
+                if not words[end - 1] or key not in self._starts:
                     break
-                for i in self._by_lemmas.get(tuple(lemmas[start:end]), []):
+                for i in self._by_lemmas.get(key, []):
                     pairs = list(zip(self._words[i], words[start:end], strict=True))
                     if all(word_matches(t, w, self.src_lang) for t, w in pairs):
                         form = all(t.lower() == w.lower() for t, w in pairs)
