@@ -301,8 +301,8 @@ class Gluing:
     """`engine`, except that a forced prefix that does not end in a space is written on into
     a longer word ("Sträucher" + "chen"); it records the prefixes of each call."""
 
-    def __init__(self, engine, glue: str = "chen"):
-        self.engine, self.prefixes, self.glue = engine, [], glue
+    def __init__(self, engine):
+        self.engine, self.prefixes = engine, []
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -310,7 +310,7 @@ class Gluing:
     def translate(self, lines, search, first_line_number=1, prefixes=None, **kwargs):
         self.prefixes.append(prefixes)
         if prefixes:
-            prefixes = [p + self.glue if p and not p.endswith(" ") else p for p in prefixes]
+            prefixes = [p + "chen" if p and not p.endswith(" ") else p for p in prefixes]
         return self.engine.translate(lines, search, first_line_number, prefixes, **kwargs)
 
 
@@ -368,7 +368,7 @@ def test_all_of_a_lines_lacking_terms_are_placed_in_one_decode(engine, overfit_p
     both, and its translation uses both, on either engine."""
     glossary = Glossary.parse("males\tJungs\nbushes\tSträucher\n", "g.tsv")
     line = overfit_pairs[0][0]
-    calls = Gluing(engine, glue="")
+    calls = Calls(engine)
     search = replace(engine.search, term_bonus=0.0)  # placed, not steered
     found = translate_texts(calls, [line], search, glossary=glossary)[0]
     assert len(calls.prefixes) == 2, calls.prefixes  # the translation, then one placing
@@ -400,10 +400,11 @@ def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs):
 
 
 class Calls:
-    """`engine` as it is, with a record of the `steer` of each `translate` call."""
+    """`engine` as it is, with a record of the `steer`, the search's stop and the prefixes of
+    each `translate` call."""
 
     def __init__(self, engine):
-        self.engine, self.steered, self.stops = engine, [], []
+        self.engine, self.steered, self.stops, self.prefixes = engine, [], [], []
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
@@ -411,6 +412,7 @@ class Calls:
     def translate(self, lines, search, *args, **kwargs):
         self.steered.append(kwargs.get("steer", False))
         self.stops.append(search.stop)
+        self.prefixes.append(args[1] if len(args) > 1 else kwargs.get("prefixes"))
         return self.engine.translate(lines, search, *args, **kwargs)
 
 
