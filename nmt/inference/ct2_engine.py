@@ -32,7 +32,7 @@ from nmt.decoding.penalties import gnmt_as_power
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
-from nmt.inference.engine import Engine, ModelCard
+from nmt.inference.engine import WHOLE_TARGET, Engine, ModelCard
 from nmt.inference.planner import Batch, Planner
 from nmt.vocabulary import OURS
 
@@ -262,10 +262,9 @@ class CTranslate2Engine(Engine):
             return super().align(lines, targets, first_line_number)
         import torch
 
-        whole = DecodeConfig(max_len_a=0.0, max_len_b=1)
         links: list[list[tuple[int, int]] | None] = [[] if line.strip() else None for line in lines]
         pieces, pending = self.tokenizer.pieces, []
-        for batch in self.planner.plan(lines, whole, targets, first_line_number):
+        for batch in self.planner.plan(lines, WHOLE_TARGET, targets, first_line_number):
             by_length: dict[int, list[int]] = {}
             for row, prefix in enumerate(batch.prefixes or []):
                 if prefix:

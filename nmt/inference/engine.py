@@ -23,6 +23,10 @@ from nmt.inference.planner import Batch, Planner, encode_prefixes, line_number
 from nmt.inference.scores import Scores, scores
 from nmt.tokenizer import Tokenizer
 
+# the search `align` forces a given target through: its output is the target (the prefix's
+# length, at least 1)
+WHOLE_TARGET = DecodeConfig(max_len_a=0.0, max_len_b=1)
+
 
 @dataclass
 class ModelCard:
@@ -275,8 +279,7 @@ class Engine(ABC):
     ) -> list[list[tuple[int, int]] | None]:
         """The word alignment (nmt.inference.alignment) of each given translation, forced as
         the whole output; None for an empty source line, [] for an empty target."""
-        whole = DecodeConfig(max_len_a=0.0, max_len_b=1)  # the prefix's length, at least 1
-        found = self.translate(lines, whole, first_line_number, targets, alignments=True)
+        found = self.translate(lines, WHOLE_TARGET, first_line_number, targets, alignments=True)
         return [
             (hyps[0].alignment if target.strip() else []) if hyps else None
             for hyps, target in zip(found, targets, strict=True)
