@@ -212,10 +212,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--term-place",
-        choices=["on", "off"],
-        default="on",
-        help="a term the translation still lacks decoded again from it (decode.term_place); "
-        "for a model that reads no terms, off uses none",
+        choices=["decode", "edit", "off"],
+        help="a term the translation still lacks decoded again from it, or written into it "
+        "(decode.term_place), if not the default; for a model that reads no terms, off uses none",
     )
     parser.add_argument(
         "--without-exact", action="store_true", help="leave the exact mode (glossary_exact) out"
@@ -237,12 +236,13 @@ def main() -> None:
     fields = {"stop": args.stop} if args.stop else {}
     if args.term_bonus is not None:
         fields["term_bonus"] = args.term_bonus
+    if args.term_place is not None:
+        fields["term_place"] = args.term_place
     search, line = choose_search(
         engine.card,
         DecodeConfig(),
         [],
         term_choice=args.term_choice == "on",
-        term_place=args.term_place == "on",
         **fields,
     )
     learnt = engine.info.get("terms")
@@ -309,7 +309,7 @@ def main() -> None:
         inflect = [i for i, e in entries.items() if e.target != reference_form[i]]
         record = {
             "name": f"glossary/{args.backend}/{mode}/{args.given}/{search.stop}/"
-            f"choice_{args.term_choice}/bonus_{search.term_bonus}/place_{args.term_place}/"
+            f"choice_{args.term_choice}/bonus_{search.term_bonus}/place_{search.term_place}/"
             f"{args.ckpt}",
             "ckpt": args.ckpt,
             "backend": args.backend,

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 from conftest import run_module
 
+from nmt.decoding.penalties import normalized_score
 from nmt.decoding.settings import SearchError
 from nmt.decoding.state import Hypothesis
 from nmt.documents.translation import translate_texts
@@ -167,7 +168,7 @@ def test_a_model_that_learnt_terms_reads_them_annotated_on_both_engines(engine, 
     term is read as it is."""
     glossary = Glossary.parse(TERMS, "g.tsv")
     lines = overfit_pairs[0][:3]
-    search = replace(engine.search, term_place=False)
+    search = replace(engine.search, term_place="off")
     for form, annotation in (
         ("lemma", ["bushes %% Strauch %%", "hats %% Helm %%"]),
         ("exact", ["bushes %% Sträucher %%", "hats %% Helmen %%"]),
@@ -225,7 +226,7 @@ def test_an_annotating_models_best_is_the_beams_best_that_uses_the_most_terms(
     search's own n best; off, the search's own order."""
     glossary = Glossary.parse(TERMS + "man\tMann\nwoman\tFrau\n", "g.tsv")
     lines = overfit_pairs[0][:4]
-    search = replace(engine.search, term_place=False)  # the search's hypotheses, none placed
+    search = replace(engine.search, term_place="off")  # the search's hypotheses, none placed
     assert search.strategy == "beam" and search.beam_size >= 3 and search.term_choice
     for nbest in (1, 2):
         reader = Recorder(engine, "lemma")
@@ -271,7 +272,7 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     did: annotated for a model that reads terms, as given for one that does not."""
     glossary = Glossary.parse(TERMS, "g.tsv")
     line = overfit_pairs[0][0]
-    search = replace(engine.search, term_bonus=0.0, term_place=False)  # no steering, no placing
+    search = replace(engine.search, term_bonus=0.0, term_place="off")  # no steering, no placing
     best = translate_texts(engine, [line], search)[0].text
     assert "Büsche" in best
     offering = Offering(engine, best.replace("Büsche", "Sträucher"))
@@ -284,7 +285,7 @@ def test_a_worse_hypothesis_that_uses_the_term_is_chosen_over_the_best_that_does
     assert kept[0].text != offer and not kept[0].terms[0]["used"]
     assert offering.asked[1:] == [0]
     # placed: only where no finished hypothesis has the term, and the line read as at first
-    placing = replace(search, term_place=True)
+    placing = replace(search, term_place="decode")
     for form in ("lemma", None):
         offering = Offering(engine, best.replace("Büsche", "Sträucher"), form=form)
         chosen = translate_texts(offering, [line], placing, glossary=glossary)[0]
@@ -321,7 +322,7 @@ def test_a_term_glued_into_a_longer_word_is_placed_again_its_word_ended(engine, 
     glossary = Glossary.parse(TERMS, "g.tsv")
     line = overfit_pairs[0][0]
     gluing = Gluing(engine)
-    search = replace(engine.search, term_bonus=0.0)  # placed, not steered
+    search = replace(engine.search, term_bonus=0.0, term_place="decode")  # placed
     found = translate_texts(gluing, [line], search, glossary=glossary)[0]
     first, glued, ended = gluing.prefixes
     assert first is None and glued[0].endswith("Sträucher") and ended == [glued[0] + " "]
@@ -363,13 +364,64 @@ def test_a_sentences_lacking_terms_are_written_into_one_prefix_up_to_the_last():
     assert prefix_for(translation, [end], links)[0] == translation[:-1] + "!"  # never past
 
 
+def test_terms_written_in_keep_the_words_after_the_last_and_the_punctuation_around():
+    """term_place=edit's text: the terms as in the prefix, then the rest of the translation
+    as it was; a replaced word's punctuation stays around the term (in a prefix too)."""
+    from nmt.terms.glossary import Match
+    from nmt.terms.placing import prefix_for, written_in
+
+    translation = "Zwei junge Männer, sitzen bei (vielen) Büschen."
+    links = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]
+    males = Match(Entry("males", "Jungs"), range(2, 3))
+    many = Match(Entry("many", "einigen"), range(5, 6))
+    bushes = Match(Entry("bushes", "Sträucher"), range(6, 7))
+    text, placed = written_in(translation, [males], links)
+    assert text == "Zwei junge Jungs, sitzen bei (vielen) Büschen." and placed == [males]
+    assert written_in(translation, [many, bushes], links)[0] == (
+        "Zwei junge Männer, sitzen bei (einigen) Sträucher."
+    )
+    assert prefix_for(translation, [males], links)[0] == "Zwei junge Jungs,"
+    assert written_in(translation, [], links)[0] == translation
+
+
+def test_edit_writes_a_lines_lacking_terms_in_without_a_second_search(engine, overfit_pairs):
+    """term_place=edit, on either engine: a line lacking two terms gets both written into
+    every hypothesis of its n-best with no search after the first, the words after the last
+    as they were; each is rated as the model rates the text forced (scores, alignment), so
+    an edited translation reads as any other."""
+    from nmt.terms.placing import written_in
+
+    glossary = Glossary.parse("males\tJungs\nbushes\tSträucher\n", "g.tsv")
+    line = overfit_pairs[0][0]
+    search = replace(engine.search, term_bonus=0.0, term_place="edit", nbest=2)
+    plain = translate_texts(engine, [line], search)[0]
+    assert "Männer" in plain.text and "Büsche" in plain.text, plain.text
+    calls = Calls(engine)
+    found = translate_texts(calls, [line], search, glossary=glossary, **RATED)[0]
+    assert calls.prefixes == [None], calls.prefixes  # the search, and no other
+    # where the model's own alignment puts them (a memorised model's: not a good one)
+    links = engine.align([line], [plain.text])[0]
+    assert found.text == written_in(plain.text, glossary.find(line), links)[0]
+    assert [t["used"] for t in found.terms] == [True] * 2, found.text
+    assert all("Jungs" in text and "Sträucher" in text for text, _ in found.alternatives)
+    (forced,) = engine.score([line], [found.text])
+    assert found.scores.token_log_probs == pytest.approx(forced.token_log_probs, abs=1e-4)
+    run = engine.runnable(search)[0]  # ranked as the search ranks: its length penalty
+    lp = normalized_score(forced.log_prob, len(forced.pieces), run.len_penalty, run.length_norm)
+    assert found.alternatives[0][1] == pytest.approx(lp, abs=1e-3)
+    assert found.alignments[0] == engine.align([line], [found.text])[0]
+
+
+RATED = {"alignments": True, "scores": True}
+
+
 def test_all_of_a_lines_lacking_terms_are_placed_in_one_decode(engine, overfit_pairs):
     """A line that lacks two terms is decoded once more, not once per term: its prefix holds
     both, and its translation uses both, on either engine."""
     glossary = Glossary.parse("males\tJungs\nbushes\tSträucher\n", "g.tsv")
     line = overfit_pairs[0][0]
     calls = Calls(engine)
-    search = replace(engine.search, term_bonus=0.0)  # placed, not steered
+    search = replace(engine.search, term_bonus=0.0, term_place="decode")  # placed
     found = translate_texts(calls, [line], search, glossary=glossary)[0]
     assert len(calls.prefixes) == 2, calls.prefixes  # the translation, then one placing
     assert "Jungs" in calls.prefixes[1][0] and calls.prefixes[1][0].endswith("Sträucher")
@@ -389,7 +441,17 @@ def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs):
     for text, placed in ((best.replace("Büsche", "Sträucherchen"), True), (best, False)):
         found = [[Hypothesis(engine.tokenizer.encode([text])[0], 0.0, 0.0)]]
         gluing = Gluing(engine)
-        args = (engine.search, [line], [None], matches, found, [1], glossary, False, False)
+        args = (
+            replace(engine.search, term_place="decode"),
+            [line],
+            [None],
+            matches,
+            found,
+            [1],
+            glossary,
+            False,
+            False,
+        )
         place_terms(gluing, *args, glued_only=True)
         (written,) = engine.tokenizer.decode([found[0][0].tokens])
         if placed:
@@ -460,14 +522,15 @@ def test_the_torch_search_is_steered_to_the_terms_by_term_bonus(
     for engine, bonus in ((overfit_engine, 0.0), (ct2_f32, search.term_bonus)):
         searched.clear()
         calls = Calls(engine)
-        placed = translate_texts(calls, lines, replace(search, term_bonus=bonus), glossary=glossary)
+        decoding = replace(search, term_bonus=bonus, term_place="decode")
+        placed = translate_texts(calls, lines, decoding, glossary=glossary)
         assert searched == [] and not any(calls.steered) and len(calls.steered) > 1
         assert [t["used"] for t in placed[0].terms + placed[1].terms] == [True, True]
         # placing's decodes, from a forced prefix, stop by first_k whatever the search's stop
         assert calls.stops == [search.stop] + ["first_k"] * (len(calls.stops) - 1)
     # a model that read its terms and was steered to them has none placed (a bonus too small
     # to move this model's beam leaves terms unwritten); one that reads none has them placed
-    barely = replace(search, term_bonus=1e-3)
+    barely = replace(search, term_bonus=1e-3, term_place="decode")
     calls = Calls(TermReader(overfit_engine, "lemma"))
     found = translate_texts(calls, lines, barely, glossary=glossary)
     assert calls.steered == [True]  # read and steered: nothing placed

@@ -17,7 +17,13 @@ from dataclasses import dataclass, fields, replace
 STRATEGIES = ("greedy", "beam", "sample")
 LENGTH_NORMS = ("gnmt", "power")
 STOP_RULES = ("exact", "first_k")
-CHOICES = {"strategy": STRATEGIES, "length_norm": LENGTH_NORMS, "stop": STOP_RULES}
+TERM_PLACING = ("decode", "edit", "off")
+CHOICES = {
+    "strategy": STRATEGIES,
+    "length_norm": LENGTH_NORMS,
+    "stop": STOP_RULES,
+    "term_place": TERM_PLACING,
+}
 
 
 @dataclass
@@ -75,9 +81,11 @@ class DecodeConfig:
     # words (nmt.terms.placing): a model that reads no terms uses them no other way, and one
     # that reads them annotated is held to them where its search was not steered to them
     # (CTranslate2, or term_bonus 0). Off: a term not written is reported, not placed.
-    term_place: bool = True
+    term_place: str = "edit"
 
     def __post_init__(self) -> None:
+        if isinstance(self.term_place, bool):  # as models stored it before "edit" (true/false)
+            self.term_place = "decode" if self.term_place else "off"
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(

@@ -187,7 +187,7 @@ def translate_texts(
     # a term still lacking is placed; for a model that read it and was steered to it, only
     # one glued into a longer word (where steering took 97% of the terms, placing all the
     # rest doubled the time for 1.5 points)
-    if any(matches) and not exact and search.term_place:
+    if any(matches) and not exact and search.term_place != "off":
         place_terms(
             engine,
             search,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from nmt.decoding.penalties import normalized_score
 from nmt.decoding.settings import DecodeConfig, SearchError, check_search
 from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
@@ -284,6 +285,35 @@ class Engine(ABC):
             (hyps[0].alignment if target.strip() else []) if hyps else None
             for hyps, target in zip(found, targets, strict=True)
         ]
+
+    def force(
+        self,
+        lines: list[str],
+        targets: list[str],
+        search: DecodeConfig,
+        first_line_number: int | list[int] = 1,
+        alignments: bool = False,
+    ) -> list[Hypothesis | None]:
+        """Each given translation as a hypothesis of its line, as `search` would rate it had it
+        found it: its tokens, their log-probs force-decoded (one pass of the decoder), its
+        score under the search's length penalty, and its word alignment if asked for. None for
+        an empty source line."""
+        search = self.runnable(search)[0]
+        rated = self.score(lines, targets, first_line_number)
+        links = self.align(lines, targets, first_line_number) if alignments else [None] * len(lines)
+        ids = self.tokenizer.piece_ids
+        found: list[Hypothesis | None] = []
+        for scored, pairs in zip(rated, links, strict=True):
+            if scored is None:
+                found.append(None)
+                continue
+            log_prob, length = scored.log_prob, len(scored.pieces)  # EOS counted
+            score = log_prob
+            if search.strategy == "beam":
+                score = normalized_score(log_prob, length, search.len_penalty, search.length_norm)
+            tokens = [ids[p] for p in scored.pieces[:-1]]
+            found.append(Hypothesis(tokens, score, log_prob, None, pairs, scored.token_log_probs))
+        return found
 
     @abstractmethod
     def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:

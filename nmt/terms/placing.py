@@ -26,7 +26,7 @@ from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
 from nmt.terms.annotation import Annotated
-from nmt.terms.glossary import Entry, Glossary, Match
+from nmt.terms.glossary import EDGE, Entry, Glossary, Match, core
 
 MAX_ROUNDS = 8
 
@@ -53,10 +53,30 @@ def prefix_for(
     translation: str, placed: list[Match], links: list[tuple[int, int]]
 ) -> tuple[str, list[Match]]:
     """The translation with the terms of `placed` (each sentence's lacking ones) written in, up
-    to the last: each replaces the words aligned to its source words (the first run of them;
-    with none aligned, it goes in past the words aligned to the nearest aligned source word
-    before it, else at the start; never past the last word). A term whose place is taken by
-    an earlier one waits for the next round. The prefix, and the matches it places."""
+    to the last (`terms_written`): the prefix, and the matches it places."""
+    words, taken, kept = terms_written(translation, placed, links)
+    return " ".join(words), kept
+
+
+def written_in(
+    translation: str, placed: list[Match], links: list[tuple[int, int]]
+) -> tuple[str, list[Match]]:
+    """The whole translation with the terms of `placed` written in (`terms_written`), the
+    words after the last kept as they were: the text, and the matches it places."""
+    words, taken, kept = terms_written(translation, placed, links)
+    return " ".join(words + translation.split()[taken:]), kept
+
+
+def terms_written(
+    translation: str, placed: list[Match], links: list[tuple[int, int]]
+) -> tuple[list[str], int, list[Match]]:
+    """The translation's words up to the last of the terms of `placed`, the terms written in:
+    each replaces the words aligned to its source words (the first run of them, keeping the
+    punctuation around the run: "Hund," -> "Katze,"; with none aligned, it goes in past the
+    words aligned to the nearest aligned source word before it, else at the start; never past
+    the last word). A term whose place is taken by an earlier one waits for the next round.
+    Those words, the number of the translation's words they stand for, and the matches they
+    place."""
     words = translation.split()
     aligned: dict[int, list[int]] = {}
     for s, t in links:
@@ -84,10 +104,15 @@ def prefix_for(
         target = match.entry.target
         if at == 0:
             target = target[:1].upper() + target[1:]
+        if end > at:  # the punctuation around the words it replaces stays
+            first, final = words[at], words[end - 1]
+            lead = first[: len(first) - len(first.lstrip(EDGE))]
+            tail = final[len(final.rstrip(EDGE)) :]
+            target = lead + target + tail if core(first) and core(final) else target
         out += [*words[taken:at], target]
         taken = end
         kept.append(match)
-    return " ".join(out), kept
+    return out, taken, kept
 
 
 def place_terms(
@@ -154,6 +179,14 @@ def place_terms(
         )
         for i, pairs in zip(unaligned, forced, strict=True):
             links[i] = pairs
+        if search.term_place == "edit":
+            kept = write_terms(
+                engine, redo, sources, annotated, found, todo, links, numbers, alignments
+            )
+            for (j, _), placed in zip(todo, kept, strict=True):
+                tried[j].update(m.entry for m in placed)
+                texts[j] = best(j)
+            continue
         placing = [
             prefix_for(texts[j], lacking, pairs or [])
             for (j, lacking), pairs in zip(todo, links, strict=True)
@@ -181,6 +214,53 @@ def place_terms(
             if nbest:
                 found[j] = nbest
                 texts[j] = best(j)
+
+
+def write_terms(
+    engine: Engine,
+    search: DecodeConfig,
+    sources: list[str],
+    annotated: list[Annotated | None],
+    found: list[list[Hypothesis]],
+    todo: list[tuple[int, list[Match]]],
+    links: list[list[tuple[int, int]] | None],
+    numbers: list[int],
+    alignments: bool,
+) -> list[list[Match]]:
+    """decode.term_place=edit: the lacking terms of each sentence of `todo` written into each
+    of its hypotheses where the alignment puts them (`written_in`; `links`, its best's), the
+    words after the last kept, with no search: each edited text is forced through the model
+    (`Engine.force`) for its tokens, scores and, if asked for, alignment. `found` is replaced
+    in place. Per sentence, the matches written into its best (one whose place an earlier
+    term took waits for the next round)."""
+    decode = engine.tokenizer.decode
+    rows = [(i, k) for i, (j, _) in enumerate(todo) for k in range(len(found[j]))]
+    texts = [one_line(text) for text in decode([found[todo[i][0]][k].tokens for i, k in rows])]
+    row_links = [links[i] if k == 0 else None for i, k in rows]
+    others = [r for r, pairs in enumerate(row_links) if pairs is None]
+    aligned = engine.align(
+        [sources[todo[rows[r][0]][0]] for r in others],
+        [texts[r] for r in others],
+        [numbers[todo[rows[r][0]][0]] for r in others],
+    )
+    for r, pairs in zip(others, aligned, strict=True):
+        row_links[r] = pairs
+    written = [
+        written_in(text, todo[i][1], pairs or [])
+        for (i, _), text, pairs in zip(rows, texts, row_links, strict=True)
+    ]
+    owners = [todo[i][0] for i, _ in rows]
+    forced = engine.force(
+        [annotated[j].text if annotated[j] else sources[j] for j in owners],
+        [text for text, _ in written],
+        search,
+        [numbers[j] for j in owners],
+        alignments=alignments,
+    )
+    for (i, k), hyp in zip(rows, forced, strict=True):
+        if hyp is not None:
+            found[todo[i][0]][k] = hyp
+    return [placed for (_, k), (_, placed) in zip(rows, written, strict=True) if k == 0]
 
 
 def links_of(hyp: Hypothesis, annotated: Annotated | None) -> list[tuple[int, int]] | None:
