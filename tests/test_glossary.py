@@ -333,7 +333,7 @@ def test_a_term_glued_into_a_longer_word_is_placed_again_its_word_ended(engine, 
 def test_a_sentences_lacking_terms_are_written_into_one_prefix_up_to_the_last():
     """Each lacking term replaces the words aligned to its source words (a run of them), the
     words between kept; a term with no aligned word goes in past its aligned neighbour; one
-    whose place an earlier term took waits; the prefix stops at the last term placed."""
+    whose place an earlier term took goes in after it; the prefix stops at the last term."""
     from nmt.terms.glossary import Match
     from nmt.terms.placing import prefix_for
 
@@ -357,7 +357,7 @@ def test_a_sentences_lacking_terms_are_written_into_one_prefix_up_to_the_last():
     assert prefix_for(translation, [males], unaligned)[0] == "Zwei junge Jungs"
     both = match("young", "jungen", range(1, 3))  # "young males", over Männer's place
     prefix, placed = prefix_for(translation, [both, males], links)
-    assert prefix == "Zwei jungen" and placed == [both]  # males waits a round
+    assert prefix == "Zwei jungen Jungs" and placed == [both, males]  # males after it
     first = match("Two", "zwei")
     assert prefix_for(translation, [first], links)[0] == "Zwei"  # capitalised at the start
     end = match(".", "!")
@@ -375,13 +375,26 @@ def test_terms_written_in_keep_the_words_after_the_last_and_the_punctuation_arou
     males = Match(Entry("males", "Jungs"), range(2, 3))
     many = Match(Entry("many", "einigen"), range(5, 6))
     bushes = Match(Entry("bushes", "Sträucher"), range(6, 7))
-    text, placed = written_in(translation, [males], links)
-    assert text == "Zwei junge Jungs, sitzen bei (vielen) Büschen." and placed == [males]
-    assert written_in(translation, [many, bushes], links)[0] == (
+    assert (
+        written_in(translation, [males], links) == "Zwei junge Jungs, sitzen bei (vielen) Büschen."
+    )
+    assert written_in(translation, [many, bushes], links) == (
         "Zwei junge Männer, sitzen bei (einigen) Sträucher."
     )
     assert prefix_for(translation, [males], links)[0] == "Zwei junge Jungs,"
-    assert written_in(translation, [], links)[0] == translation
+    assert written_in(translation, [], links) == translation
+    # two terms aligned to one word: both written, in their order, the punctuation after both;
+    # a word that writes a term the translation uses is kept, the other term before it
+    translation, links = "Ein Mann fährt ein altes Rennauto.", [(i, i) for i in range(5)]
+    links += [(5, 5), (6, 5)]  # race car -> Rennauto
+    race, car = (
+        Match(Entry("race", "Rennen"), range(5, 6)),
+        Match(Entry("car", "Auto"), range(6, 7)),
+    )
+    assert written_in(translation, [race, car], links) == "Ein Mann fährt ein altes Rennen Auto."
+    assert written_in("Er fährt ein Auto.", [race], [(0, 0), (5, 3), (6, 3)], {3}) == (
+        "Er fährt ein Rennen Auto."
+    )
 
 
 def test_edit_writes_a_lines_lacking_terms_in_without_a_second_search(engine, overfit_pairs):
@@ -401,7 +414,7 @@ def test_edit_writes_a_lines_lacking_terms_in_without_a_second_search(engine, ov
     assert calls.prefixes == [None], calls.prefixes  # the search, and no other
     # where the model's own alignment puts them (a memorised model's: not a good one)
     links = engine.align([line], [plain.text])[0]
-    assert found.text == written_in(plain.text, glossary.find(line), links)[0]
+    assert found.text == written_in(plain.text, glossary.find(line), links)
     assert [t["used"] for t in found.terms] == [True] * 2, found.text
     assert all("Jungs" in text and "Sträucher" in text for text, _ in found.alternatives)
     (forced,) = engine.score([line], [found.text])

@@ -188,6 +188,17 @@ class Glossary:
         have = self.lemmas(translation)
         return [holds(have, self.lemmas(target)) for target in targets]
 
+    def written_at(self, translation: str, targets: list[str]) -> set[int]:
+        """The places of `translation`'s words that write any of the target terms (by
+        lemma, as `used`)."""
+        have, at = self.lemmas(translation), set()
+        for target in targets:
+            want = self.lemmas(target)
+            for i in range(len(have) - len(want) + 1):
+                if have[i : i + len(want)] == want:
+                    at.update(range(i, i + len(want)))
+        return at
+
     def lemmas(self, text: str) -> list[str]:
         return [lemma(core(w), self.tgt_lang) for w in text.split()]
 

@@ -19,6 +19,7 @@ holds it to a term it read and did not write, where its engine cannot steer the 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from nmt.decoding.settings import DecodeConfig
@@ -50,33 +51,44 @@ def term_tally(terms: list[list[dict]]) -> str:
 
 
 def prefix_for(
-    translation: str, placed: list[Match], links: list[tuple[int, int]]
+    translation: str,
+    placed: list[Match],
+    links: list[tuple[int, int]],
+    held: Collection[int] = (),
 ) -> tuple[str, list[Match]]:
     """The translation with the terms of `placed` (each sentence's lacking ones) written in, up
-    to the last (`terms_written`): the prefix, and the matches it places."""
-    words, taken, kept = terms_written(translation, placed, links)
-    return " ".join(words), kept
+    to the last (`terms_written`): the prefix, and the matches in the order it places them."""
+    words, _, order = terms_written(translation, placed, links, held)
+    return " ".join(words), order
 
 
 def written_in(
-    translation: str, placed: list[Match], links: list[tuple[int, int]]
-) -> tuple[str, list[Match]]:
+    translation: str,
+    placed: list[Match],
+    links: list[tuple[int, int]],
+    held: Collection[int] = (),
+) -> str:
     """The whole translation with the terms of `placed` written in (`terms_written`), the
-    words after the last kept as they were: the text, and the matches it places."""
-    words, taken, kept = terms_written(translation, placed, links)
-    return " ".join(words + translation.split()[taken:]), kept
+    words after the last kept as they were."""
+    words, taken, _ = terms_written(translation, placed, links, held)
+    return " ".join(words + translation.split()[taken:])
 
 
 def terms_written(
-    translation: str, placed: list[Match], links: list[tuple[int, int]]
+    translation: str,
+    placed: list[Match],
+    links: list[tuple[int, int]],
+    held: Collection[int] = (),
 ) -> tuple[list[str], int, list[Match]]:
-    """The translation's words up to the last of the terms of `placed`, the terms written in:
-    each replaces the words aligned to its source words (the first run of them, keeping the
-    punctuation around the run: "Hund," -> "Katze,"; with none aligned, it goes in past the
+    """The translation's words up to the last of the terms of `placed`, the terms written in.
+    Each replaces the words aligned to its source words: the first run of them, keeping the
+    punctuation around the run ("Hund," -> "Katze,"). With none aligned, it goes in past the
     words aligned to the nearest aligned source word before it, else at the start; never past
-    the last word). A term whose place is taken by an earlier one waits for the next round.
-    Those words, the number of the translation's words they stand for, and the matches they
-    place."""
+    the last word. It replaces no word of `held` (the words of the terms the translation
+    uses: two terms aligned to one word are both written, "Renn" before "Auto"): it goes in
+    before the first; and one whose place an earlier term took goes in after that term.
+    Those words, the number of the translation's words they stand for, and the matches in
+    the order they are written."""
     words = translation.split()
     aligned: dict[int, list[int]] = {}
     for s, t in links:
@@ -95,24 +107,29 @@ def terms_written(
             ]
             at = end = before[0] if before else 0
         at = min(at, max(len(words) - 1, 0))  # the last word (its final stop) is written again
-        spots.append((at, max(end, at), match))
-    out, taken, kept, last = [], 0, [], -1
+        end = next((i for i in range(at, end) if i in held), max(end, at))
+        spots.append((at, end, match))
+    out: list[str] = []
+    taken, order, tail = 0, [], ""  # tail: the punctuation after the last term written
     for at, end, match in sorted(spots, key=lambda spot: spot[0]):
-        if at < taken or at == last:  # its place overlaps an earlier term's
-            continue
-        last = at
+        shared = at < taken  # an earlier term took its place: it goes in after that term
+        at, end = max(at, taken), max(end, taken)
         target = match.entry.target
-        if at == 0:
+        if not out and at == 0:
             target = target[:1].upper() + target[1:]
         if end > at:  # the punctuation around the words it replaces stays
             first, final = words[at], words[end - 1]
             lead = first[: len(first) - len(first.lstrip(EDGE))]
-            tail = final[len(final.rstrip(EDGE)) :]
-            target = lead + target + tail if core(first) and core(final) else target
-        out += [*words[taken:at], target]
+            tail = final[len(final.rstrip(EDGE)) :] if core(first) and core(final) else ""
+            target = (lead if core(first) and core(final) else "") + target
+        elif shared and tail:  # after the term before it, and the punctuation after both
+            out[-1] = out[-1][: -len(tail)]
+        else:
+            tail = ""
+        out += [*words[taken:at], target + tail]
         taken = end
-        kept.append(match)
-    return out, taken, kept
+        order.append(match)
+    return out, taken, order
 
 
 def place_terms(
@@ -155,9 +172,10 @@ def place_terms(
             for m in matches[j]:
                 tried[j][m.entry] = 1 if glossary.glued(text, m.entry.target) else 2
     for _ in range(MAX_ROUNDS):
-        todo = []
+        todo, held = [], []  # (sentence, its lacking terms); the words of the terms it uses
         for j, text in texts.items():
-            used = glossary.used(text, [m.entry.target for m in matches[j]])
+            targets = [m.entry.target for m in matches[j]]
+            used = glossary.used(text, targets)
             lacking = [
                 m
                 for m, is_used in zip(matches[j], used, strict=True)
@@ -165,6 +183,8 @@ def place_terms(
             ]
             if lacking and text:
                 todo.append((j, lacking))
+                uses = [t for t, is_used in zip(targets, used, strict=True) if is_used]
+                held.append(glossary.written_at(text, uses))
         if not todo:
             break
         # the word alignment the search gave with its translation (alignments asked for), else
@@ -180,16 +200,26 @@ def place_terms(
         for i, pairs in zip(unaligned, forced, strict=True):
             links[i] = pairs
         if search.term_place == "edit":
-            kept = write_terms(
-                engine, redo, sources, annotated, found, todo, links, numbers, alignments
+            write_terms(
+                engine,
+                redo,
+                sources,
+                annotated,
+                found,
+                todo,
+                links,
+                numbers,
+                alignments,
+                glossary,
+                matches,
             )
-            for (j, _), placed in zip(todo, kept, strict=True):
-                tried[j].update(m.entry for m in placed)
+            for j, lacking in todo:
+                tried[j].update(m.entry for m in lacking)
                 texts[j] = best(j)
             continue
         placing = [
-            prefix_for(texts[j], lacking, pairs or [])
-            for (j, lacking), pairs in zip(todo, links, strict=True)
+            prefix_for(texts[j], lacking, pairs or [], words)
+            for (j, lacking), pairs, words in zip(todo, links, held, strict=True)
         ]
         # placed again, a term glued into a longer word ("Reh" + "a") ends its word: a prefix
         # ending in a space (one before the last ends its word in the prefix)
@@ -226,13 +256,15 @@ def write_terms(
     links: list[list[tuple[int, int]] | None],
     numbers: list[int],
     alignments: bool,
-) -> list[list[Match]]:
+    glossary: Glossary,
+    matches: list[list[Match]],
+) -> None:
     """decode.term_place=edit: the lacking terms of each sentence of `todo` written into each
-    of its hypotheses where the alignment puts them (`written_in`; `links`, its best's), the
-    words after the last kept, with no search: each edited text is forced through the model
-    (`Engine.force`) for its tokens, scores and, if asked for, alignment. `found` is replaced
-    in place. Per sentence, the matches written into its best (one whose place an earlier
-    term took waits for the next round)."""
+    of its hypotheses (those it lacks; not over the words of the sentence's terms it uses:
+    `matches`) where the alignment puts them (`written_in`; `links`, its best's), the words
+    after the last kept, with no search: each edited text is forced
+    through the model (`Engine.force`) for its tokens, scores and, if asked for, alignment.
+    `found` is replaced in place."""
     decode = engine.tokenizer.decode
     rows = [(i, k) for i, (j, _) in enumerate(todo) for k in range(len(found[j]))]
     texts = [one_line(text) for text in decode([found[todo[i][0]][k].tokens for i, k in rows])]
@@ -245,14 +277,17 @@ def write_terms(
     )
     for r, pairs in zip(others, aligned, strict=True):
         row_links[r] = pairs
-    written = [
-        written_in(text, todo[i][1], pairs or [])
-        for (i, _), text, pairs in zip(rows, texts, row_links, strict=True)
-    ]
+    written = []
+    for (i, _), text, pairs in zip(rows, texts, row_links, strict=True):
+        j, placing = todo[i]
+        targets = [m.entry.target for m in matches[j]]
+        used = dict(zip(matches[j], glossary.used(text, targets), strict=True))
+        held = glossary.written_at(text, [m.entry.target for m in matches[j] if used[m]])
+        written.append(written_in(text, [m for m in placing if not used[m]], pairs or [], held))
     owners = [todo[i][0] for i, _ in rows]
     forced = engine.force(
         [annotated[j].text if annotated[j] else sources[j] for j in owners],
-        [text for text, _ in written],
+        written,
         search,
         [numbers[j] for j in owners],
         alignments=alignments,
@@ -260,7 +295,6 @@ def write_terms(
     for (i, k), hyp in zip(rows, forced, strict=True):
         if hyp is not None:
             found[todo[i][0]][k] = hyp
-    return [placed for (_, k), (_, placed) in zip(rows, written, strict=True) if k == 0]
 
 
 def links_of(hyp: Hypothesis, annotated: Annotated | None) -> list[tuple[int, int]] | None:
