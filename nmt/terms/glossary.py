@@ -199,8 +199,8 @@ class Glossary:
                     at.update(range(i, i + len(want)))
         return at
 
-    def lemmas(self, text: str) -> list[str]:
-        return [lemma(core(w), self.tgt_lang) for w in text.split()]
+    def lemmas(self, text: str) -> tuple[str, ...]:
+        return text_lemmas(text, self.tgt_lang)
 
     def rank(self, translations: list[str], targets: list[str]) -> list[int]:
         """The order of a sentence's translations (given best first) by how many of the
@@ -216,8 +216,16 @@ class Glossary:
         return sorted(range(len(translations)), key=lambda h: -used[h])
 
 
-def holds(have: list[str], want: list[str]) -> bool:
+@lru_cache(maxsize=8192)
+def text_lemmas(text: str, lang: str) -> tuple[str, ...]:
+    """The lemmas of a text's words (a translation is read for its terms several times)."""
+    return tuple(lemma(core(w), lang) for w in text.split())
+
+
+def holds(have: tuple[str, ...], want: tuple[str, ...]) -> bool:
     """Whether the word sequence `want` occurs in `have`."""
+    if len(want) == 1:
+        return want[0] in have
     return any(have[i : i + len(want)] == want for i in range(len(have) - len(want) + 1))
 
 
