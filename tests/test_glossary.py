@@ -397,6 +397,16 @@ def test_terms_written_in_keep_the_words_after_the_last_and_the_punctuation_arou
     )
 
 
+def test_term_place_reads_a_models_stored_true_or_false_and_refuses_other_words():
+    """Models stored term_place as true/false before "edit": they place as they did."""
+    from nmt.decoding.settings import DecodeConfig
+
+    assert DecodeConfig(term_place=True).term_place == "decode"
+    assert DecodeConfig(term_place=False).term_place == "off"
+    with pytest.raises(ValueError, match="decode.term_place must be one of decode, edit, off"):
+        DecodeConfig(term_place="on")
+
+
 def test_edit_writes_a_lines_lacking_terms_in_without_a_second_search(engine, overfit_pairs):
     """term_place=edit, on either engine: a line lacking two terms gets both written into
     every hypothesis of its n-best with no search after the first, the words after the last

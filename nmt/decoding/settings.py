@@ -76,11 +76,14 @@ class DecodeConfig:
     # requiring them. 0: off. Scores and the n-best order stay the model's own. 5: the least
     # that used 95% of val's glossary terms at val BLEU as without it (docs/benchmarks.md).
     term_bonus: float = 5.0
-    # With a glossary (but glossary_exact), a sentence whose best translation still lacks one
-    # of its terms is decoded again from the term, placed where the alignment puts its source
-    # words (nmt.terms.placing): a model that reads no terms uses them no other way, and one
-    # that reads them annotated is held to them where its search was not steered to them
-    # (CTranslate2, or term_bonus 0). Off: a term not written is reported, not placed.
+    # With a glossary (but glossary_exact), a term a sentence's best translation still lacks
+    # is placed where the alignment puts its source words (nmt.terms.placing): a model that
+    # reads no terms uses them no other way, and one that reads them annotated is held to
+    # them where its search was not steered to them (CTranslate2, or term_bonus 0). "edit":
+    # written into the translation, no second search; "decode": the search continued from
+    # the term (on CTranslate2 a second decode of the line, for a few tenths of BLEU:
+    # docs/benchmarks.md); "off": a term not written is reported, not placed. A model stored
+    # before "edit" (true/false) reads as "decode"/"off".
     term_place: str = "edit"
 
     def __post_init__(self) -> None:

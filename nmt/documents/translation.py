@@ -19,8 +19,9 @@ put back at its aligned position is a warning too. With a `glossary`, the torch 
 search of a sentence that holds terms is steered to them (search.term_bonus,
 nmt.decoding.steering); of the hypotheses a beam finished for it, the one that uses the most
 comes first (search.term_choice); a sentence whose best translation still lacks one of its
-terms is then decoded again from the term (nmt.terms.placing, search.term_place), unless
-its model read the terms and its search was steered to them; a model trained to read terms
+terms then has it placed (nmt.terms.placing, search.term_place: written in, or decoded again
+from it), unless its model read the terms and its search was steered to them (then only a
+term glued into a longer word is); a model trained to read terms
 (data.augment.terms) reads the sentence with its terms annotated (nmt.terms.annotation).
 With an exact glossary (glossary_exact), the search must write each term as given
 (nmt.decoding.constrained). Each text lists its terms and whether its translation uses

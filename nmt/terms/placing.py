@@ -1,19 +1,28 @@
-"""Glossary terms put into translations, on either engine: the search continued from the term.
+"""Glossary terms put into translations, on either engine: written in, or the search continued
+from them.
 
 For each sentence, the glossary's entries it holds (`Glossary.find`) are checked against its
 best translation (`Glossary.uses`: any inflection). The terms it lacks are placed where the
-word alignment puts the words that translate their source terms: the translation up to the
-last of them, each in place of those words, is forced as a prefix and the search writes the
-rest (Engine.translate's prefixes), so the words after the last term fit it, and the model
-may still inflect its last word ("Vertrag" + "s"). Of the hypotheses the beam finished from
-the prefix, the best that uses the most of the sentence's terms is kept. A term the search
-glued into a longer word ("Reh" + "a", no use of "Reh") is placed once more, its word ended
-(a prefix ending in a space: the next token starts a word). A sentence is decoded once a
-round, for at most MAX_ROUNDS rounds, each term placed at most twice: a term still lacking
-is reported as not used. Sentences that hold no term, or use all theirs, are decoded once. A
-model that reads its terms annotated (nmt.terms.annotation) reads them so again: placing
-holds it to a term it read and did not write, where its engine cannot steer the search to it
-(CTranslate2).
+word alignment puts the words that translate their source terms, each in place of those words
+(`terms_written`: two on one word both go in, and none over a term the translation uses).
+search.term_place says how:
+- "edit" (the default): the terms are written into each of the sentence's translations, the
+  words after the last kept as they were, with no search: each edited text is forced through
+  the model once for its tokens, scores and alignment (`write_terms`, Engine.force). A
+  search after the term may suit the words after it to the term (an article's case), but
+  CTranslate2, which cannot steer its search, decodes a forced prefix as dearly as free text:
+  editing costs a line a few forced passes, not a second search (docs/benchmarks.md).
+- "decode": the translation up to the last term is forced as a prefix and the search writes
+  the rest (Engine.translate's prefixes), so the words after the last term fit it, and the
+  model may still inflect its last word ("Vertrag" + "s"). Of the hypotheses the beam
+  finished from the prefix, the best that uses the most of the sentence's terms is kept. A
+  term the search glued into a longer word ("Reh" + "a", no use of "Reh") is placed once
+  more, its word ended (a prefix ending in a space: the next token starts a word).
+A sentence is placed once a round, for at most MAX_ROUNDS rounds, each term placed at most
+twice: a term still lacking is reported as not used. Sentences that hold no term, or use all
+theirs, are decoded once. A model that reads its terms annotated (nmt.terms.annotation) reads
+them so again: placing holds it to a term it read and did not write, where its engine cannot
+steer the search to it (CTranslate2).
 """
 
 from __future__ import annotations
