@@ -29,7 +29,8 @@ sentence also rewrites synonyms that other sentences' references kept). Measured
 Per mode: the terms annotated (a model trained with data.augment.terms) or placed (any other),
 either way with the torch beam steered to the terms (decode.term_bonus, --term-bonus; 0 is
 off), the beam's finished hypothesis that uses the most terms first unless --term-choice
-off, and a term still lacking placed unless --term-place off; and exact (glossary_exact: hard
+off, and a term still lacking placed (decode.term_place, --term-place edit|decode|off: written
+in, decoded again from it, or not at all); and exact (glossary_exact: hard
 constraints, on an engine that has them, unless --without-exact).
 --entries keeps the glossary in a file, so that models are compared on one. With --given
 lemma each target term is given as its lemma (`Ast` where the reference has `Äste`), as a user
@@ -37,7 +38,7 @@ writes a glossary: the model must inflect it, and the exact form is still the re
 
     python bench/bench_glossary.py --ckpt model.pt --entries terms.tsv [--backend ctranslate2]
         [--given lemma] [--stop first_k] [--term-choice off] [--term-bonus 0]
-        [--term-place off] [--without-exact] [--house house.tsv]
+        [--term-place edit|decode|off] [--without-exact] [--house house.tsv]
 """
 
 from __future__ import annotations

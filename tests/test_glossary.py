@@ -451,35 +451,30 @@ def test_all_of_a_lines_lacking_terms_are_placed_in_one_decode(engine, overfit_p
     assert [t["used"] for t in found.terms] == [True, True], found.text
 
 
-def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs):
+@pytest.mark.parametrize("how", ["decode", "edit"])
+def test_after_steering_only_a_glued_term_is_placed(engine, overfit_pairs, how):
     """After a search steered to the terms, placing (glued_only) takes only a term the
-    translation wrote on into a longer word, and places it at once with its word ended; a
-    term the translation does not hold at all is left (reported, not placed)."""
+    translation wrote on into a longer word, and places it at once with its word ended (or
+    writes it in, with no search); a term the translation does not hold at all is left
+    (reported, not placed)."""
     from nmt.terms.placing import place_terms
 
     glossary = Glossary.parse(TERMS, "g.tsv")
     line = overfit_pairs[0][0]
     matches = [glossary.find(line)]
     best = translate_texts(engine, [line], engine.search)[0].text
+    search = replace(engine.search, term_place=how)
     for text, placed in ((best.replace("Büsche", "Sträucherchen"), True), (best, False)):
         found = [[Hypothesis(engine.tokenizer.encode([text])[0], 0.0, 0.0)]]
         gluing = Gluing(engine)
-        args = (
-            replace(engine.search, term_place="decode"),
-            [line],
-            [None],
-            matches,
-            found,
-            [1],
-            glossary,
-            False,
-            False,
-        )
+        args = (search, [line], [None], matches, found, [1], glossary, False, False)
         place_terms(gluing, *args, glued_only=True)
         (written,) = engine.tokenizer.decode([found[0][0].tokens])
-        if placed:
+        if placed and how == "decode":
             assert len(gluing.prefixes) == 1 and gluing.prefixes[0][0].endswith("Sträucher ")
+        if placed:
             assert re.search(r"Sträucher\b", written), written
+            assert how == "decode" or gluing.prefixes == []  # written in: no search
         else:
             assert gluing.prefixes == [] and written == text
 
