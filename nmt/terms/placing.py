@@ -94,7 +94,7 @@ def terms_written(
     punctuation around the run ("Hund," -> "Katze,"). With none aligned, it goes in past the
     words aligned to the nearest aligned source word before it, else at the start; never past
     the last word. It replaces no word of `held` (the words of the terms the translation
-    uses: two terms aligned to one word are both written, "Renn" before "Auto"): it goes in
+    uses: two terms aligned to one word are both written, "Rennen Auto"): it goes in
     before the first; and one whose place an earlier term took goes in after that term.
     Those words, the number of the translation's words they stand for, and the matches in
     the order they are written."""
@@ -181,10 +181,9 @@ def place_terms(
             for m in matches[j]:
                 tried[j][m.entry] = 1 if glossary.glued(text, m.entry.target) else 2
     for _ in range(MAX_ROUNDS):
-        todo, held = [], []  # (sentence, its lacking terms); the words of the terms it uses
+        todo = []
         for j, text in texts.items():
-            targets = [m.entry.target for m in matches[j]]
-            used = glossary.used(text, targets)
+            used = glossary.used(text, targets(matches[j]))
             lacking = [
                 m
                 for m, is_used in zip(matches[j], used, strict=True)
@@ -192,8 +191,6 @@ def place_terms(
             ]
             if lacking and text:
                 todo.append((j, lacking))
-                uses = [t for t, is_used in zip(targets, used, strict=True) if is_used]
-                held.append(glossary.written_at(text, uses))
         if not todo:
             break
         # the word alignment the search gave with its translation (alignments asked for), else
@@ -227,8 +224,8 @@ def place_terms(
                 texts[j] = best(j)
             continue
         placing = [
-            prefix_for(texts[j], lacking, pairs or [], words)
-            for (j, lacking), pairs, words in zip(todo, links, held, strict=True)
+            prefix_for(texts[j], lacking, pairs or [], held_words(glossary, texts[j], matches[j]))
+            for (j, lacking), pairs in zip(todo, links, strict=True)
         ]
         # placed again, a term glued into a longer word ("Reh" + "a") ends its word: a prefix
         # ending in a space (one before the last ends its word in the prefix)
@@ -271,9 +268,9 @@ def write_terms(
     """decode.term_place=edit: the lacking terms of each sentence of `todo` written into each
     of its hypotheses (those it lacks; not over the words of the sentence's terms it uses:
     `matches`) where the alignment puts them (`written_in`; `links`, its best's), the words
-    after the last kept, with no search: each edited text is forced
-    through the model (`Engine.force`) for its tokens, scores and, if asked for, alignment.
-    `found` is replaced in place."""
+    after the last kept, with no search: each edited text is forced through the model
+    (`Engine.force`) for its tokens, scores and, if asked for, alignment. `found` is
+    replaced in place."""
     decode = engine.tokenizer.decode
     rows = [(i, k) for i, (j, _) in enumerate(todo) for k in range(len(found[j]))]
     texts = [one_line(text) for text in decode([found[todo[i][0]][k].tokens for i, k in rows])]
@@ -289,10 +286,11 @@ def write_terms(
     written = []
     for (i, _), text, pairs in zip(rows, texts, row_links, strict=True):
         j, placing = todo[i]
-        targets = [m.entry.target for m in matches[j]]
-        used = dict(zip(matches[j], glossary.used(text, targets), strict=True))
-        held = glossary.written_at(text, [m.entry.target for m in matches[j] if used[m]])
-        written.append(written_in(text, [m for m in placing if not used[m]], pairs or [], held))
+        used = glossary.used(text, targets(placing))
+        lacking = [m for m, is_used in zip(placing, used, strict=True) if not is_used]
+        written.append(
+            written_in(text, lacking, pairs or [], held_words(glossary, text, matches[j]))
+        )
     owners = [todo[i][0] for i, _ in rows]
     forced = engine.force(
         [annotated[j].text if annotated[j] else sources[j] for j in owners],
@@ -304,6 +302,17 @@ def write_terms(
     for (i, k), hyp in zip(rows, forced, strict=True):
         if hyp is not None:
             found[todo[i][0]][k] = hyp
+
+
+def held_words(glossary: Glossary, text: str, matches: list[Match]) -> set[int]:
+    """The places of the words of `text` that write the sentence's terms (those it uses):
+    placing writes no term over them."""
+    return glossary.written_at(text, targets(matches))
+
+
+def targets(matches: list[Match]) -> list[str]:
+    """The matches' target terms."""
+    return [m.entry.target for m in matches]
 
 
 def links_of(hyp: Hypothesis, annotated: Annotated | None) -> list[tuple[int, int]] | None:
@@ -330,6 +339,6 @@ def terms_first(
     ranked = [hyps[:nbest] for hyps in found]
     for j in todo:
         texts = [one_line(next(decoded)) for _ in found[j]]
-        order = glossary.rank(texts, [m.entry.target for m in matches[j]])
+        order = glossary.rank(texts, targets(matches[j]))
         ranked[j] = [found[j][h] for h in order][:nbest]
     return ranked
