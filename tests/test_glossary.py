@@ -366,9 +366,10 @@ def test_a_sentences_lacking_terms_are_written_into_one_prefix_up_to_the_last():
 
 def test_terms_written_in_keep_the_words_after_the_last_and_the_punctuation_around():
     """term_place=edit's text: the terms as in the prefix, then the rest of the translation
-    as it was; a replaced word's punctuation stays around the term (in a prefix too)."""
+    as it was; a replaced word's punctuation stays around the term (in a prefix too); no
+    term over the words of a used term or of a span's placeholder."""
     from nmt.terms.glossary import Match
-    from nmt.terms.placing import prefix_for, written_in
+    from nmt.terms.placing import held_words, prefix_for, written_in
 
     translation = "Zwei junge Männer, sitzen bei (vielen) Büschen."
     links = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]
@@ -395,6 +396,9 @@ def test_terms_written_in_keep_the_words_after_the_last_and_the_punctuation_arou
     assert written_in("Er fährt ein Auto.", [race], [(0, 0), (5, 3), (6, 3)], {3}) == (
         "Er fährt ein Rennen Auto."
     )
+    # the words placing keeps: a used term's, and a protected span's placeholder
+    glossary = Glossary([Entry("car", "Auto"), Entry("race", "Rennen")])
+    assert held_words(glossary, "Er fährt #1 Autos zu #2.", [car, race]) == {2, 3, 5}
 
 
 def test_term_place_reads_a_models_stored_true_or_false_and_refuses_other_words():

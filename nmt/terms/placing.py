@@ -37,6 +37,7 @@ from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
 from nmt.terms.annotation import Annotated
 from nmt.terms.glossary import EDGE, Entry, Glossary, Match, core
+from nmt.terms.spans import PLACEHOLDER
 
 MAX_ROUNDS = 8
 
@@ -305,9 +306,11 @@ def write_terms(
 
 
 def held_words(glossary: Glossary, text: str, matches: list[Match]) -> set[int]:
-    """The places of the words of `text` that write the sentence's terms (those it uses):
-    placing writes no term over them."""
-    return glossary.written_at(text, targets(matches))
+    """The places of the words of `text` that write the sentence's terms (those it uses) or
+    hold a protected span's placeholder (`#1`, nmt.terms.spans): placing writes no term over
+    them."""
+    spans = {i for i, word in enumerate(text.split()) if PLACEHOLDER.search(word)}
+    return glossary.written_at(text, targets(matches)) | spans
 
 
 def targets(matches: list[Match]) -> list[str]:
