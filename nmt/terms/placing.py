@@ -176,6 +176,7 @@ def place_terms(
         return one_line(decode([found[j][0].tokens])[0]) if found[j] else ""
 
     texts = {j: best(j) for j, m in enumerate(matches) if m}
+    read = [a.text if a else line for a, line in zip(annotated, sources, strict=True)]
     tried: dict[int, Counter[Entry]] = {j: Counter() for j in texts}  # times each was placed
     if glued_only:  # the others count as placed twice: never placed
         for j, text in texts.items():
@@ -211,7 +212,7 @@ def place_terms(
                 engine,
                 redo,
                 sources,
-                annotated,
+                read,
                 found,
                 todo,
                 links,
@@ -235,7 +236,7 @@ def place_terms(
             for (j, _), (prefix, placed) in zip(todo, placing, strict=True)
         ]
         redone = engine.translate(
-            [annotated[j].text if annotated[j] else sources[j] for j, _ in todo],
+            [read[j] for j, _ in todo],
             redo,
             [numbers[j] for j, _ in todo],
             prefixes,
@@ -257,7 +258,7 @@ def write_terms(
     engine: Engine,
     search: DecodeConfig,
     sources: list[str],
-    annotated: list[Annotated | None],
+    read: list[str],
     found: list[list[Hypothesis]],
     todo: list[tuple[int, list[Match]]],
     links: list[list[tuple[int, int]] | None],
@@ -269,9 +270,10 @@ def write_terms(
     """decode.term_place=edit: the lacking terms of each sentence of `todo` written into each
     of its hypotheses (those it lacks; not over the words of the sentence's terms it uses:
     `matches`) where the alignment puts them (`written_in`; `links`, its best's), the words
-    after the last kept, with no search: each edited text is forced through the model
-    (`Engine.force`) for its tokens, scores and, if asked for, alignment. `found` is
-    replaced in place."""
+    after the last kept, with no search: each edited text is forced through the model with
+    its line as the model reads it (`read`: annotated, for a model that reads terms so;
+    `Engine.force`) for its tokens, scores and, if asked for, alignment. `found` is replaced
+    in place."""
     decode = engine.tokenizer.decode
     rows = [(i, k) for i, (j, _) in enumerate(todo) for k in range(len(found[j]))]
     texts = [one_line(text) for text in decode([found[todo[i][0]][k].tokens for i, k in rows])]
@@ -294,7 +296,7 @@ def write_terms(
         )
     owners = [todo[i][0] for i, _ in rows]
     forced = engine.force(
-        [annotated[j].text if annotated[j] else sources[j] for j in owners],
+        [read[j] for j in owners],
         written,
         search,
         [numbers[j] for j in owners],
