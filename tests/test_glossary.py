@@ -3,6 +3,7 @@ in any inflection, used on both engines, and reported through every door."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
@@ -440,6 +441,27 @@ def test_edit_writes_a_lines_lacking_terms_in_without_a_second_search(engine, ov
 
 
 RATED = {"alignments": True, "scores": True}
+
+
+def test_edit_rates_a_written_text_only_where_an_output_shows_its_score(
+    engine, overfit_pairs, monkeypatch
+):
+    """term_place=edit with one best and no scores asked for: the edited text is not forced
+    through the model (no score is shown), its score NaN, not the unedited text's; the text is
+    the one a rated run writes, and asked for later, its scores are the forced pass's."""
+    glossary = Glossary.parse("males\tJungs\nbushes\tSträucher\n", "g.tsv")
+    line = overfit_pairs[0][0]
+    search = replace(engine.search, term_bonus=0.0, term_place="edit", nbest=1)
+    rated = translate_texts(engine, [line], search, glossary=glossary, scores=True)[0]
+    scored = []
+    score = engine.score
+    monkeypatch.setattr(engine, "score", lambda lines, *a: scored.append(lines) or score(lines, *a))
+    found = translate_texts(engine, [line], search, glossary=glossary)[0]
+    assert scored == [] and found.text == rated.text and "Jungs" in found.text, found.text
+    assert math.isnan(found.alternatives[0][1])
+    (forced,) = score([line], [rated.text])
+    assert rated.scores.token_log_probs == pytest.approx(forced.token_log_probs, abs=1e-4)
+    assert not math.isnan(rated.alternatives[0][1])
 
 
 def test_all_of_a_lines_lacking_terms_are_placed_in_one_decode(engine, overfit_pairs):

@@ -26,7 +26,8 @@ class Hypothesis:
     """One translation: ids without BOS and EOS, and how the search rated it.
 
     score: the search's ranking value (beam: log_prob / length penalty; greedy: log_prob).
-    log_prob: sum of the token log-probs, EOS included.
+    log_prob: sum of the token log-probs, EOS included. Both NaN for a text no pass rated (a
+    glossary's term written in where no output shows a score: Engine.force).
     attention: (len(tokens) + 1, S_real) the alignment layer's cross-attention averaged over
     heads, one row per output token and EOS, on the CPU; None unless asked for.
     """

@@ -27,6 +27,7 @@ from nmt.tokenizer import Tokenizer
 # the search `align` forces a given target through: its output is the target (the prefix's
 # length, at least 1)
 WHOLE_TARGET = DecodeConfig(max_len_a=0.0, max_len_b=1)
+NOT_RATED = float("nan")  # the score of a hypothesis no search or forced pass rated (`force`)
 
 
 @dataclass
@@ -293,14 +294,24 @@ class Engine(ABC):
         search: DecodeConfig,
         first_line_number: int | list[int] = 1,
         alignments: bool = False,
+        rate: bool = True,
     ) -> list[Hypothesis | None]:
         """Each given translation as a hypothesis of its line, as `search` would rate it had it
         found it: its tokens, their log-probs force-decoded (one pass of the decoder), its
         score under the search's length penalty, and its word alignment if asked for. None for
-        an empty source line."""
+        an empty source line. `rate=False` (no output shows a score): the tokens without that
+        pass, the score and log-prob NaN (not rated, never another text's) and no token
+        log-probs, which `rate` force-decodes if they are asked for after all."""
         search = self.runnable(search)[0]
-        rated = self.score(lines, targets, first_line_number)
         links = self.align(lines, targets, first_line_number) if alignments else [None] * len(lines)
+        if not rate:
+            numbers = [line_number(first_line_number, i) for i in range(len(lines))]
+            ids = encode_prefixes(self.tokenizer, targets, self.planner.max_positions, numbers)
+            return [
+                Hypothesis(tokens, NOT_RATED, NOT_RATED, None, pairs) if line.strip() else None
+                for line, tokens, pairs in zip(lines, ids, links, strict=True)
+            ]
+        rated = self.score(lines, targets, first_line_number)
         ids = self.tokenizer.piece_ids
         found: list[Hypothesis | None] = []
         for scored, pairs in zip(rated, links, strict=True):

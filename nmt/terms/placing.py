@@ -8,10 +8,11 @@ word alignment puts the words that translate their source terms, each in place o
 search.term_place says how:
 - "edit" (the default): the terms are written into each of the sentence's translations, the
   words after the last kept as they were, with no search: each edited text is forced through
-  the model once for its tokens, scores and alignment (`write_terms`, Engine.force). A
+  the model once for its scores where an output shows them (nbest > 1, scores asked for),
+  and for its alignment where asked for (`write_terms`, Engine.force). A
   search after the term may suit the words after it to the term (an article's case), but
   CTranslate2, which cannot steer its search, decodes a forced prefix as dearly as free text:
-  editing costs a line a few forced passes, not a second search (docs/benchmarks.md).
+  editing costs a line one or two forced passes, not a second search (docs/benchmarks.md).
 - "decode": the translation up to the last term is forced as a prefix and the search writes
   the rest (Engine.translate's prefixes), so the words after the last term fit it, and the
   model may still inflect its last word ("Vertrag" + "s"). Of the hypotheses the beam
@@ -220,6 +221,7 @@ def place_terms(
                 alignments,
                 glossary,
                 matches,
+                rate=scores or search.nbest > 1,
             )
             for j, lacking in todo:
                 tried[j].update(m.entry for m in lacking)
@@ -266,14 +268,16 @@ def write_terms(
     alignments: bool,
     glossary: Glossary,
     matches: list[list[Match]],
+    rate: bool = True,
 ) -> None:
     """decode.term_place=edit: the lacking terms of each sentence of `todo` written into each
     of its hypotheses (those it lacks; not over the words of the sentence's terms it uses:
     `matches`) where the alignment puts them (`written_in`; `links`, its best's), the words
     after the last kept, with no search: each edited text is forced through the model with
     its line as the model reads it (`read`: annotated, for a model that reads terms so;
-    `Engine.force`) for its tokens, scores and, if asked for, alignment. `found` is replaced
-    in place."""
+    `Engine.force`) for its tokens, scores and, if asked for, alignment; with `rate` False
+    (no score is shown: one best, no scores asked for), for its tokens and alignment alone, a
+    forced pass spared. `found` is replaced in place."""
     decode = engine.tokenizer.decode
     rows = [(i, k) for i, (j, _) in enumerate(todo) for k in range(len(found[j]))]
     texts = [one_line(text) for text in decode([found[todo[i][0]][k].tokens for i, k in rows])]
@@ -301,6 +305,7 @@ def write_terms(
         search,
         [numbers[j] for j in owners],
         alignments=alignments,
+        rate=rate,
     )
     for (i, k), hyp in zip(rows, forced, strict=True):
         if hyp is not None:
