@@ -58,6 +58,25 @@ def test_terms_are_found_at_word_boundaries_in_their_case_and_any_inflection():
     assert not glossary.uses("Ein Hemd, rot.", "rotes Hemd")
 
 
+def test_lemmas_come_from_a_trie_cached_whole_on_disk_and_match_simplemmas_own(
+    tmp_path, monkeypatch
+):
+    import simplemma
+
+    from nmt.terms import lemmas
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    words = "contracts men bikes riding children geese was better".split()
+    for fresh in range(2):  # the first builds and writes the cache, the second reads it
+        lemmatizer = lemmas.lemmatizer.__wrapped__()
+        assert [lemmatizer.lemmatize(w, lang="en") for w in words] == [
+            simplemma.lemmatize(w, lang="en") for w in words
+        ]
+        cached = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
+        assert cached == ["en.dic"], fresh  # written whole, under its name: no partial file
+    assert lemmas.lemmatize("Verträgen", "de") == "Vertrag"
+
+
 def test_a_later_entry_and_a_requests_win_a_shared_source_term():
     server = Glossary([Entry("bike", "Rad"), Entry("bike", "Fahrrad"), Entry("dog", "Hund")])
     assert [e.target for e in server.entries] == ["Fahrrad", "Hund"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from nmt.terms.glossary import EDGE, Match
+from nmt.terms.lemmas import lemmatize
 
 MARK = "%%"
 FORMS = ("lemma", "exact")
@@ -41,11 +42,9 @@ TARGET_FUNCTION_WORDS = frozenset(
 def target_lemma(word: str) -> str:
     """A German word's lemma (simplemma), its first letter's case kept ("Verträge" ->
     "Vertrag"); the word itself where simplemma knows none."""
-    import simplemma
-
     if word.isupper() and len(word) > 1:  # as a noun would be written, then in capitals again
         return target_lemma(word[0] + word[1:].lower()).upper()
-    found = simplemma.lemmatize(word, lang="de") if word else word
+    found = lemmatize(word, "de") if word else word
     if not found:
         return word
     first = found[:1].upper() if word[:1].isupper() else found[:1].lower()

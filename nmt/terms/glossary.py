@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from nmt.terms.lemmas import lemmatize
+
 MAX_TERM_CHARS = 200
 MAX_TERM_WORDS = 8  # a source term's words: a sentence is searched for terms up to this long
 MAX_FORMS = 4  # entries whose source terms have the same lemmas ("bike", "Bike", "bikes")
@@ -53,9 +55,7 @@ class Match:
 def lemma(word: str, lang: str) -> str:
     """The word's lemma in lower case (simplemma; the word itself where it knows none; "" for
     "")."""
-    import simplemma
-
-    return simplemma.lemmatize(word, lang=lang).lower() if word else ""
+    return lemmatize(word, lang).lower() if word else ""
 
 
 def core(word: str) -> str:
