@@ -339,16 +339,20 @@ def terms_first(
 ) -> list[list[Hypothesis]]:
     """Each sentence's hypotheses cut to `nbest`; those of a sentence that holds terms first
     ranked by how many of them they use (`Glossary.rank`: the best that uses the most first,
-    the rest in the search's order)."""
-    todo = [
+    the rest in the search's order). A sentence whose best uses all its terms keeps its
+    order, the others unread."""
+    decode = engine.tokenizer.decode
+    held = [
         j
         for j, (hyps, mine) in enumerate(zip(found, matches, strict=True))
         if mine and len(hyps) > 1
     ]
-    decoded = iter(engine.tokenizer.decode([h.tokens for j in todo for h in found[j]]))
+    bests = dict(zip(held, decode([found[j][0].tokens for j in held]), strict=True))
+    todo = [j for j in held if not all(glossary.used(one_line(bests[j]), targets(matches[j])))]
+    decoded = iter(decode([h.tokens for j in todo for h in found[j][1:]]))
     ranked = [hyps[:nbest] for hyps in found]
     for j in todo:
-        texts = [one_line(next(decoded)) for _ in found[j]]
+        texts = [one_line(bests[j])] + [one_line(next(decoded)) for _ in found[j][1:]]
         order = glossary.rank(texts, targets(matches[j]))
         ranked[j] = [found[j][h] for h in order][:nbest]
     return ranked
