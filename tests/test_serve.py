@@ -97,6 +97,18 @@ def api(model_pt: Path):
     return api
 
 
+def test_a_worker_loads_the_lemma_dictionaries_as_it_starts(model_pt: Path):
+    """A request's glossary never waits for them (a fresh machine builds them first)."""
+    from nmt.serving.api import TranslationAPI
+    from nmt.terms import lemmas
+
+    lemmas.dictionaries.cache_clear()
+    lemmas.lemmatizer.cache_clear()
+    cfg = compose("serve", [f"ckpt={model_pt}", "threads=1", "cache_sentences=0"])
+    TranslationAPI(cfg, [], "overfit").setup("cpu")
+    assert lemmas.dictionaries().loaded == {"en", "de"}
+
+
 # --- the API: served = offline, the shape, the search, the model ---
 
 

@@ -40,6 +40,8 @@ from nmt.jobs.run import engine_translator, run
 from nmt.serving.batching import FirstArrivalLoop
 from nmt.serving.metrics import batch_metrics
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_job, response
+from nmt.terms import lemmas
+from nmt.terms.glossary import LANGS
 
 log = logging.getLogger("nmt.serve")
 
@@ -93,6 +95,7 @@ class TranslationAPI(ls.LitAPI):
         self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)
         self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
         self.batches = batch_metrics() if self.cfg.metrics else None
+        lemmas.load(LANGS)  # any request may bring a glossary
         log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)
 
     def decode_request(self, request: TranslateRequest) -> Taken:

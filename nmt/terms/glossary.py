@@ -30,6 +30,7 @@ MAX_TERM_CHARS = 200
 MAX_TERM_WORDS = 8  # a source term's words: a sentence is searched for terms up to this long
 MAX_FORMS = 4  # entries whose source terms have the same lemmas ("bike", "Bike", "bikes")
 MAX_ENTRIES = 1000  # in one request's glossary
+LANGS = ("en", "de")  # a glossary's source and target languages, as simplemma names them
 EDGE = "\"'()[]{}<>«»„“”‚‘’.,;:!?…"  # punctuation around a word, not part of it
 
 
@@ -85,7 +86,7 @@ class Glossary:
     wins (a request's over the server's, `merged`)."""
 
     def __init__(
-        self, entries: list[Entry], src_lang: str = "en", tgt_lang: str = "de", exact=False
+        self, entries: list[Entry], src_lang: str = LANGS[0], tgt_lang: str = LANGS[1], exact=False
     ):
         # exact: each target term in the form given, a hard constraint of the search
         # (nmt.decoding.constrained) rather than a term the model may inflect

@@ -17,15 +17,22 @@ from pathlib import Path
 
 
 @cache
-def lemmatizer():
-    """The process's simplemma Lemmatizer over trie dictionaries (their first use loads
-    them)."""
-    from simplemma import Lemmatizer
-    from simplemma.strategies import DefaultStrategy
+def dictionaries():
+    """The process's trie dictionaries (simplemma's TrieDictionaryFactory), each loaded at its
+    first use; `loaded` names those loaded so far."""
     from simplemma.strategies.dictionaries.trie_dictionary_factory import TrieDictionaryFactory
 
     class WholeFileTries(TrieDictionaryFactory):
         """A trie cached under a temporary name, then renamed into place."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.loaded: set[str] = set()
+
+        def _get_dictionary_uncached(self, lang: str):
+            found = super()._get_dictionary_uncached(lang)
+            self.loaded.add(lang)
+            return found
 
         def _write_trie_to_disk(self, lang, trie) -> None:
             self._cache_dir.mkdir(parents=True, exist_ok=True)
@@ -37,10 +44,25 @@ def lemmatizer():
             finally:
                 partial.unlink(missing_ok=True)
 
-    strategy = DefaultStrategy(dictionary_factory=WholeFileTries())
-    return Lemmatizer(lemmatization_strategy=strategy)
+    return WholeFileTries()
+
+
+@cache
+def lemmatizer():
+    """The process's simplemma Lemmatizer over `dictionaries`."""
+    from simplemma import Lemmatizer
+    from simplemma.strategies import DefaultStrategy
+
+    return Lemmatizer(lemmatization_strategy=DefaultStrategy(dictionary_factory=dictionaries()))
 
 
 def lemmatize(word: str, lang: str) -> str:
     """The word's lemma as simplemma gives it (the word itself where it knows none)."""
     return lemmatizer().lemmatize(word, lang=lang)
+
+
+def load(langs: tuple[str, ...]) -> None:
+    """These languages' dictionaries loaded now: a server's worker loads them as it starts,
+    so that no request with a glossary waits while a fresh machine builds them."""
+    for lang in langs:
+        dictionaries().get_dictionary(lang)
