@@ -79,6 +79,14 @@ def test_lemmas_come_from_a_trie_cached_whole_on_disk_and_match_simplemmas_own(
             assert lemmas.dictionaries().loaded == {"en"}
             cached = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
             assert cached == ["en.dic"], fresh  # written whole, under its name: no partial file
+        # a cache directory that cannot be made: the tries are built in the process alone
+        blocked = tmp_path / "a file"
+        blocked.write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(blocked / "cache"))
+        lemmas.dictionaries.cache_clear()
+        lemmas.lemmatizer.cache_clear()
+        assert lemmas.lemmatize("contracts", "en") == "contract"
+        assert lemmas.dictionaries().loaded == {"en"}
     finally:  # the process's own, in the user's cache directory, for the other tests
         lemmas.dictionaries.cache_clear()
         lemmas.lemmatizer.cache_clear()
