@@ -189,6 +189,10 @@ class Glossary:
         have = self.lemmas(translation)
         return [holds(have, self.lemmas(target)) for target in targets]
 
+    def uses_all(self, translation: str, targets: list[str]) -> bool:
+        """Whether `translation` uses every one of the target terms (`used`)."""
+        return all(self.used(translation, targets))
+
     def written_at(self, translation: str, targets: list[str]) -> set[int]:
         """The places of `translation`'s words that write any of the target terms (by
         lemma, as `used`)."""
@@ -207,13 +211,10 @@ class Glossary:
         """The order of a sentence's translations (given best first) by how many of the
         target terms each uses, most first; ties keep their order. A first that uses them
         all stays first, the others unread."""
+        if translations and self.uses_all(translations[0], targets):
+            return list(range(len(translations)))
         wanted = [self.lemmas(target) for target in targets]
-        used: list[int] = []
-        for text in translations:
-            have = self.lemmas(text)
-            used.append(sum(holds(have, want) for want in wanted))
-            if used[0] == len(wanted):
-                return list(range(len(translations)))
+        used = [sum(holds(self.lemmas(text), want) for want in wanted) for text in translations]
         return sorted(range(len(translations)), key=lambda h: -used[h])
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from functools import cache
-from pathlib import Path
 
 
 @cache
@@ -36,7 +35,7 @@ def dictionaries():
 
         def _write_trie_to_disk(self, lang, trie) -> None:
             self._cache_dir.mkdir(parents=True, exist_ok=True)
-            target = Path(self._cache_dir) / f"{lang}.dic"
+            target = self._cache_dir / f"{lang}.dic"
             partial = target.with_name(f"{target.name}.{os.getpid()}.tmp")
             try:
                 trie.save(str(partial))

@@ -348,7 +348,7 @@ def terms_first(
         if mine and len(hyps) > 1
     ]
     bests = dict(zip(held, decode([found[j][0].tokens for j in held]), strict=True))
-    todo = [j for j in held if not all(glossary.used(one_line(bests[j]), targets(matches[j])))]
+    todo = [j for j in held if not glossary.uses_all(one_line(bests[j]), targets(matches[j]))]
     decoded = iter(decode([h.tokens for j in todo for h in found[j][1:]]))
     ranked = [hyps[:nbest] for hyps in found]
     for j in todo:
