@@ -14,7 +14,7 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.documents.layout import lay_out
 from nmt.documents.sentences import SentenceSplitter
 from nmt.documents.translation import translate_texts
-from nmt.inference.output_text import best_text
+from nmt.inference.output_text import LINE_BREAKS, best_text, one_line
 
 SPLITTER = SentenceSplitter()
 GREEDY = DecodeConfig(strategy="greedy")
@@ -69,6 +69,14 @@ def test_a_document_lays_out_into_its_sentences_and_joins_back_exactly(data, ove
     assert all(marked[s : s + 3] == f"<{i}>" for i, s in enumerate(starts) if i < 10)
     for kept in layout.kept:
         assert re.fullmatch(r"(\s|#|-|\*|\+|\d+[.)]|>)*", kept), kept
+
+
+@given(st.text(alphabet=st.sampled_from("ab äß\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029\x00")))
+def test_one_line_leaves_no_line_break_and_changes_nothing_else(text):
+    out = one_line(text)
+    assert len(out) == len(text) and out.splitlines() == ([out] if out else [])
+    assert "\t" not in out and out == text.translate(LINE_BREAKS)
+    assert all(not chr(c).isprintable() for c in LINE_BREAKS)  # what its shortcut trusts
 
 
 def test_runs_without_final_punctuation_are_cut_but_sentences_are_not():

@@ -263,7 +263,7 @@ class CTranslate2Engine(Engine):
         (docs/benchmarks.md); on a GPU, a batch decoded a step at a time."""
         if self.device != "cpu":
             return super().align(lines, targets, first_line_number)
-        import torch
+        import numpy as np
 
         links: list[list[tuple[int, int]] | None] = [[] if line.strip() else None for line in lines]
         pieces, pending = self.tokenizer.pieces, []
@@ -287,7 +287,7 @@ class CTranslate2Engine(Engine):
                 pending.append((batch, rows, outputs))
         for batch, rows, outputs in pending:
             for row, output in zip(rows, outputs, strict=True):
-                attention = torch.tensor(output.result().attention[0])
+                attention = np.asarray(output.result().attention[0], dtype=np.float32)
                 source, target = pieces(batch.sources[row][:-1]), pieces(batch.prefixes[row])
                 links[batch.lines[row]] = word_alignment(source, target, attention)
         return links

@@ -176,7 +176,9 @@ def place_terms(
     def best(j: int) -> str:
         return one_line(decode([found[j][0].tokens])[0]) if found[j] else ""
 
-    texts = {j: best(j) for j, m in enumerate(matches) if m}
+    texts = {j: "" for j, m in enumerate(matches) if m}  # each best, decoded in one call
+    held = [j for j in texts if found[j]]
+    texts.update(zip(held, map(one_line, decode([found[j][0].tokens for j in held])), strict=True))
     read = [a.text if a else line for a, line in zip(annotated, sources, strict=True)]
     tried: dict[int, Counter[Entry]] = {j: Counter() for j in texts}  # times each was placed
     if glued_only:  # the others count as placed twice: never placed
