@@ -329,8 +329,10 @@ class CTranslate2Engine(Engine):
 
     def first_step_attention(self, batch: Batch) -> list:
         """CTranslate2 4.8's beam search returns a wrong first row of attention (not the
-        sentence's own; later rows are right, tests/test_alignment.py): each sentence's first
-        step, decoded alone (one step of greedy search), gives the right one (queued)."""
+        sentence's own; later rows are right, tests/test_alignment.py): on the CPU its first
+        step runs unexpanded and is gathered by the batch index, so sentence i of a call gets
+        sentence i // beam's row. Each sentence's first step, decoded alone (one step of
+        greedy search), gives the right one (queued)."""
         return self.engine.translate_batch(
             self.source_pieces(batch),
             asynchronous=True,
