@@ -99,9 +99,11 @@ class Glossary:
         self._by_lemmas: dict[tuple[str, ...], list[int]] = {}
         # every key's starts: a run of words that starts none ends the search from its start
         self._starts: set[tuple[str, ...]] = set()
+        self._firsts: set[str] = set()  # the lemmas of the terms' first words
         for i, words in enumerate(self._words):
             key = tuple(lemma(w, src_lang) for w in words)
             self._starts.update(key[:n] for n in range(1, len(key) + 1))
+            self._firsts.add(key[0])
             forms = self._by_lemmas.setdefault(key, [])
             forms.append(i)
             if len(forms) > MAX_FORMS:
@@ -153,7 +155,10 @@ class Glossary:
         words = [core(w) for w in sentence.split()]
         lemmas = [lemma(w, self.src_lang) if w else "" for w in words]
         found = []  # (match, whether it matches by form)
+        firsts = self._firsts
         for start in range(len(words)):
+            if lemmas[start] not in firsts:  # (most words start no term)
+                continue
             for end in range(start + 1, min(start + MAX_TERM_WORDS, len(words)) + 1):
                 key = tuple(lemmas[start:end])
                 if not words[end - 1] or key not in self._starts:
