@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine
-from nmt.inference.output_text import one_line
+from nmt.inference.output_text import best_text, one_line
 from nmt.terms.annotation import Annotated
 from nmt.terms.glossary import EDGE, Entry, Glossary, Match, core
 from nmt.terms.spans import PLACEHOLDER
@@ -164,7 +164,6 @@ def place_terms(
     its n-best list) is replaced in place where a term was placed. `stop` as
     Engine.translate's. `glued_only`: only terms the translation glued into a longer word
     are placed, their word ended at once (after a search steered to the terms)."""
-    decode = engine.tokenizer.decode
     # a beam from a forced prefix stops by first_k: under a length penalty that rewards
     # length (GNMT alpha > 1) the exact stop runs it to its maximum length, where it finds
     # long, worse translations (val BLEU 39.9 placed so, 42.9 by first_k: docs/benchmarks.md)
@@ -174,11 +173,10 @@ def place_terms(
     choosing = redo.strategy == "beam" and redo.beam_size > redo.nbest and redo.term_choice
 
     def best(j: int) -> str:
-        return one_line(decode([found[j][0].tokens])[0]) if found[j] else ""
+        return best_text(engine.tokenizer, [found[j]])[0]
 
-    texts = {j: "" for j, m in enumerate(matches) if m}  # each best, decoded in one call
-    held = [j for j in texts if found[j]]
-    texts.update(zip(held, map(one_line, decode([found[j][0].tokens for j in held])), strict=True))
+    held = [j for j, m in enumerate(matches) if m]  # their bests decoded in one call
+    texts = dict(zip(held, best_text(engine.tokenizer, [found[j] for j in held]), strict=True))
     read = [a.text if a else line for a, line in zip(annotated, sources, strict=True)]
     tried: dict[int, Counter[Entry]] = {j: Counter() for j in texts}  # times each was placed
     if glued_only:  # the others count as placed twice: never placed
@@ -349,12 +347,12 @@ def terms_first(
         for j, (hyps, mine) in enumerate(zip(found, matches, strict=True))
         if mine and len(hyps) > 1
     ]
-    bests = dict(zip(held, decode([found[j][0].tokens for j in held]), strict=True))
-    todo = [j for j in held if not glossary.uses_all(one_line(bests[j]), targets(matches[j]))]
+    bests = dict(zip(held, best_text(engine.tokenizer, [found[j] for j in held]), strict=True))
+    todo = [j for j in held if not glossary.uses_all(bests[j], targets(matches[j]))]
     decoded = iter(decode([h.tokens for j in todo for h in found[j][1:]]))
     ranked = [hyps[:nbest] for hyps in found]
     for j in todo:
-        texts = [one_line(bests[j])] + [one_line(next(decoded)) for _ in found[j][1:]]
+        texts = [bests[j]] + [one_line(next(decoded)) for _ in found[j][1:]]
         order = glossary.rank(texts, targets(matches[j]))
         ranked[j] = [found[j][h] for h in order][:nbest]
     return ranked
