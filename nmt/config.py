@@ -426,6 +426,9 @@ class SegmentConfig:
     # regular expressions of your own; protect=[] protect_patterns=[] for none
     protect: list[str] = field(default_factory=lambda: list(DEFAULT_RULES.kinds))
     protect_patterns: list[str] = field(default_factory=list)
+    # How a protected number comes back: keep (byte for byte, as written) or localize (an
+    # amount with German separators: 3.5 kg -> 3,5 kg, 1,000 -> 1.000; nmt/written_numbers.py)
+    numbers: str = "keep"
     # A glossary: a TSV file of "source term<TAB>target term" lines (nmt/terms/glossary.py).
     # A model trained with data.augment.terms reads each term annotated in the source
     # (nmt/terms/annotation.py); for any other, a sentence whose translation lacks a term is
@@ -448,7 +451,7 @@ class SegmentConfig:
 
     @property
     def rules(self) -> Rules:
-        return Rules(self.protect, self.protect_patterns)
+        return Rules(self.protect, self.protect_patterns, self.numbers)
 
 
 @dataclass

@@ -8,16 +8,25 @@ from conftest import run_module
 
 from nmt.documents.translation import translate_texts
 from nmt.inference.calibration import Calibration
-from nmt.inference.output_checks import Findings, check, fix_numbers, loop_sign, missing, tally
+from nmt.inference.output_checks import (
+    Findings,
+    check,
+    compare,
+    fix_numbers,
+    loop_sign,
+    missing,
+    tally,
+)
 
 URL = "https://example.org/a1?b=2"
 
 
 def test_numbers_urls_and_addresses_must_come_through():
     source = f"Call 0800 123 or mail ann@example.org about the 1,250 boxes at {URL} by 3.5 pm."
-    assert missing(source, source) == []
+    assert compare(source, source) == ([], [])
     german = f"Ruf 0800 123 an oder schreib ann@example.org wegen 1.250 Kisten auf {URL} um 3,5."
-    assert missing(source, german) == []  # German separators: the digits are the same
+    # German separators keep the value, not the form: changed where numbers are kept as written
+    assert compare(source, german) == ([], ["1,250", "3.5 pm"])
     assert missing(source, "Ruf an oder schreib wegen 1.250 Kisten um 3,5.") == [
         URL,
         "ann@example.org",
@@ -72,10 +81,13 @@ def test_a_number_linked_to_one_number_word_is_fixed_and_reported():
 def test_a_loop_leaves_little_confidence_and_the_run_is_tallied():
     looped = Findings(loop="loop: 'Kick' repeated")
     assert looped.lowered(0.8) == pytest.approx(0.2) and looped.lowered(None) is None
-    line = tally([[], ["missing 17"], ["fixed number 3"], ["loop: 'a' repeated", "missing 2"]])
+    changed = "changed number 10:45: its value kept, not its form"
+    line = tally(
+        [[], ["missing 17"], ["fixed number 3"], ["loop: 'a' repeated", "missing 2"], [changed]]
+    )
     assert line == (
-        "output checks: 2 of 4 lines flagged (2 missing numbers, URLs or addresses, 1 loops); "
-        "1 numbers fixed"
+        "output checks: 3 of 5 lines flagged (2 missing numbers, URLs or addresses, "
+        "1 numbers in another form, 1 loops); 1 numbers fixed"
     )
 
 

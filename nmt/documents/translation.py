@@ -40,7 +40,7 @@ from nmt.documents.layout import Layout, lay_out
 from nmt.documents.sentences import SentenceSplitter
 from nmt.inference.calibration import Calibration
 from nmt.inference.engine import Engine
-from nmt.inference.output_checks import NUMBER, Findings, check, fix_numbers
+from nmt.inference.output_checks import Findings, check, fix_numbers
 from nmt.inference.output_text import one_line
 from nmt.inference.planner import line_number
 from nmt.inference.scores import Scores
@@ -114,7 +114,9 @@ def translate_texts(
     forced = [prefixes[i] for i in owner] if prefixes else None  # whole texts' alone
     # placeholders for a model that learnt to carry them; for any other, spans taken out
     learnt = bool(engine.info.get("placeholders"))
-    guarded = [spans.protect(line, rules, learnt) for line in flat] if rules else None
+    guarded = (
+        [spans.protect(line, rules, learnt, protect.numbers) for line in flat] if rules else None
+    )
     # a sentence of spans alone ("https://example.org", "10:30") has nothing to translate
     bare = [
         bool(g and g.spans and not any(c.isalpha() for c in g.masked(g.text)))
@@ -221,7 +223,8 @@ def translate_texts(
     # checked and fixed as the model wrote them, for the lines as it read them; then recased
     # (placeholders are no numbers to keep: they are checked, and put back, as spans)
     checked = [g.masked(line) for g, line in zip(guarded, read, strict=True)] if guarded else read
-    findings = check_best(engine, checked, found, sentence_texts, rated, numbers)
+    mode = protect.numbers if protect is not None else "keep"
+    findings = check_best(engine, checked, found, sentence_texts, rated, numbers, mode)
     links = [[h.alignment for h in nbest] for nbest in found]
     if guarded:
         align_lost_spans(engine, guarded, read, sentence_texts, links, numbers)
@@ -307,16 +310,18 @@ def check_best(
     texts: list[list[str]],
     rated: list[Scores | None],
     numbers: list[int],
+    mode: str = "keep",
 ) -> list[Findings | None]:
     """Each sentence's best translation checked against its source (nmt.inference.output_checks),
     and a missing number fixed where its word alignment makes that safe: from the search's own
     alignment where it kept one, else from one forced pass over those sentences alone.
     `sources` as the model read them (folded), `texts` as it wrote them. Fixes `texts` (and
-    the scores' words) in place; None for an empty sentence."""
-    findings = [check(src, t[0]) if t else None for src, t in zip(sources, texts, strict=True)]
-    fixable = [
-        j for j, f in enumerate(findings) if f and any(NUMBER.fullmatch(m) for m in f.missing)
+    the scores' words) in place; None for an empty sentence. `mode`: the form numbers must
+    come out in (nmt.written_numbers.MODES)."""
+    findings = [
+        check(src, t[0], mode) if t else None for src, t in zip(sources, texts, strict=True)
     ]
+    fixable = [j for j, f in enumerate(findings) if f and f.numbers]
     unaligned = [j for j in fixable if found[j][0].alignment is None]
     links = dict(
         zip(
@@ -333,7 +338,7 @@ def check_best(
     )
     for j in fixable:
         alignment = links[j] if j in links else found[j][0].alignment
-        fixed = fix_numbers(sources[j], texts[j][0], alignment or [], findings[j])
+        fixed = fix_numbers(sources[j], texts[j][0], alignment or [], findings[j], mode)
         if fixed != texts[j][0]:
             texts[j][0] = fixed
             if rated[j] is not None and len(rated[j].words) == len(fixed.split()):

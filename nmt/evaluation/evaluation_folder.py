@@ -62,6 +62,7 @@ def evaluation_record(
         "decode": asdict(cfg.decode),
         "segment": {"segment": cfg.segment, "segment_max_words": cfg.segment_max_words},
         "protect": {"kinds": cfg.protect, "patterns": cfg.protect_patterns},
+        "numbers": cfg.numbers,
         "glossary": cfg.glossary,
         "glossary_exact": cfg.glossary_exact,
         "max_tokens": cfg.max_tokens,

@@ -1,5 +1,10 @@
 """Cheap checks of a translation against its source, after the search: what must come through
-unchanged (numbers, URLs, e-mail addresses) and signs of a search stuck in a loop.
+unchanged (numbers as written, URLs, e-mail addresses) and signs of a search stuck in a loop.
+
+A number (nmt.written_numbers) is compared by its value and by its form: `10 45` for `10:45`,
+or `1.250` for `1,250` where numbers are kept as written, keeps the value in another form
+(`changed`); a number whose value is not there is `missing`. With numbers=localize, an
+amount's German form is the one expected.
 
 `check` finds the problems of one (source, translation); `fix_numbers` mends the one kind a
 word alignment makes safe: a source number whose word is linked to a single target word that
@@ -13,11 +18,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nmt.written_numbers import as_mode, find, same_value, split_over
+
 URL = re.compile(r"\b(?:https?://|www\.)[^\s<>\"']+[^\s<>\"'.,;:!?)\]]")
 EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-# a number as text writes it: 7, 1,250, 3.5, 1.000.000; its digits are what must survive
-# (German writes 1.250 for 1,250 and 3,5 for 3.5)
-NUMBER = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)*(?![\w])")
 GERMAN_NUMBER_WORDS = {
     "null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun", "zehn",
     "elf", "zwölf",
@@ -33,20 +37,28 @@ LOWERED = {"loop": 0.25, "missing": 0.5}
 
 @dataclass
 class Findings:
-    """What `check` found in one translation: `missing` (numbers by their digits, URLs and
-    e-mail addresses of the source absent from it), `loop` (a sign of a repeated loop, or
-    ""), and `fixed` (the numbers `fix_numbers` wrote in)."""
+    """What `check` found in one translation: `missing` (numbers whose value, URLs and e-mail
+    addresses of the source absent from it), `changed` (numbers whose value is there in
+    another form), `loop` (a sign of a repeated loop, or ""), and `fixed` (the numbers
+    `fix_numbers` wrote in)."""
 
     missing: list[str] = field(default_factory=list)
     loop: str = ""
     fixed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[str]:
         """One short line per finding, for outputs and logs."""
         lines = [f"missing {item}" for item in self.missing]
+        lines += [f"changed number {item}: its value kept, not its form" for item in self.changed]
         lines += [f"fixed number {item}" for item in self.fixed]
         return lines + ([self.loop] if self.loop else [])
+
+    @property
+    def numbers(self) -> list[str]:
+        """The numbers not come through as they must: missing or changed."""
+        return [n for n in self.missing + self.changed if not URL.fullmatch(n) and "@" not in n]
 
     def lowered(self, confidence: float | None) -> float | None:
         """The confidence with each problem left counted against it."""
@@ -54,38 +66,49 @@ class Findings:
             return None
         if self.loop:
             confidence *= LOWERED["loop"]
-        if self.missing:
+        if self.missing or self.changed:
             confidence *= LOWERED["missing"]
         return confidence
 
 
-def digits(number: str) -> str:
-    return re.sub(r"\D", "", number)
-
-
-def must_keep(source: str) -> list[str]:
-    """The spans of `source` its translation must carry: URLs, e-mail addresses, then numbers
-    (not those inside a URL or address), in order of kind."""
+def must_keep(source: str) -> tuple[list[str], list[str]]:
+    """What `source`'s translation must carry: (URLs and e-mail addresses, numbers as written
+    not inside one of those)."""
     spans = URL.findall(source) + EMAIL.findall(source)
     rest = source
     for span in spans:
         rest = rest.replace(span, " ")
-    return spans + NUMBER.findall(rest)
+    return spans, [m.text for m in find(rest)]
 
 
-def missing(source: str, translation: str) -> list[str]:
-    """The spans of `must_keep(source)` the translation lacks: URLs and addresses by their
-    exact text, numbers by their digits (each as often as the source has it)."""
-    kept = must_keep(source)
-    absent = [span for span in kept if not NUMBER.fullmatch(span) and span not in translation]
-    have = Counter(digits(n) for n in NUMBER.findall(translation))
-    for span in kept:
-        if NUMBER.fullmatch(span):
-            if have[digits(span)] > 0:
-                have[digits(span)] -= 1
-            else:
-                absent.append(span)
-    return absent
+def compare(source: str, translation: str, mode: str = "keep") -> tuple[list[str], list[str]]:
+    """(missing, changed) of `source`'s spans in `translation` (see the module docstring):
+    URLs and addresses by their exact text; numbers each as often as the source has it,
+    first in the form `mode` asks for, then by value."""
+    exact, numbers = must_keep(source)
+    missing = [span for span in exact if span not in translation]
+    changed = []
+    written = [m.text for m in find(translation)]
+    for number in numbers:
+        form = as_mode(number, mode)
+        if form in written:
+            written.remove(form)
+            continue
+        same = next((w for w in written if same_value(number, w)), None)
+        if same is not None:
+            written.remove(same)
+            changed.append(number)
+        elif (pieces := split_over(number, written)) is not None:
+            del written[pieces.start : pieces.stop]
+            changed.append(number)
+        else:
+            missing.append(number)
+    return missing, changed
+
+
+def missing(source: str, translation: str, mode: str = "keep") -> list[str]:
+    """The spans of `source` whose value `translation` lacks (`compare`)."""
+    return compare(source, translation, mode)[0]
 
 
 def loop_sign(source: str, translation: str) -> str:
@@ -108,35 +131,42 @@ def loop_sign(source: str, translation: str) -> str:
     return ""
 
 
-def check(source: str, translation: str) -> Findings:
-    return Findings(missing=missing(source, translation), loop=loop_sign(source, translation))
+def check(source: str, translation: str, mode: str = "keep") -> Findings:
+    lost, changed = compare(source, translation, mode)
+    return Findings(missing=lost, changed=changed, loop=loop_sign(source, translation))
 
 
 def fix_numbers(
-    source: str, translation: str, links: list[tuple[int, int]], findings: Findings
+    source: str,
+    translation: str,
+    links: list[tuple[int, int]],
+    findings: Findings,
+    mode: str = "keep",
 ) -> str:
-    """`translation` with each missing number written in where it is safe: the source word
-    holding it is linked (`links`: source word, target word, Pharaoh over whitespace words)
-    to exactly one target word, and that word is a number or a number word. Updates
-    `findings` (a fixed number leaves `missing` for `fixed`)."""
+    """`translation` with each missing or changed number written in, in the form `mode` asks
+    for, where it is safe: the number is one word of the source, that word is linked (`links`:
+    source word, target word, Pharaoh over whitespace words) to exactly one target word, and
+    that word holds one number, or is a number word. Updates `findings` (a fixed number
+    leaves `missing` or `changed` for `fixed`)."""
     src_words, tgt_words = source.split(), translation.split()
-    numbers = [m for m in findings.missing if NUMBER.fullmatch(m)]
-    for number in numbers:
-        holders = [i for i, w in enumerate(src_words) if number in NUMBER.findall(w)]
+    for number in [n for n in findings.numbers if len(n.split()) == 1]:
+        holders = [i for i, w in enumerate(src_words) if number in [m.text for m in find(w)]]
         if len(holders) != 1:
             continue
         targets = sorted({t for s, t in links if s == holders[0] and t < len(tgt_words)})
         if len(targets) != 1:
             continue
         word = tgt_words[targets[0]]
+        held = find(word)
         core = re.sub(r"^\W+|\W+$", "", word)
-        if NUMBER.fullmatch(core):
-            tgt_words[targets[0]] = word.replace(core, number, 1)
+        if len(held) == 1:
+            old = held[0]
+            tgt_words[targets[0]] = word[: old.at] + as_mode(number, mode) + word[old.to :]
         elif core.lower() in GERMAN_NUMBER_WORDS:
-            tgt_words[targets[0]] = word.replace(core, number, 1)
+            tgt_words[targets[0]] = word.replace(core, as_mode(number, mode), 1)
         else:
             continue
-        findings.missing.remove(number)
+        (findings.missing if number in findings.missing else findings.changed).remove(number)
         findings.fixed.append(number)
     return " ".join(tgt_words) if findings.fixed else translation
 
@@ -147,6 +177,7 @@ def tally(warnings: list[list[str]]) -> str:
     flagged = sum(1 for ws in warnings if any(not w.startswith("fixed") for w in ws))
     return (
         f"output checks: {flagged:,} of {len(warnings):,} lines flagged ({kinds['missing']:,} "
-        f"missing numbers, URLs or addresses, {kinds['loop']:,} loops); "
+        f"missing numbers, URLs or addresses, {kinds['changed']:,} numbers in another form, "
+        f"{kinds['loop']:,} loops); "
         f"{kinds['fixed']:,} numbers fixed"
     )

@@ -33,6 +33,7 @@ from nmt.inference.loading import engine_class
 from nmt.jobs.job import SEGMENTS, TEXT_FORMATS, Job, JobError
 from nmt.terms.glossary import MAX_ENTRIES, Glossary, GlossaryError, read_glossary
 from nmt.terms.spans import KIND_NAMES, MAX_PATTERNS, Rules
+from nmt.written_numbers import MODES as NUMBER_MODES
 
 if TYPE_CHECKING:
     from nmt.documents.translation import Translation
@@ -114,6 +115,11 @@ class TranslateRequest(BaseModel):
         max_length=MAX_PATTERNS,
         description="Regular expressions whose matches are carried byte for byte; default: "
         "the server's (protect_patterns=)",
+    )
+    numbers: Literal[NUMBER_MODES] | None = Field(
+        default=None,
+        description="How protected numbers come back: keep (byte for byte) or localize (an "
+        "amount with German separators: 3.5 kg -> 3,5 kg); default: the server's (numbers=)",
     )
     glossary: dict[str, str] | None = Field(
         default=None,
@@ -230,6 +236,7 @@ def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job
             server.protect_patterns
             if request.protect_patterns is None
             else request.protect_patterns,
+            request.numbers or server.numbers,
         ),
         glossary=glossary,
     )

@@ -131,8 +131,9 @@ def build_server(
             "max_tokens": max_tokens(cfg),
         },
         "limits": {"max_body_bytes": cfg.max_body_bytes, **asdict(limits)},
-        # what a request's "protect" and "protect_patterns" default to
+        # what a request's "protect", "protect_patterns" and "numbers" default to
         "protect": {"kinds": list(cfg.protect), "patterns": list(cfg.protect_patterns)},
+        "numbers": cfg.numbers,
         "glossary_entries": len(read_glossary(cfg.glossary)) if cfg.glossary else 0,
         # what a request's "glossary_exact" defaults to; None: this engine cannot (CTranslate2)
         "glossary_exact": cfg.glossary_exact if engine_class(cfg.backend).constrains else None,

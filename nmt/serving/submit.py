@@ -61,6 +61,7 @@ def translator(submit: Submit, job: Job, max_lines: int) -> Translator:
                 "segment": job.segment,
                 "protect": list(job.protect.kinds),
                 "protect_patterns": list(job.protect.patterns),
+                "numbers": job.protect.numbers,
             }
 
         chunks = [texts[i : i + max_lines] for i in range(0, len(texts), max_lines)]

@@ -32,15 +32,15 @@ from dataclasses import dataclass, field
 
 import regex
 
-from nmt.inference.output_checks import EMAIL, NUMBER, URL
+from nmt.inference.output_checks import EMAIL, URL
+from nmt.written_numbers import NUMBERS, PLACEHOLDERS, as_mode, check_mode
 
-KINDS = {
+KINDS = {  # a kind's pattern, or a finder of its own (finditer)
     "urls": URL.pattern,
     "emails": EMAIL.pattern,
     "code": r"`[^`\n]+`",
-    "variables": r"\{\{[^{}\n]*\}\}|\{\w*\}|%\(\w+\)[sdif]|%[sdif](?!\w)|\$\{?[A-Za-z_]\w*\}?"
-    r"|(?<![\w:/]):[A-Za-z_]\w*",
-    "numbers": NUMBER.pattern,
+    "variables": PLACEHOLDERS.pattern,  # %s, %1$s, {0:>8}, %(count)d, {{name}}, $HOME, :user
+    "numbers": NUMBERS,  # as written, whole: 10:45, $4.99, v2.1.3 (nmt.written_numbers)
 }
 KIND_NAMES = tuple(KINDS)
 PATTERN_TIMEOUT = 0.05  # seconds a caller's pattern may take on the empty text (its check)
@@ -56,18 +56,25 @@ class SpanError(ValueError):
 @dataclass(frozen=True)
 class Rules:
     """Which spans to protect: built-in `kinds` (KINDS' names) and the caller's `patterns`
-    (regular expressions). Checked once, as they are given (`check`)."""
+    (regular expressions); `numbers`: how a number span comes back (keep: byte for byte;
+    localize: an amount with German separators, nmt.written_numbers). Checked once, as they
+    are given (`check`)."""
 
     kinds: tuple[str, ...] = ()
     patterns: tuple[str, ...] = ()
+    numbers: str = "keep"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kinds", tuple(self.kinds))
         object.__setattr__(self, "patterns", tuple(self.patterns))
 
     def check(self) -> None:
-        """SpanError for an unknown kind, too many or too long patterns, or a pattern that
-        does not compile or matches the empty string."""
+        """SpanError for an unknown kind or numbers mode, too many or too long patterns, or a
+        pattern that does not compile or matches the empty string."""
+        try:
+            check_mode(self.numbers)
+        except ValueError as error:
+            raise SpanError(str(error)) from None
         for kind in self.kinds:
             if kind not in KINDS:
                 raise SpanError(f"protect: no kind {kind!r}; the kinds: {', '.join(KINDS)}")
@@ -113,7 +120,7 @@ class Rules:
         """The patterns: the caller's first (their marking wins a tie), then the kinds in
         KINDS' order."""
         kinds = [KINDS[k] for k in KINDS if k in self.kinds]
-        return [regex.compile(p) for p in [*self.patterns, *kinds]]
+        return [regex.compile(p) if isinstance(p, str) else p for p in [*self.patterns, *kinds]]
 
 
 DEFAULT_RULES = Rules(KIND_NAMES)  # translate's, the server's and evaluate's
@@ -133,6 +140,8 @@ class Protected:
     placeholder_words: list[int] = field(default_factory=list)
     span_words: list[list[int]] = field(default_factory=list)  # per span, its words in source
     taken_out: bool = False  # the spans are not in text at all (placeholders=False)
+    # per span, the text it comes back as: itself, or a number localized (Rules.numbers)
+    written: list[str] = field(default_factory=list)
 
     def masked(self, text: str) -> str:
         """`text` (this sentence as read, or its translation) with each of its placeholders
@@ -160,20 +169,23 @@ def find(sentence: str, compiled: list[regex.Pattern]) -> list[range]:
     return spans
 
 
-def protect(sentence: str, compiled: list[regex.Pattern], placeholders: bool = True) -> Protected:
+def protect(
+    sentence: str, compiled: list[regex.Pattern], placeholders: bool = True, numbers: str = "keep"
+) -> Protected:
     """`sentence` with a placeholder in each span's place (see the module docstring); the
     placeholders' numbers are ones the sentence does not hold already. placeholders=False
     (a model that never saw a placeholder) takes each span out instead, with a space beside
-    it: the model reads the rest, and `restore` places the span by the alignment alone."""
+    it: the model reads the rest, and `restore` places the span by the alignment alone.
+    numbers=localize: a span that is a number as written comes back localized."""
     ranges = find(sentence, compiled)
     if not ranges:
         words = len(sentence.split())
         return Protected(sentence, sentence, [], [[i] for i in range(words)], [])
     taken = {int(m.group(1)) for m in PLACEHOLDER.finditer(sentence)}
-    numbers = (n for n in range(1, len(sentence) + len(taken) + 2) if n not in taken)
+    free = (n for n in range(1, len(sentence) + len(taken) + 2) if n not in taken)
     parts, origins, at, spans, offsets = [], [], 0, [], []
     for span in ranges:
-        placeholder = f"#{next(numbers)}" if placeholders else ""
+        placeholder = f"#{next(free)}" if placeholders else ""
         before = sentence[at : span.start]
         if not placeholders and (not before or before[-1].isspace()):
             before = before.rstrip()  # "see https://x.org now" reads "see now"
@@ -201,8 +213,15 @@ def protect(sentence: str, compiled: list[regex.Pattern], placeholders: bool = T
     else:
         placeholder_words = [sum(1 for s in starts if s < at) for at in offsets]
     span_words = [sorted({word_at[c] for c in r} - {-1}) for r in ranges]
+    written = [span for _, span in spans]
+    if numbers != "keep":
+        whole = {(m.start(), m.end()) for m in NUMBERS.finditer(sentence)}
+        written = [
+            as_mode(span, numbers) if (r.start, r.stop) in whole else span
+            for r, span in zip(ranges, written, strict=True)
+        ]
     return Protected(
-        sentence, text, spans, source_of, placeholder_words, span_words, not placeholders
+        sentence, text, spans, source_of, placeholder_words, span_words, not placeholders, written
     )
 
 
@@ -324,19 +343,19 @@ def restore(
         pieces.append([text, came_from, frozenset(held)])
 
     for k in after.get(-1, []):
-        put(protected.spans[k][1], None, {k})
+        put(protected.written[k], None, {k})
     for j, word in enumerate(words):
         if j in replace:
             k = replace[j]
             core = re.match(r"^(\W*?)([#\w].*?)(\W*)$", word)
             head, tail = (core.group(1), core.group(3)) if core else ("", "")
-            put(head + protected.spans[k][1] + tail, j, {k})
+            put(head + protected.written[k] + tail, j, {k})
         else:
             parts, at, held = [], 0, set()
             for m in PLACEHOLDER.finditer(word):
                 if (j, m.start()) in keep:
                     held.add(keep[(j, m.start())])
-                    parts += [word[at : m.start()], protected.spans[keep[(j, m.start())]][1]]
+                    parts += [word[at : m.start()], protected.written[keep[(j, m.start())]]]
                     at = m.end()
                 elif (j, m.start()) in drop:
                     parts.append(word[at : m.start()])
@@ -353,9 +372,9 @@ def restore(
                 last[0] = last[0][:-1]
                 if not last[0].strip():  # the mark was the whole word
                     pieces.pop()
-                put(protected.spans[k][1] + mark, None, {k})
+                put(protected.written[k] + mark, None, {k})
             else:
-                put(protected.spans[k][1], None, {k})
+                put(protected.written[k], None, {k})
     origin: list[int | None] = []
     spans_of: list[frozenset[int]] = []
     for text, came_from, held in pieces:
