@@ -22,7 +22,6 @@ data; times, dates, versions, addresses, phone numbers and codes are never local
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 
 import phonenumbers
 import regex
