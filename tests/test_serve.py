@@ -179,6 +179,7 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
         "kinds": ["urls", "emails", "code", "variables", "numbers"],
         "patterns": [],
     }
+    assert info["numbers"] == "keep"  # numbers come back as written unless one asks
     assert info["glossary_exact"] is False  # torch: a request may ask for exact terms
     schema = httpx.get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
@@ -275,6 +276,32 @@ def test_protected_spans_are_served_as_offline_and_requests_protecting_different
         assert answer["warnings"] == [t.warnings for t in offline]
     assert "https://example.org/x1" in default["translation"][0]
     assert "ACME-2000" in own["translation"][1]
+
+
+def test_numbers_as_written_come_through_every_door_as_offline(server, overfit_engine, api):
+    """/translate (kept, and localized on request), /translate_file and LibreTranslate's
+    /translate each carry a number as written whole, as translate_texts does offline."""
+    from test_written_numbers import SENTENCES, spans_of
+
+    from nmt.documents.translation import translate_texts
+    from nmt.terms.spans import DEFAULT_RULES, Rules
+
+    own = api.search
+    for mode in ("keep", "localize"):
+        reply = post(server, {"text": SENTENCES, "numbers": mode})
+        assert reply.status_code == 200, reply.text
+        rules = Rules(DEFAULT_RULES.kinds, (), mode)
+        offline = translate_texts(overfit_engine, SENTENCES, own, protect=rules)
+        assert reply.json()["translation"] == [t.text for t in offline]
+    kept = [t.text for t in translate_texts(overfit_engine, SENTENCES, own, protect=DEFAULT_RULES)]
+    for line, text in zip(SENTENCES, kept, strict=True):
+        assert all(text.count(n) == line.count(n) for n in spans_of(line)), (line, text)
+    upload = {"file": ("prices.txt", "".join(f"{x}\n" for x in SENTENCES).encode())}
+    reply = httpx.post(server + "/translate_file", files=upload, timeout=120)
+    assert reply.status_code == 200 and reply.content.decode().splitlines() == kept
+    body = {"q": SENTENCES, "source": "en", "target": "de"}
+    reply = httpx.post(server + "/libretranslate/translate", json=body, timeout=120)
+    assert reply.json()["translatedText"] == kept
 
 
 def test_a_requests_glossary_is_served_as_offline_with_the_terms_it_used(

@@ -113,6 +113,26 @@ def test_html_and_files_are_served_as_offline(server, exported, overfit_pairs):
     assert reply.status_code == 200 and reply.text == expected
 
 
+def test_numbers_as_written_are_served_as_offline(server, exported):
+    """Numbers as written, kept and localized, as the exported model carries them offline."""
+    from test_written_numbers import SENTENCES
+
+    from nmt.config import DecodeConfig
+    from nmt.documents.translation import translate_texts
+    from nmt.inference.ct2_engine import CTranslate2Engine
+    from nmt.inference.search_choice import choose_search
+    from nmt.terms.spans import DEFAULT_RULES, Rules
+
+    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    search, _ = choose_search(engine.card, DecodeConfig(), [])
+    for mode in ("keep", "localize"):
+        rules = Rules(DEFAULT_RULES.kinds, (), mode)
+        expected = [t.text for t in translate_texts(engine, SENTENCES, search, protect=rules)]
+        reply = post(server, {"text": SENTENCES, "numbers": mode})
+        assert reply.status_code == 200 and reply.json()["translation"] == expected, reply.text
+    assert "$4,99" in expected[1] and "10:45" in expected[0]
+
+
 @pytest.mark.parametrize(("body", "status", "message"), BAD[::3] + BAD[-4:])
 def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
     reply = post(server, body)
