@@ -14,9 +14,19 @@ case, with ß as ss, as capitals write it):
   references and by the share of numbers kept exactly (its digits in the output), with the
   share the output checks fixed, and the lines they flagged.
 
+- numbers as written (#82): each test pair with one number as people write it (a time, a
+  date, money, a percentage, a range, a score, a version, a phone number, an IP address, a
+  size, dimensions, a fraction, an ordinal, a code) put in on both sides before a pair of
+  words eflomal links one to one, its digits drawn (seed 0), each form as often as the
+  others. Translated three ways: spans protected, numbers kept (the default); protected,
+  numbers=localize (the reference then holds the German form); and protect=[] (the model
+  alone). Scored per form by the share come out byte for byte (for localize: in its German
+  form, and by value), with BLEU against the changed references.
+
 Each row also gives the lines the output checks flagged and those with a loop.
 
     python bench/bench_robustness.py --ckpt before/model.pt --ckpt after/model.pt
+    python bench/bench_robustness.py --ckpt model.pt --sets written   # numbers as written only
 """
 
 from __future__ import annotations
@@ -28,9 +38,10 @@ import numpy as np
 import sacrebleu
 from common import model_engines, models_args, read_lines, save_records
 
-from nmt.data.augmentation import Pair, numbers
+from nmt.data.augmentation import Pair, insert, numbers, one_to_one_links
 from nmt.data.word_alignment import align_corpus
 from nmt.documents.translation import translate_texts
+from nmt.terms.spans import DEFAULT_RULES, Rules
 
 FINAL = ".!?…"
 CAPITALS = ("Title Case", "ALL CAPS")  # also translated with decode.fold_case=false
@@ -55,11 +66,109 @@ def forms(src: list[str], refs: list[str]) -> dict[str, tuple[list[str], list[st
     }
 
 
-def with_numbers(src: list[str], refs: list[str]) -> tuple[list[str], list[str], list[str]]:
-    """(sources, references, the number put in each; "" where no word pair is linked one to
-    one), aligned by eflomal over these pairs and the training pairs."""
+# one template per form; each digit is drawn anew (a phone number is kept: its plan decides)
+WRITTEN = {
+    "time": "10:45",
+    "time am/pm": "9:30 PM",
+    "date": "2026-12-01",
+    "date dotted": "14.03.2025",
+    "date with month": "1 May 2019",
+    "money": "$4.99",
+    "money code": "EUR 30",
+    "percentage": "50%",
+    "range": "45-67",
+    "score": "3-2",
+    "version": "v2.1.3",
+    "phone": "+49 30 1234567",
+    "ip": "192.168.0.1",
+    "size": "4.7 GB",
+    "dimensions": "30x40x50 cm",
+    "fraction": "3/4",
+    "ordinal": "21st",
+    "code": "A-2291-X",
+    "thousands": "1,250",
+}
+
+
+def test_links(src: list[str], refs: list[str]) -> list:
+    """The word links of each test pair, from eflomal over these pairs and the training
+    pairs together."""
     train_src, train_tgt = read_lines("train.en"), read_lines("train.de")
-    links = align_corpus(src + train_src, refs + train_tgt)[: len(src)]
+    return align_corpus(src + train_src, refs + train_tgt)[: len(src)]
+
+
+def with_written(src, refs, links, localized: bool) -> tuple[list[str], list[str], list[str]]:
+    """(sources, references, the form put in each; "" where no word pair is linked one to
+    one): forms in turn, their digits drawn (seed 0); with `localized`, the reference holds
+    the German form (nmt.written_numbers.localize)."""
+    from nmt.written_numbers import localize
+
+    rng, kinds = np.random.default_rng(0), list(WRITTEN)
+    out_src, out_refs, put = [], [], []
+    for i, (s, r, pairs) in enumerate(zip(src, refs, links, strict=True)):
+        template = WRITTEN[kinds[i % len(kinds)]]
+        form = (
+            template
+            if "+" in template
+            else "".join(str(rng.integers(1, 10)) if c.isdigit() else c for c in template)
+        )
+        one_to_one = one_to_one_links(sorted(pairs))
+        if not one_to_one:
+            out_src.append(s), out_refs.append(r), put.append("")
+            continue
+        a, b = one_to_one[rng.integers(len(one_to_one))]
+        new = insert(Pair(s.split(), r.split(), sorted(pairs)), a, b, form, form)
+        ref = " ".join(new.tgt)
+        out_src.append(" ".join(new.src)), put.append(form)
+        out_refs.append(ref.replace(form, localize(form)) if localized else ref)
+    return out_src, out_refs, put
+
+
+def written_records(engine, search, ckpt, src, refs, links) -> list[dict]:
+    """The numbers-as-written rows of one model: per way of translating, per form, the share
+    come out byte for byte (and for localize, by value too)."""
+    from nmt.written_numbers import find as numbers_in
+    from nmt.written_numbers import localize, same_value
+
+    records = []
+    ways = {"protected": DEFAULT_RULES, "localize": None, "model alone": Rules()}
+    for way, rules in ways.items():
+        if rules is None:
+            try:
+                rules = Rules(DEFAULT_RULES.kinds, (), "localize")
+            except TypeError:  # a tree from before numbers=localize
+                continue
+        sources, references, put = with_written(src, refs, links, way == "localize")
+        found = translate_texts(engine, sources, search, protect=rules)
+        hyps = [t.text for t in found]
+        by_kind: dict[str, list[tuple[bool, bool]]] = {}
+        for i, form in enumerate(put):
+            if not form:
+                continue
+            want = localize(form) if way == "localize" else form
+            exact = want in hyps[i]
+            valued = exact or any(same_value(form, m.text) for m in numbers_in(hyps[i]))
+            by_kind.setdefault(list(WRITTEN)[i % len(WRITTEN)], []).append((exact, valued))
+        record = {
+            "name": f"robustness/written/{way}/{ckpt}",
+            "ckpt": ckpt,
+            "form": "numbers as written",
+            "way": way,
+            "bleu_lc": round(bleu_lc(hyps, references), 2),
+            "numbers": sum(len(v) for v in by_kind.values()),
+            "kept_exactly": {k: round(np.mean([e for e, _ in v]), 3) for k, v in by_kind.items()},
+            "kept_by_value": {k: round(np.mean([x for _, x in v]), 3) for k, v in by_kind.items()},
+            "all_exactly": round(np.mean([e for v in by_kind.values() for e, _ in v]), 4),
+            "flagged": flagged([t.warnings for t in found]),
+        }
+        records.append(record)
+        print(record, flush=True)
+    return records
+
+
+def with_numbers(src, refs, links) -> tuple[list[str], list[str], list[str]]:
+    """(sources, references, the number put in each; "" where no word pair is linked one to
+    one)."""
     out_src, out_refs, put = [], [], []
     rng = np.random.default_rng(0)
     for s, r, pairs in zip(src, refs, links, strict=True):
@@ -96,9 +205,13 @@ def bleu_lc(hyps: list[str], refs: list[str]) -> float:
 def main() -> None:
     args = models_args(__doc__.split("\n\n")[0], 3, "flagged lines printed per form")
     src, refs = read_lines(f"{args.split}.en"), read_lines(f"{args.split}.de")
-    numbered_src, numbered_refs, put = with_numbers(src, refs)
+    links = test_links(src, refs)
+    numbered_src, numbered_refs, put = with_numbers(src, refs, links)
     records = []
     for ckpt, engine, search in model_engines(args):
+        records += written_records(engine, search, ckpt, src, refs, links)
+        if args.sets == "written":
+            continue
         for form, (sources, references) in forms(src, refs).items():
             for fold in (True, False) if form in CAPITALS else (True,):
                 hyps, warnings = translate(engine, replace(search, fold_case=fold), sources)

@@ -120,6 +120,7 @@ def models_args(description: str, show: int, show_what: str) -> argparse.Namespa
     parser.add_argument("--backend", default="torch", choices=["torch", "ctranslate2"])
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--show", type=int, default=show, help=show_what)
+    parser.add_argument("--sets", default="all", help="bench_robustness: all, or written")
     return parser.parse_args()
 
 

@@ -227,3 +227,17 @@ def test_unprotected_numbers_are_checked_by_value_and_form(overfit_engine):
             assert f"missing {number}" in result.warnings
         for number in changed:
             assert any(w.startswith(f"changed number {number}:") for w in result.warnings)
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["glossary", "glossary_exact"])
+def test_numbers_come_through_beside_a_glossarys_terms(overfit_engine, exact):
+    from nmt.terms.glossary import Entry, Glossary
+
+    glossary = Glossary([Entry("bike", "Fahrrad"), Entry("door", "Tür")], exact=exact)
+    lines = SENTENCES[:2]
+    found = translate_texts(
+        overfit_engine, lines, overfit_engine.search, protect=DEFAULT_RULES, glossary=glossary
+    )
+    for line, result in zip(lines, found, strict=True):
+        assert all(result.text.count(n) == line.count(n) for n in spans_of(line)), result.text
+        assert result.terms and all(t["source"] in line for t in result.terms)
