@@ -156,9 +156,13 @@ def written_records(engine, search, ckpt, src, refs, links) -> list[dict]:
             "way": way,
             "bleu_lc": round(bleu_lc(hyps, references), 2),
             "numbers": sum(len(v) for v in by_kind.values()),
-            "kept_exactly": {k: round(np.mean([e for e, _ in v]), 3) for k, v in by_kind.items()},
-            "kept_by_value": {k: round(np.mean([x for _, x in v]), 3) for k, v in by_kind.items()},
-            "all_exactly": round(np.mean([e for v in by_kind.values() for e, _ in v]), 4),
+            "kept_exactly": {
+                k: round(float(np.mean([e for e, _ in v])), 3) for k, v in by_kind.items()
+            },
+            "kept_by_value": {
+                k: round(float(np.mean([x for _, x in v])), 3) for k, v in by_kind.items()
+            },
+            "all_exactly": round(float(np.mean([e for v in by_kind.values() for e, _ in v])), 4),
             "flagged": flagged([t.warnings for t in found]),
         }
         records.append(record)
