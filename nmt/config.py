@@ -578,8 +578,8 @@ class ServeConfig(DocumentConfig, InferenceConfig):
     # An HTML text's or file's tags (its "<"s) or a Word file's runs, counted before parsing
     max_file_tags: int = 50_000
     max_search_cost: int = 20_000_000
-    # Seconds a request's own protect_patterns may take on all its texts, tried before any
-    # translation (a pattern that backtracks without end is refused with a 422)
+    # Seconds a request's own protect_patterns may take on all its texts together, tried before
+    # any translation (they run on RE2, in linear time: nmt/terms/spans.py); over it, a 422
     max_pattern_seconds: float = 0.5
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none

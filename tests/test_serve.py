@@ -660,7 +660,7 @@ BAD = [
     ({"text": "A.", "protect": "urls"}, 422, "protect"),
     ({"text": "A.", "protect_patterns": ["(x"]}, 422, "is no pattern"),
     ({"text": "A.", "protect_patterns": [""]}, 422, "matches the empty text"),
-    ({"text": ["a" * 30 + "!"] * 16, "protect_patterns": ["(a|aa)+$"]}, 422, "took over 0.5 s"),
+    ({"text": "A.", "protect_patterns": ["(a)\\1"]}, 422, "no pattern RE2 runs"),
     ({"text": "A.", "glossary": {"bike": " "}}, 422, "an empty target term"),
     ({"text": "A.", "glossary": ["bike", "Rad"]}, 422, "glossary"),
     (
