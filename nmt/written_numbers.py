@@ -119,8 +119,6 @@ def find(text: str) -> list[Span]:
 class Numbers:
     """`find` as a pattern: what nmt.terms.spans takes for a kind (finditer)."""
 
-    pattern = "numbers as written (nmt.written_numbers)"
-
     def finditer(self, text: str) -> list[Span]:
         return find(text)
 

@@ -57,8 +57,9 @@ class Findings:
 
     @property
     def numbers(self) -> list[str]:
-        """The numbers not come through as they must: missing or changed."""
-        return [n for n in self.missing + self.changed if not URL.fullmatch(n) and "@" not in n]
+        """The numbers not come through as they must, missing or changed: what the number
+        grammar reads whole (a URL or an address is none)."""
+        return [n for n in self.missing + self.changed if [m.text for m in find(n)] == [n]]
 
     def lowered(self, confidence: float | None) -> float | None:
         """The confidence with each problem left counted against it."""
