@@ -69,7 +69,7 @@ def split(out: Path) -> None:
 def score(data: Path, models: list[str]) -> None:
     from common import model_engines
 
-    from nmt.documents.translation import translate_texts
+    from nmt.translation.texts import translate_texts
 
     sets = {}
     for name in SETS:

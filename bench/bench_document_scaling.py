@@ -36,7 +36,7 @@ from common import save_records
 
 from nmt.documents.docx_file import WordFile
 from nmt.documents.markup import Pages
-from nmt.documents.translation import Translation
+from nmt.translation.translated import Translation
 
 TARGET = 2.3  # the most a doubling of the input may cost
 

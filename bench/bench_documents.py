@@ -26,8 +26,8 @@ from bench_splitters import paragraphs
 from common import read_lines, save_records, trained_engines, trained_model_args
 from harness import Run, Side, alternate
 
-from nmt.documents.sentences import SentenceSplitter
-from nmt.documents.translation import translate_texts
+from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.texts import translate_texts
 
 ENDS = re.compile(r"[.!?][\"')\]]*$")
 

@@ -56,11 +56,11 @@ from nmt.config import InferenceConfig
 from nmt.data.augmentation import one_to_one_links
 from nmt.data.word_alignment import align_corpus
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.translation import translate_texts
 from nmt.inference import loading
 from nmt.inference.search_choice import choose_search
 from nmt.terms.annotation import FUNCTION_WORDS, term_text
 from nmt.terms.glossary import Entry, Glossary, core, lemma
+from nmt.translation.texts import translate_texts
 
 
 def build(src: list[str], refs: list[str], plain: list[str]) -> dict[int, Entry]:

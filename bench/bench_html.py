@@ -6,7 +6,8 @@ href, span with a class, in turn) around a phrase of 1 to 3 source words that ef
 to at least one reference word (eflomal run on train + test and symmetrised, as
 bench_alignment). Per engine given, alternating (bench/harness.py):
 - plain: the sentences as text (translate_texts, segment=sentences);
-- html: the pages (translate_html), whose tags stripped should give the same text.
+- html: the pages, as a job of format html (nmt.jobs), whose tags stripped should give the
+  same text.
 BLEU of both against the references (target: html within 0.5 of plain), the share of lines
 whose stripped text is the plain translation exactly, and the time html costs.
 
@@ -32,8 +33,13 @@ from harness import Run, Side, alternate
 
 from nmt.data.word_alignment import align_corpus
 from nmt.documents.html_tree import parse
-from nmt.documents.markup import Segment, plan, translate_html
-from nmt.documents.translation import Translation, translate_texts
+from nmt.documents.markup import Segment, plan
+from nmt.jobs.check import check
+from nmt.jobs.job import Job, Limits
+from nmt.jobs.run import engine_translator, run
+from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.texts import translate_texts
+from nmt.translation.translated import Translation
 
 TAGS = ["b", "i", 'a href="https://example.org/?q=1&amp;p=2"', 'span class="term"']
 TAG = re.compile(r"<[^>]*>")
@@ -97,6 +103,14 @@ def landing(engine, pages, sources, references, gold) -> tuple[float, float]:
     return exact / len(pages), statistics.mean(f1s)
 
 
+def html_job(engine, pages: list[str], search) -> list:
+    """The pages as POST /translate with format html translates them."""
+    job = Job(texts=pages, format="html", search=search)
+    return run(
+        check(job, Limits.unbounded()), engine_translator(engine, job, SentenceSplitter())
+    ).translations
+
+
 def way(engine, search, texts: list[str], translate):
     def run() -> Run:
         found = translate(engine, texts, search)
@@ -115,7 +129,7 @@ def main() -> None:
     for backend, engine, search in trained_engines(args):
         sides = [
             Side("plain", "the sentences as text", way(engine, search, sources, translate_texts)),
-            Side("html", "format=html", way(engine, search, [p for p, _ in pages], translate_html)),
+            Side("html", "format=html", way(engine, search, [p for p, _ in pages], html_job)),
         ]
         timings = alternate(sides, "sent/s", args.rounds, same_work=False)
         bleu = {

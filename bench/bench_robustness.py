@@ -40,8 +40,8 @@ from common import model_engines, models_args, read_lines, save_records
 
 from nmt.data.augmentation import Pair, insert, numbers, one_to_one_links
 from nmt.data.word_alignment import align_corpus
-from nmt.documents.translation import translate_texts
 from nmt.terms.spans import DEFAULT_RULES, Rules
+from nmt.translation.texts import translate_texts
 
 FINAL = ".!?…"
 CAPITALS = ("Title Case", "ALL CAPS")  # also translated with decode.fold_case=false

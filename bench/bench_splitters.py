@@ -7,7 +7,7 @@ counts where it falls between two source sentences), the share of paragraphs spl
 and sentences per second. Three sets: all sentences; only those without final punctuation
 (about 5% of the data: captions), where a punctuation-led splitter cannot see the boundaries;
 and each sentence alone, where every cut is wrong. `ours` is
-nmt.documents.sentences.SentenceSplitter: the chosen library plus its cut of runs longer
+nmt.translation.sentences.SentenceSplitter: the chosen library plus its cut of runs longer
 than max_words.
 
     python bench/bench_splitters.py [--data DIR]
@@ -54,7 +54,7 @@ def candidates() -> dict[str, Callable[[str], list[str]]]:
     import sentencex
     from segtok.segmenter import split_single
 
-    from nmt.documents.sentences import SentenceSplitter
+    from nmt.translation.sentences import SentenceSplitter
 
     sbd = pysbd.Segmenter(language="en", clean=False)
     ours = {n: SentenceSplitter("en", n) for n in (20, 25, 30)}

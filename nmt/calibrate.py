@@ -18,9 +18,10 @@ import sacrebleu
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from nmt.cli import UsageError, one_line_errors, setup_logging
+from nmt.cli import one_line_errors, setup_logging
 from nmt.config import CalibrateConfig, register_configs
 from nmt.decoding.settings import describe_search
+from nmt.errors import UsageError
 from nmt.files import read_lines
 from nmt.inference.calibration import Calibration
 from nmt.inference.loading import check_model, load

@@ -25,7 +25,7 @@ from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.split_tokenizer import SplitTokenizer, tokenizer_from_payload
 from nmt.tokenizer import Tokenizer
 
-FORMAT = "nmt-inference-1"
+CHECKPOINT_FORMAT = "nmt-inference-1"
 
 
 @dataclass
@@ -52,7 +52,7 @@ def inference_payload(
     """Everything an inference checkpoint holds but the weights. A Lightning checkpoint carries
     it too (TranslationModule.on_save_checkpoint), so translate and nmt.average read both."""
     payload = {
-        "format": FORMAT,
+        "format": CHECKPOINT_FORMAT,
         "model_config": asdict(model_cfg),
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
@@ -174,7 +174,7 @@ def read_inference_payload(path: Path, mmap: bool = False) -> dict:
     """The inference-format dict (see the module docstring) of an inference checkpoint or of a
     Lightning checkpoint of `nmt.train`."""
     payload = read_checkpoint(path, mmap)
-    return payload if payload.get("format") == FORMAT else _from_lightning(payload, path)
+    return payload if payload.get("format") == CHECKPOINT_FORMAT else _from_lightning(payload, path)
 
 
 def store_search(path: str | Path, search: DecodeConfig) -> None:
@@ -190,7 +190,7 @@ def store_info(path: str | Path, key: str, value: Any) -> None:
 def _update(path: str | Path, what: str, change) -> None:
     path = Path(path)
     payload = read_checkpoint(path)
-    target = payload if payload.get("format") == FORMAT else payload.get("nmt")
+    target = payload if payload.get("format") == CHECKPOINT_FORMAT else payload.get("nmt")
     if target is None:
         raise CheckpointError(f"{path} is not an nmt checkpoint: cannot store {what} in it")
     change(target)

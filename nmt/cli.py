@@ -17,13 +17,7 @@ from typing import NoReturn
 from omegaconf.errors import MissingMandatoryValue
 from tqdm import tqdm
 
-from nmt.decoding.settings import SearchError
-from nmt.terms.glossary import GlossaryError
-from nmt.terms.spans import SpanError
-
-
-class UsageError(ValueError):
-    """A command line that cannot work as given (exit code 2); the message is one line."""
+from nmt.errors import UsageError
 
 
 def override_key(override: str) -> str:
@@ -67,7 +61,7 @@ def one_line_errors(command: str, example: str) -> Iterator[None]:
     except MissingMandatoryValue as error:
         key = error.full_key or str(error).splitlines()[0]
         fail(command, f"{key} is required, e.g. {example}", code=2)
-    except (UsageError, SearchError, SpanError, GlossaryError) as error:
+    except UsageError as error:  # and its kinds: SearchError, SpanError, GlossaryError
         fail(command, str(error), code=2)
     except (OSError, ValueError, FloatingPointError) as error:
         fail(command, str(error))

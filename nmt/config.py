@@ -17,15 +17,203 @@ from typing import Any
 
 from omegaconf import MISSING
 
-from nmt.decoding.settings import DecodeConfig
-from nmt.jobs.job import FORMATS, SEGMENTS
-from nmt.model import ModelConfig
-from nmt.terms.spans import DEFAULT_RULES, Rules
-from nmt.training.budget_bands import BudgetBand, check_bands
+from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, SpecialIds
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+
+STRATEGIES = ("greedy", "beam", "sample")
+LENGTH_NORMS = ("gnmt", "power")
+STOP_RULES = ("exact", "first_k")
+TERM_PLACING = ("decode", "edit", "off")
+CHOICES = {
+    "strategy": STRATEGIES,
+    "length_norm": LENGTH_NORMS,
+    "stop": STOP_RULES,
+    "term_place": TERM_PLACING,
+}
+
+
+@dataclass
+class DecodeConfig:
+    """Search settings shared by validation BLEU, translate, evaluate, serve and an export.
+
+    A checkpoint carries the search chosen for it; commands use it unless the command line
+    names `decode=...` or `decode.FIELD=...` (`nmt.inference.search_choice.choose_search`).
+    """
+
+    strategy: str = "greedy"  # greedy | beam | sample
+    beam_size: int = 1
+    len_penalty: float | None = None  # alpha of the length penalty (beam only)
+    # gnmt: score = log P / ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, ours);
+    # power: log P / |Y| ** alpha (CTranslate2's); |Y| counts EOS. docs/guide.md maps one to
+    # the other.
+    length_norm: str = "gnmt"
+    # When a sentence's beam search ends (nmt.decoding.beam): exact = once no live hypothesis
+    # can still beat its nbest best finished ones (the n best a search to the maximum length
+    # returns, whatever the penalty);
+    # first_k = once beam_size hypotheses have finished (fairseq's, HF's and CTranslate2's
+    # rule), which also ends a search whose length penalty rewards length.
+    stop: str = "exact"
+    max_len_a: float = 1.0  # maximum output length = a * source_length + b (paper: |x| + 50)
+    max_len_b: int = 50
+    min_len: int = 0  # EOS is forbidden before this many tokens
+    no_repeat_ngram_size: int = 0  # 0 = off
+    nbest: int = 1  # hypotheses (beam) or samples (sample) returned per sentence
+    # Sampling: the next token is drawn from softmax(log-probs / temperature) restricted to the
+    # top_k most probable tokens (0 = all) and to the smallest set whose probability reaches
+    # top_p (1.0 = all); temperature 0 is greedy. The same seed and the same batches give the
+    # same samples.
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    # An ALL CAPS or Title Case line is translated in sentence case, an ALL CAPS line's
+    # translation given back in capitals (nmt.translation.casing): a model that learnt from
+    # sentence-case text loops on capitals. Texts with a forced prefix are translated as given.
+    fold_case: bool = True
+    # With a glossary (but glossary_exact), the hypotheses a beam search finished for a
+    # sentence holding terms (up to beam_size) are ranked by how many of them each uses (by
+    # lemma), then by score: the best one using the most comes first, before any term is
+    # placed (nmt.translation.texts). Off: the search's own order.
+    term_choice: bool = True
+    # With a glossary (but glossary_exact), on an engine with a constrained search (torch),
+    # the beam keeps hypotheses by their log-prob plus term_bonus for each token they have
+    # written of their sentence's terms, as given (a term left unfinished counts nothing):
+    # soft constraints (nmt.decoding.steering), which steer the search to the terms without
+    # requiring them. 0: off. Scores and the n-best order stay the model's own. 5: the least
+    # that used 95% of val's glossary terms at val BLEU as without it (docs/benchmarks.md).
+    term_bonus: float = 5.0
+    # With a glossary (but glossary_exact), a term a sentence's best translation still lacks
+    # is placed where the alignment puts its source words (nmt.terms.placing): a model that
+    # reads no terms uses them no other way, and one that reads them annotated is held to
+    # them where its search was not steered to them (CTranslate2, or term_bonus 0). "edit":
+    # written into the translation, no second search; "decode": the search continued from
+    # the term (on CTranslate2 a second decode of the line, for a few tenths of BLEU:
+    # docs/benchmarks.md); "off": a term not written is reported, not placed. A model stored
+    # before "edit" (true/false) reads as "decode"/"off".
+    term_place: str = "edit"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.term_place, bool):  # as models stored it before "edit" (true/false)
+            self.term_place = "decode" if self.term_place else "off"
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"decode.{name} must be one of {', '.join(allowed)}, "
+                    f"not {getattr(self, name)!r}"
+                )
+        for name in ("beam_size", "nbest"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"decode.{name} must be at least 1, not {getattr(self, name)}")
+        for name in ("max_len_a", "max_len_b", "min_len", "no_repeat_ngram_size", "top_k"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"decode.{name} must not be negative, not {getattr(self, name)}")
+        if self.len_penalty is not None and self.len_penalty < 0:
+            # the beam's stopping rule assumes the penalty grows with length
+            raise ValueError(f"decode.len_penalty must not be negative, not {self.len_penalty}")
+        if self.term_bonus < 0:
+            raise ValueError(f"decode.term_bonus must not be negative, not {self.term_bonus}")
+        if self.temperature < 0:
+            raise ValueError(f"decode.temperature must not be negative, not {self.temperature}")
+        if not 0 <= self.seed < 2**32:  # CTranslate2's seeds are 32-bit
+            raise ValueError(f"decode.seed must be in [0, 2**32), not {self.seed}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"decode.top_p must be in (0, 1], not {self.top_p}")
+
+
+# The names each setting takes, in one place: the rooms that act on them import these.
+SEGMENTS = ("sentences", "lines")  # segment=: how texts are cut (nmt.translation.texts)
+NORMS = ("post", "pre")  # model.norm
+ACTIVATION_NAMES = ("relu", "gelu", "swish")  # model.activation (nmt.model.ACTIVATIONS)
+# protect=: the kinds of span protected by default, all of nmt.terms.spans.KINDS
+PROTECTED_KINDS = ("urls", "emails", "code", "variables", "numbers")
+
+
+@dataclass
+class ModelConfig:
+    """Every hyperparameter of the network; the defaults are the paper's base model."""
+
+    vocab_size: int = 8000
+    d_model: int = 512
+    n_heads: int = 8
+    d_ff: int = 2048
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    token_dropout: float = 0.0  # word dropout: a whole input token's embedding zeroed (training)
+    activation: str = "relu"  # of the FFN's hidden layer: "relu" (paper), "gelu" or "swish"
+    norm: str = "post"  # "post" (paper) or "pre" (LayerNorm before each sublayer + final norm)
+    tie_embeddings: bool = True  # source embedding = target embedding = output projection
+    max_positions: int = 1024
+    # A fixed bias added to the logits (V,): an imported Marian model's final_logits_bias,
+    # kept as it came (a buffer, not trained), as transformers keeps it.
+    output_bias: bool = False
+    # The special ids (nmt.vocabulary): ours unless an imported model brings its own.
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID  # the decoder's first input
+    eos_id: int = EOS_ID
+    # Word alignments come from the cross-attention of this decoder layer (negative: from the
+    # last, the first where that runs past it), averaged over its first alignment_heads heads
+    # (0: all of them, raw attention, best in the second-to-last layer of an hour's model:
+    # docs/benchmarks.md; guided alignment trains head 0 and sets 1).
+    alignment_layer: int = -2
+    alignment_heads: int = 0
+
+    @property
+    def alignment_layer_index(self) -> int:
+        """The 0-based decoder layer of `alignment_layer` (counted back from the last, and
+        the first where that runs past it: -2 of a one-layer decoder is its layer 0)."""
+        if self.alignment_layer >= 0:
+            return self.alignment_layer
+        return max(self.decoder_layers + self.alignment_layer, 0)
+
+    @property
+    def special_ids(self) -> SpecialIds:
+        return SpecialIds(self.pad_id, self.bos_id, self.eos_id)
+
+    def __post_init__(self) -> None:
+        for name in ("pad_id", "bos_id", "eos_id"):
+            if not 0 <= getattr(self, name) < self.vocab_size:
+                raise ValueError(
+                    f"model.{name}={getattr(self, name)} is not an id of the "
+                    f"{self.vocab_size}-piece vocabulary"
+                )
+        if self.eos_id in (self.pad_id, self.bos_id):
+            raise ValueError(f"model.eos_id={self.eos_id} must differ from pad_id and bos_id")
+        if not 0.0 <= self.token_dropout < 1.0:
+            raise ValueError(f"model.token_dropout must be in [0, 1), got {self.token_dropout}")
+        if self.norm not in NORMS:
+            raise ValueError(f"model.norm must be one of {NORMS}, got {self.norm!r}")
+        if self.activation not in ACTIVATION_NAMES:
+            raise ValueError(
+                f"model.activation must be one of {ACTIVATION_NAMES}, got {self.activation!r}"
+            )
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
+            )
+        layer = self.alignment_layer
+        if layer >= self.decoder_layers:
+            raise ValueError(
+                f"model.alignment_layer={layer} is not a layer of {self.decoder_layers}"
+            )
+        if not 0 <= self.alignment_heads <= self.n_heads:
+            raise ValueError(
+                f"model.alignment_heads must be in 0..{self.n_heads}, got {self.alignment_heads}"
+            )
+
+
+@dataclass
+class BudgetBand:
+    """The settings (dotted config fields -> values) of a run whose budget holds at most
+    `max_updates` updates; None: any larger budget (nmt.training.budget_bands)."""
+
+    max_updates: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -352,7 +540,6 @@ class TrainConfig:
             raise ValueError(
                 f"on_nonfinite_loss must be stop or skip, not {self.on_nonfinite_loss!r}"
             )
-        check_bands(self.budget_bands, max(self.checkpoint.average_last_epochs, default=0))
         roles = self.data.splits
         missing = [role for role in ("train", "valid") if role not in roles]
         if missing:  # found at the start, not at the first validation
@@ -409,6 +596,42 @@ class InferenceConfig:
 
 
 @dataclass
+class ArchiveLimits:
+    """A zip-based file's (a Word file's) limits, checked before it is unzipped."""
+
+    # A Word file is refused before it is unzipped when its parts would inflate past this many
+    # bytes, or any part over 1 MB by more than this ratio (a zip bomb: nmt/jobs/check.py)
+    max_inflated_bytes: int = 100_000_000
+    max_zip_ratio: float = 100.0
+
+
+@dataclass
+class RequestLimits(ArchiveLimits):
+    """How much one request may ask of the server: the one table of limits. ServeConfig holds
+    these fields, the checks read them (nmt.jobs.job.Limits), /info lists them, and each is
+    answered with a 413 naming it."""
+
+    max_body_bytes: int = 1_000_000  # a request body, as read (a file route: max_file_bytes)
+    max_lines: int = 256  # lines in one request
+    max_line_chars: int = 2000  # characters in one line (or one prefix)
+    # POST /translate_file (nmt/serving/files.py): the largest file, and the most segments
+    # (lines of a text file, text runs between an HTML or Word file's blocks) it may hold
+    max_file_bytes: int = 2_000_000
+    max_file_segments: int = 5000
+    # An HTML or Word segment's words and inline tags (or runs), counted before alignment and
+    # tag projection; a search's worst case: segments x beams x n-best x the longest output
+    # it allows, in tokens (nmt/jobs/check.py). Each answered with a 413 naming it.
+    max_segment_words: int = 400
+    max_segment_tags: int = 200
+    # An HTML text's or file's tags (its "<"s) or a Word file's runs, counted before parsing
+    max_file_tags: int = 50_000
+    max_search_cost: int = 20_000_000
+    # Seconds a request's own protect_patterns may take on all its texts together, tried before
+    # any translation (they run on RE2, in linear time: nmt/terms/spans.py); over it, a 422
+    max_pattern_seconds: float = 0.5
+
+
+@dataclass
 class SegmentConfig:
     """How `translate`, the server and `evaluate` read text before translating it: cut into
     segments (nmt.documents), spans protected (nmt.terms.spans). Evaluate scores what
@@ -416,15 +639,15 @@ class SegmentConfig:
 
     # sentences: each line (each request text) is cut into sentences, translated in the same
     # batches as all others and joined back around the text's own whitespace and Markdown
-    # markers (nmt/documents/layout.py); lines: each line is one segment, as the model sees it
+    # markers (nmt/translation/layout.py); lines: each line is one segment, as the model sees it
     segment: str = "sentences"
     # A "sentence" of more words than this (a run of captions without final punctuation) is
-    # cut again before each likely sentence start (nmt/documents/sentences.py)
+    # cut again before each likely sentence start (nmt/translation/sentences.py)
     segment_max_words: int = 25
     # Spans every translation carries byte for byte, through placeholders and the word
     # alignment (nmt/terms/spans.py): the kinds (urls, emails, code, variables, numbers) and
     # regular expressions of your own; protect=[] protect_patterns=[] for none
-    protect: list[str] = field(default_factory=lambda: list(DEFAULT_RULES.kinds))
+    protect: list[str] = field(default_factory=lambda: list(PROTECTED_KINDS))
     protect_patterns: list[str] = field(default_factory=list)
     # How a protected number comes back: keep (byte for byte, as written) or localize (an
     # amount with German separators: 3.5 kg -> 3,5 kg, 1,000 -> 1.000; nmt/written_numbers.py)
@@ -438,24 +661,9 @@ class SegmentConfig:
     # nmt/decoding/constrained.py), beside the annotation where the model learnt it
     glossary_exact: bool = False
 
-    def __post_init__(self) -> None:
-        if self.segment not in SEGMENTS:
-            raise ValueError(f"segment must be sentences or lines, got {self.segment!r}")
-        if self.glossary_exact and getattr(self, "backend", "torch") != "torch":
-            from nmt.terms.glossary import GlossaryError  # a usage error (exit 2)
-
-            raise GlossaryError(
-                "glossary_exact=true needs backend=torch: CTranslate2 has no constrained search"
-            )
-        self.rules.check()  # SpanError: a usage error (exit 2), as nmt.cli reports it
-
-    @property
-    def rules(self) -> Rules:
-        return Rules(self.protect, self.protect_patterns, self.numbers)
-
 
 @dataclass
-class DocumentConfig(SegmentConfig):
+class DocumentConfig(SegmentConfig, ArchiveLimits):
     """What `translate` and the server read besides lines: HTML and Word documents."""
 
     # text: plain text, Markdown included; html: translate's whole input is one HTML document
@@ -464,15 +672,6 @@ class DocumentConfig(SegmentConfig):
     # translate takes html for an input= ending .html/.htm, docx for .docx, else text, and the
     # server text
     format: str = "auto"
-    # A Word file is refused before it is unzipped when its parts would inflate past this many
-    # bytes, or any part over 1 MB by more than this ratio (a zip bomb: nmt/jobs/check.py)
-    max_inflated_bytes: int = 100_000_000
-    max_zip_ratio: float = 100.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.format not in ("auto", *FORMATS):
-            raise ValueError(f"format must be auto, text, html or docx, got {self.format!r}")
 
 
 @dataclass
@@ -542,7 +741,7 @@ class EvaluateConfig(SegmentConfig, InferenceConfig):
 
 
 @dataclass
-class ServeConfig(DocumentConfig, InferenceConfig):
+class ServeConfig(DocumentConfig, InferenceConfig, RequestLimits):
     """`python -m nmt.serve`: the model over HTTP (nmt.serving). The search is the model's
     own (or the command line's, as for translate); each request may change its fields."""
 
@@ -562,25 +761,6 @@ class ServeConfig(DocumentConfig, InferenceConfig):
     # On SIGTERM or SIGINT, the requests in flight get this long to finish before every
     # process stops (nmt/serve.py)
     drain_seconds: float = 30.0
-    # Limits, each answered with a 413 naming it.
-    max_body_bytes: int = 1_000_000
-    max_lines: int = 256  # lines in one request
-    max_line_chars: int = 2000  # characters in one line (or one prefix)
-    # POST /translate_file (nmt/serving/files.py): the largest file, and the most segments
-    # (lines of a text file, text runs between an HTML or Word file's blocks) it may hold
-    max_file_bytes: int = 2_000_000
-    max_file_segments: int = 5000
-    # An HTML or Word segment's words and inline tags (or runs), counted before alignment and
-    # tag projection; a search's worst case: segments x beams x n-best x the longest output
-    # it allows, in tokens (nmt/jobs/check.py). Each answered with a 413 naming it.
-    max_segment_words: int = 400
-    max_segment_tags: int = 200
-    # An HTML text's or file's tags (its "<"s) or a Word file's runs, counted before parsing
-    max_file_tags: int = 50_000
-    max_search_cost: int = 20_000_000
-    # Seconds a request's own protect_patterns may take on all its texts together, tried before
-    # any translation (they run on RE2, in linear time: nmt/terms/spans.py); over it, a 422
-    max_pattern_seconds: float = 0.5
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none
     cache_sentences: int = 10000

@@ -23,8 +23,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.cli import UsageError, one_line_errors
+from nmt.cli import one_line_errors
 from nmt.config import EvaluateConfig, register_configs
+from nmt.errors import UsageError
 from nmt.evaluation.evaluation_run import evaluate, summary
 
 EXAMPLE = "python -m nmt.evaluate ckpt=outputs/<run>/model.pt splits=[valid,test]"

@@ -23,23 +23,24 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.cli import one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ExportConfig, register_configs
+from nmt.errors import UsageError
 from nmt.evaluation.runs_table import FINAL_EVALUATION
 from nmt.files import check_replaceable
 
 log = logging.getLogger("nmt.export")
 EXAMPLE = "python -m nmt.export ckpt=outputs/<run>/model.pt out=exported/int8 quantization=int8"
-FORMATS = {"ctranslate2": "int8", "hf": "float32"}  # -> the weights' default quantization
+EXPORT_FORMATS = {"ctranslate2": "int8", "hf": "float32"}  # -> the weights' default quantization
 
 
 def weight_type(cfg: ExportConfig) -> str:
     """The quantization (ctranslate2) or dtype (hf) the weights are written in."""
     from nmt.ct2.model_dir import QUANTIZATIONS
-    from nmt.hf.model_dir import DTYPES
+    from nmt.hf.model_dir import HF_DTYPES
 
-    chosen = cfg.quantization or FORMATS[cfg.format]
-    allowed = QUANTIZATIONS if cfg.format == "ctranslate2" else DTYPES
+    chosen = cfg.quantization or EXPORT_FORMATS[cfg.format]
+    allowed = QUANTIZATIONS if cfg.format == "ctranslate2" else HF_DTYPES
     if chosen not in allowed:
         raise UsageError(
             f"quantization={chosen!r} is not one of {', '.join(allowed)} (format={cfg.format})"
@@ -50,8 +51,8 @@ def weight_type(cfg: ExportConfig) -> str:
 def check_request(cfg: ExportConfig) -> str:
     """Refuse what cannot work before loading anything (nothing is written then); returns the
     weights' type."""
-    if cfg.format not in FORMATS:
-        raise UsageError(f"format={cfg.format!r}: the export knows {', '.join(FORMATS)}")
+    if cfg.format not in EXPORT_FORMATS:
+        raise UsageError(f"format={cfg.format!r}: the export knows {', '.join(EXPORT_FORMATS)}")
     chosen = weight_type(cfg)
     if not Path(cfg.ckpt).is_file():
         raise UsageError(f"ckpt={cfg.ckpt} not found")

@@ -78,7 +78,7 @@ EXPORT_MARKER = ".nmt-export"  # in every folder staged_directory builds; overwr
 def check_replaceable(out: str | Path, overwrite: bool) -> None:
     """Refuse, in one line (a UsageError), to build at an `out` that exists, unless
     `overwrite` is set and `out` is an earlier export (it holds EXPORT_MARKER)."""
-    from nmt.cli import UsageError
+    from nmt.errors import UsageError
 
     out = Path(out)
     if not os.path.lexists(out):
@@ -169,7 +169,7 @@ def paired_chunks(
     """Two files' chunks (`read_chunks`, one size), line for line; a UsageError (one line)
     where `others` has fewer or more lines than `chunks` ("tgt=b.de has fewer lines than
     src=a.en (from line 4)")."""
-    from nmt.cli import UsageError
+    from nmt.errors import UsageError
 
     total = 0
     for lines in chunks:

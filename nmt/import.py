@@ -9,8 +9,9 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import UsageError, one_line_errors, setup_logging
+from nmt.cli import one_line_errors, setup_logging
 from nmt.config import ImportConfig, register_configs
+from nmt.errors import UsageError
 
 log = logging.getLogger("nmt.import")
 EXAMPLE = "python -m nmt.import source=exports/hf out=imported/model.pt"

@@ -18,87 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, SpecialIds
+from nmt.config import ACTIVATION_NAMES, ModelConfig
 
-NORM_CHOICES = ("post", "pre")
-# swish (SiLU): what Marian/OPUS-MT models use (nmt.hf.marian_import)
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
-
-
-@dataclass
-class ModelConfig:
-    """Every hyperparameter of the network; the defaults are the paper's base model."""
-
-    vocab_size: int = 8000
-    d_model: int = 512
-    n_heads: int = 8
-    d_ff: int = 2048
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    token_dropout: float = 0.0  # word dropout: a whole input token's embedding zeroed (training)
-    activation: str = "relu"  # of the FFN's hidden layer: "relu" (paper), "gelu" or "swish"
-    norm: str = "post"  # "post" (paper) or "pre" (LayerNorm before each sublayer + final norm)
-    tie_embeddings: bool = True  # source embedding = target embedding = output projection
-    max_positions: int = 1024
-    # A fixed bias added to the logits (V,): an imported Marian model's final_logits_bias,
-    # kept as it came (a buffer, not trained), as transformers keeps it.
-    output_bias: bool = False
-    # The special ids (nmt.vocabulary): ours unless an imported model brings its own.
-    pad_id: int = PAD_ID
-    bos_id: int = BOS_ID  # the decoder's first input
-    eos_id: int = EOS_ID
-    # Word alignments come from the cross-attention of this decoder layer (negative: from the
-    # last, the first where that runs past it), averaged over its first alignment_heads heads
-    # (0: all of them, raw attention, best in the second-to-last layer of an hour's model:
-    # docs/benchmarks.md; guided alignment trains head 0 and sets 1).
-    alignment_layer: int = -2
-    alignment_heads: int = 0
-
-    @property
-    def alignment_layer_index(self) -> int:
-        """The 0-based decoder layer of `alignment_layer` (counted back from the last, and
-        the first where that runs past it: -2 of a one-layer decoder is its layer 0)."""
-        if self.alignment_layer >= 0:
-            return self.alignment_layer
-        return max(self.decoder_layers + self.alignment_layer, 0)
-
-    @property
-    def special_ids(self) -> SpecialIds:
-        return SpecialIds(self.pad_id, self.bos_id, self.eos_id)
-
-    def __post_init__(self) -> None:
-        for name in ("pad_id", "bos_id", "eos_id"):
-            if not 0 <= getattr(self, name) < self.vocab_size:
-                raise ValueError(
-                    f"model.{name}={getattr(self, name)} is not an id of the "
-                    f"{self.vocab_size}-piece vocabulary"
-                )
-        if self.eos_id in (self.pad_id, self.bos_id):
-            raise ValueError(f"model.eos_id={self.eos_id} must differ from pad_id and bos_id")
-        if not 0.0 <= self.token_dropout < 1.0:
-            raise ValueError(f"model.token_dropout must be in [0, 1), got {self.token_dropout}")
-        if self.norm not in NORM_CHOICES:
-            raise ValueError(f"model.norm must be one of {NORM_CHOICES}, got {self.norm!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"model.activation must be one of {tuple(ACTIVATIONS)}, got {self.activation!r}"
-            )
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"model.d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
-            )
-        layer = self.alignment_layer
-        if layer >= self.decoder_layers:
-            raise ValueError(
-                f"model.alignment_layer={layer} is not a layer of {self.decoder_layers}"
-            )
-        if not 0 <= self.alignment_heads <= self.n_heads:
-            raise ValueError(
-                f"model.alignment_heads must be in 0..{self.n_heads}, got {self.alignment_heads}"
-            )
+# model.activation's functions (swish, SiLU: what Marian/OPUS-MT models use, nmt.hf.marian_import)
+ACTIVATIONS = dict(zip(ACTIVATION_NAMES, (F.relu, F.gelu, F.silu), strict=True))
 
 
 @dataclass

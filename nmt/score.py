@@ -20,8 +20,9 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.cli import one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ScoreConfig, register_configs
+from nmt.errors import UsageError
 from nmt.files import atomic_path, paired_chunks, read_chunks
 from nmt.inference.loading import check_model, load
 from nmt.inference.output_text import score_columns

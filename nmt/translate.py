@@ -35,22 +35,25 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from nmt.cli import UsageError, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.cli import one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.output_lines import output_lines
-from nmt.documents.sentences import SentenceSplitter
+from nmt.documents.formats import FORMATS, SUFFIXES
+from nmt.errors import UsageError
 from nmt.files import atomic_path, paired_chunks, read_chunks, write_bytes
 from nmt.inference.loading import check_model, load
 from nmt.inference.output_checks import tally
 from nmt.inference.search_choice import choose_search
 from nmt.jobs.check import check
-from nmt.jobs.job import FILE_FORMATS, Job, JobError, Limits
+from nmt.jobs.job import Job, JobError, Limits
 from nmt.jobs.run import engine_translator
 from nmt.jobs.run import run as run_job
 from nmt.model import ModelConfig
 from nmt.terms.glossary import GlossaryError, read_glossary
 from nmt.terms.placing import term_tally
+from nmt.translation.output_lines import output_lines
+from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.settings import checked_rules
 
 log = logging.getLogger("nmt.translate")
 EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<run>/model.pt"
@@ -59,6 +62,7 @@ EXAMPLE = "echo 'A man rides a bike.' | python -m nmt.translate ckpt=outputs/<ru
 def check_request(cfg: TranslateConfig) -> None:
     """Refuse settings that cannot work before loading anything: the job's own rules
     (nmt.jobs), then the command's."""
+    checked_rules(cfg, cfg.backend)
     check_model(cfg)
     try:
         command_job(cfg, DecodeConfig(nbest=cfg.nbest)).check_options()
@@ -89,7 +93,7 @@ def command_job(
         prefixes=prefixes if prefixes is not None else ([""] if cfg.prefix_file else None),
         scores=cfg.scores,
         alignments=cfg.alignments,
-        protect=cfg.rules,
+        protect=checked_rules(cfg, cfg.backend),
         glossary=read_glossary(cfg.glossary, cfg.glossary_exact) if cfg.glossary else None,
     )
 
@@ -103,9 +107,13 @@ def limits(cfg: TranslateConfig) -> Limits:
 def document_format(cfg: TranslateConfig) -> str:
     """text, html or docx: format=, or with format=auto the input file's suffix."""
     if cfg.format != "auto":
+        if cfg.format not in FORMATS:
+            raise UsageError(
+                f"format must be auto or one of {', '.join(FORMATS)}, not {cfg.format!r}"
+            )
         return cfg.format
     suffix = Path(cfg.input).suffix.lower() if cfg.input else ""
-    return FILE_FORMATS.get(suffix, "text")
+    return SUFFIXES.get(suffix, "text")
 
 
 def prepare(cfg: TranslateConfig, overrides: list[str]):

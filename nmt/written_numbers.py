@@ -82,7 +82,7 @@ PLACEHOLDERS = regex.compile(
 
 
 @dataclass(frozen=True)
-class Span:
+class WrittenSpan:
     """A match as `regex`'s are read (nmt.terms.spans.find): start(), end(), group()."""
 
     at: int
@@ -99,7 +99,7 @@ class Span:
         return self.text
 
 
-def find(text: str) -> list[Span]:
+def find(text: str) -> list[WrittenSpan]:
     """The numbers of `text` as written, in order, none overlapping: of two that overlap the
     one starting first wins, then the longer."""
     found = [(m.start(), -m.end()) for form in FORMS for m in form.finditer(text)]
@@ -111,7 +111,7 @@ def find(text: str) -> list[Span]:
     spans, end = [], 0
     for start, neg_end in sorted(found):
         if start >= end:
-            spans.append(Span(start, -neg_end, text[start:-neg_end]))
+            spans.append(WrittenSpan(start, -neg_end, text[start:-neg_end]))
             end = -neg_end
     return spans
 
@@ -119,7 +119,7 @@ def find(text: str) -> list[Span]:
 class Numbers:
     """`find` as a pattern: what nmt.terms.spans takes for a kind (finditer)."""
 
-    def finditer(self, text: str) -> list[Span]:
+    def finditer(self, text: str) -> list[WrittenSpan]:
         return find(text)
 
 

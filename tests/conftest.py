@@ -289,7 +289,7 @@ def ct2_f32(overfit_engine, tmp_path_factory):
 def uppercase_translator(texts: list[str], numbers: list[int]):
     """A stand-in translator for documents (translate_pages' `translate`): each word
     upper-cased, word i aligned to word i, the text's outer whitespace kept."""
-    from nmt.documents.translation import Translation
+    from nmt.translation.translated import Translation
 
     found = []
     for text in texts:
@@ -299,3 +299,53 @@ def uppercase_translator(texts: list[str], numbers: list[int]):
         pairs = [(i, i) for i in range(len(words))]
         found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
     return found
+
+
+# --- documents through the one job path (nmt.jobs), as every door translates them ---
+
+
+def document_result(translate, fmt: str, texts=None, data=None, name=""):
+    """A job of HTML `texts` or a file's `data` in format `fmt`, checked without limits and
+    run on `translate` (jobs.run's Translator)."""
+    from nmt.jobs.check import check
+    from nmt.jobs.job import Job, Limits
+    from nmt.jobs.run import run
+
+    job = Job(texts=texts, data=data, name=name, format=fmt)
+    return run(check(job, Limits.unbounded()), translate)
+
+
+def stand_in(translate):
+    """A Translator (jobs.run's) from a stand-in `translate(texts, numbers)`."""
+    return lambda texts, numbers, prefixes, alignments, scores: translate(texts, numbers)
+
+
+def html_pages(translate, documents: list[str]):
+    """HTML documents translated by a stand-in `translate(texts, numbers)`."""
+    return document_result(stand_in(translate), "html", texts=documents).translations
+
+
+def translated_word_file(data: bytes, translate) -> bytes:
+    """A Word file translated by a stand-in `translate(texts, numbers)`."""
+    return document_result(stand_in(translate), "docx", data=data, name="a.docx").data
+
+
+def on_engine(engine, search, segment: str = "sentences", splitter=None):
+    """The Translator that decodes on `engine` with `search` (nmt.jobs.run)."""
+    from nmt.jobs.job import Job
+    from nmt.jobs.run import engine_translator
+    from nmt.translation.sentences import SentenceSplitter
+
+    job = Job(search=search, segment=segment)
+    return engine_translator(engine, job, splitter or SentenceSplitter())
+
+
+def translated_html(engine, documents: list[str], search, segment="sentences", splitter=None):
+    """HTML documents translated on `engine`, as POST /translate with format html does."""
+    translate = on_engine(engine, search, segment, splitter)
+    return document_result(translate, "html", texts=documents).translations
+
+
+def translated_docx(engine, data: bytes, search, segment="sentences") -> bytes:
+    """A Word file translated on `engine`, as `translate input=a.docx` does."""
+    return document_result(on_engine(engine, search, segment), "docx", data=data).data

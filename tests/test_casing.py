@@ -1,4 +1,4 @@
-"""Lines in capitals read in sentence case (search.fold_case, nmt.documents.casing)."""
+"""Lines in capitals read in sentence case (search.fold_case, nmt.translation.casing)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from nmt.documents.casing import TITLE, UPPER, fold, kind, restore
-from nmt.documents.translation import translate_texts
+from nmt.translation.casing import TITLE, UPPER, fold, kind, restore
+from nmt.translation.texts import translate_texts
 
 
 @pytest.mark.parametrize(

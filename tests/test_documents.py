@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.layout import lay_out
-from nmt.documents.sentences import SentenceSplitter
-from nmt.documents.translation import translate_texts
-from nmt.inference.output_text import LINE_BREAKS, best_text, one_line
+from nmt.inference.output_text import SPLITS_A_LINE, best_text, one_line
+from nmt.translation.layout import lay_out
+from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.texts import translate_texts
 
 SPLITTER = SentenceSplitter()
 GREEDY = DecodeConfig(strategy="greedy")
@@ -75,8 +75,8 @@ def test_a_document_lays_out_into_its_sentences_and_joins_back_exactly(data, ove
 def test_one_line_leaves_no_line_break_and_changes_nothing_else(text):
     out = one_line(text)
     assert len(out) == len(text) and out.splitlines() == ([out] if out else [])
-    assert "\t" not in out and out == text.translate(LINE_BREAKS)
-    assert all(not chr(c).isprintable() for c in LINE_BREAKS)  # what its shortcut trusts
+    assert "\t" not in out and out == text.translate(SPLITS_A_LINE)
+    assert all(not chr(c).isprintable() for c in SPLITS_A_LINE)  # what its shortcut trusts
 
 
 def test_runs_without_final_punctuation_are_cut_but_sentences_are_not():

@@ -8,7 +8,12 @@ import zipfile
 
 import docx
 import pytest
-from conftest import run_module, uppercase_translator
+from conftest import (
+    run_module,
+    translated_docx,
+    translated_word_file,
+    uppercase_translator,
+)
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from docx.text.run import Run
@@ -19,11 +24,10 @@ from nmt.documents.docx_file import (
     WordFile,
     check_archive,
     paragraphs,
-    translate_docx,
-    translate_word_file,
 )
-from nmt.documents.markup import Pages, translate_pages
-from nmt.documents.translation import translate_texts
+from nmt.documents.markup import Pages
+from nmt.errors import JobError
+from nmt.translation.texts import translate_texts
 
 GREEDY = DecodeConfig(strategy="greedy")
 
@@ -78,7 +82,7 @@ def test_a_word_file_is_translated_paragraph_by_paragraph_its_formatting_kept(
 ):
     s = overfit_pairs[0]
     source = word_file(s)
-    out = translate_docx(engine, source, GREEDY)
+    out = translated_docx(engine, source, GREEDY)
     before, after = texts(source), texts(out)
     assert len(after) == len(before)
     plain = translate_texts(engine, before, GREEDY, alignments=True)
@@ -106,8 +110,9 @@ def test_a_word_file_is_translated_paragraph_by_paragraph_its_formatting_kept(
 
 
 def test_a_file_that_is_not_a_word_file_is_refused_in_one_line(overfit_engine, tmp_path, model_pt):
-    with pytest.raises(DocxError, match="not a .docx file"):
-        translate_docx(overfit_engine, b"PK\x03\x04 not really", GREEDY)
+    with pytest.raises(JobError, match="not a .docx file") as refused:
+        translated_docx(overfit_engine, b"PK\x03\x04 not really", GREEDY)
+    assert refused.value.status == 422
     bad = tmp_path / "bad.docx"
     bad.write_bytes(b"<html>not a zip</html>")
     out = tmp_path / "out.docx"
@@ -157,8 +162,6 @@ def test_links_page_break_hints_text_boxes_and_line_breaks_keep_their_place():
     """Text after a link stays after it; a run holding Word's page-break hint, and one inside a
     tracked insertion, are translated; a text box's text is translated in the saved file;
     a line break (Shift+Enter) stays between its lines, each translated on its own."""
-    from nmt.documents.docx_file import translate_word_file
-    from nmt.documents.markup import translate_pages
 
     document = docx.Document()
     linked = document.add_paragraph()
@@ -184,10 +187,7 @@ def test_links_page_break_hints_text_boxes_and_line_breaks_keep_their_place():
     data = io.BytesIO()
     document.save(data)
 
-    out = translate_word_file(
-        data.getvalue(),
-        lambda pages: [t.text for t in translate_pages(uppercase_translator, pages)],
-    )
+    out = translated_word_file(data.getvalue(), uppercase_translator)
     found = docx.Document(io.BytesIO(out))
     assert [p.text for p in found.paragraphs] == [
         "CLICK HERE TO CONTINUE.",
@@ -233,7 +233,7 @@ def test_a_zip_bomb_is_refused_from_its_directory_before_it_is_unzipped():
     check_archive(real.getvalue(), 1_000_000, 100.0)
 
 
-def test_a_word_file_is_read_once_counted_then_written_as_translate_word_file_does():
+def test_a_word_file_is_read_once_counted_then_written_as_its_job_writes_it():
     document = docx.Document()
     document.add_paragraph("A dog runs.")
     document.add_paragraph("")
@@ -249,9 +249,7 @@ def test_a_word_file_is_read_once_counted_then_written_as_translate_word_file_do
     ]
     found = pages.render(uppercase_translator([s.text for s in pages.segments], [1, 2]))
     out = word.translated([t.text for t in found])
-    whole = translate_word_file(
-        data.getvalue(), lambda p: [t.text for t in translate_pages(uppercase_translator, p)]
-    )
+    whole = translated_word_file(data.getvalue(), uppercase_translator)
     assert texts(out) == texts(whole) == ["A DOG RUNS.", "", "TWO MEN."]
     assert docx.Document(io.BytesIO(out)).paragraphs[2].runs[0].bold
     with pytest.raises(DocxError, match="not a .docx file"):

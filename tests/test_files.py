@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, run_module
 
-from nmt.cli import UsageError
+from nmt.errors import UsageError
 from nmt.files import EXPORT_MARKER, atomic_path, staged_directory, write_bytes, write_lines
 
 

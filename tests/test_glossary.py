@@ -13,8 +13,8 @@ from conftest import run_module
 from nmt.decoding.penalties import normalized_score
 from nmt.decoding.settings import SearchError
 from nmt.decoding.state import Hypothesis
-from nmt.documents.translation import translate_texts
 from nmt.terms.glossary import Entry, Glossary, GlossaryError, core
+from nmt.translation.texts import translate_texts
 
 
 def sources(glossary: Glossary, sentence: str) -> list[str]:

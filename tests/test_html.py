@@ -8,15 +8,21 @@ from html import escape
 from html.parser import HTMLParser
 
 import pytest
-from conftest import run_module, uppercase_translator
+from conftest import (
+    html_pages,
+    run_module,
+    translated_html,
+    uppercase_translator,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.documents.html_tree import MAX_DEPTH, Element, MarkupError, Raw, Text, parse, tag_tree
-from nmt.documents.markup import Pages, Segment, plan, translate_html
+from nmt.documents.markup import Pages, Segment, plan
 from nmt.documents.tag_projection import Span, project
-from nmt.documents.translation import Translation, translate_texts
+from nmt.translation.texts import translate_texts
+from nmt.translation.translated import Translation
 
 GREEDY = DecodeConfig(strategy="greedy")
 TAG = re.compile(r"<[^>]*>")
@@ -90,18 +96,16 @@ def test_end_tags_html_lets_a_page_leave_out_are_implied():
 def test_an_element_with_no_words_keeps_the_spaces_it_had(page, expected):
     """A brand name kept untranslated, an address, an image: spaced as in the source, not
     glued onto the word before it."""
-    from nmt.documents.markup import translate_pages
 
-    assert translate_pages(uppercase_translator, [page])[0].text == expected
+    assert html_pages(uppercase_translator, [page])[0].text == expected
 
 
 def test_a_long_page_of_unclosed_paragraphs_translates_and_deep_nesting_is_one_error():
-    from nmt.documents.markup import translate_pages
 
     page = "<p>A dog runs." * 990
-    assert translate_pages(uppercase_translator, [page])[0].text == "<p>A DOG RUNS." * 990
+    assert html_pages(uppercase_translator, [page])[0].text == "<p>A DOG RUNS." * 990
     with pytest.raises(ValueError, match="nests its elements too deeply"):
-        translate_pages(uppercase_translator, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
+        html_pages(uppercase_translator, ["<span>" * 5000 + "A dog." + "</span>" * 5000])
 
 
 # --- hostile markup: read in linear time, as text or comments, or refused in one line ---
@@ -125,10 +129,9 @@ MALFORMED = [
 
 @pytest.mark.parametrize("page", MALFORMED)
 def test_malformed_markup_is_text_or_a_comment_and_comes_back_byte_for_byte(page):
-    from nmt.documents.markup import translate_pages
 
     assert str(parse(page)) == page
-    translate_pages(uppercase_translator, [page])  # no AssertionError, no RecursionError
+    html_pages(uppercase_translator, [page])  # no AssertionError, no RecursionError
 
 
 HOSTILE = st.sampled_from(
@@ -149,12 +152,11 @@ def test_any_markup_is_read_byte_for_byte_or_refused_in_one_line(source):
 
 
 def test_an_unclosed_construct_is_text_and_a_marked_section_a_comment():
-    from nmt.documents.markup import translate_pages
 
     assert [s.text for s in Pages.plan(["x <![ y"]).segments] == ["x <![ y"]
     hi = parse("<p>Hi <![x]> there</p>").children[0]
     assert [type(c) for c in hi.children] == [Text, Raw, Text] and str(hi.children[1]) == "<![x]>"
-    found = translate_pages(uppercase_translator, ["<p>Hi <![x]> there</p>"])[0].text
+    found = html_pages(uppercase_translator, ["<p>Hi <![x]> there</p>"])[0].text
     assert found == "<p>HI <![x]> THERE</p>"  # kept as written, where it was
     root = parse("<p>a</p>" + "<!--a>" * 3)
     assert [str(c) for c in root.children] == ["<p>a</p>", "<!--a>" * 3]
@@ -179,10 +181,9 @@ def test_a_comment_with_no_end_after_it_is_never_searched_for_one(monkeypatch):
 
 
 def test_elements_nested_deeper_than_max_depth_are_one_markup_error():
-    from nmt.documents.markup import translate_pages
 
     deepest = "<span>" * MAX_DEPTH + "A dog." + "</span>" * MAX_DEPTH
-    assert translate_pages(uppercase_translator, [deepest])[0].text == deepest.replace(
+    assert html_pages(uppercase_translator, [deepest])[0].text == deepest.replace(
         "A dog.", "A DOG."
     )  # every walk of the tree (plan, spans, projection, rendering) within the stack
     for page in ("<b>" * (MAX_DEPTH + 1), "<div>" * 10_000):
@@ -212,13 +213,12 @@ def test_pages_are_parsed_once_counted_then_rendered_around_their_translations()
 def test_many_tags_in_one_word_keep_their_order_and_little_punctuation_outside():
     """Tags side by side in one word share it; the punctuation a tag leaves outside it is
     a few characters of its word, never the rest of a long word (linear, not quadratic)."""
-    from nmt.documents.markup import translate_pages
 
     page = "<p>" + "<b>a</b>" * 2000 + "</p>"
     (segment,) = Pages.plan([page]).segments
     assert (segment.word_count, segment.tag_count) == (1, 2000)
     assert all(not s.head and not s.tail for s in segment.spans)
-    found = translate_pages(uppercase_translator, [page])[0].text
+    found = html_pages(uppercase_translator, [page])[0].text
     assert found == "<p><b>" + "A" * 2000 + "</b>" + "<b></b>" * 1999 + "</p>"
     (quoted,) = Pages.plan(['<p>"<b>Hi</b>" and ' + "!" * 40 + "<i>x</i></p>"]).segments
     assert [(s.head, s.tail) for s in quoted.spans] == [('"', '"'), ("", "")]
@@ -367,7 +367,7 @@ def test_the_text_of_a_translated_page_is_the_plain_translation(engine, overfit_
         f"<p>{wrap(s[2], 1, 'b')} {link}</p>\n<ul><li>{s[4]}</li></ul><pre>{s[5]}</pre>"
         "</body></html>\n"
     )
-    (found,) = translate_html(engine, [page], GREEDY)
+    (found,) = translated_html(engine, [page], GREEDY)
     plain = translate_texts(engine, [s[0], s[1], f"{s[2]} {s[3]}", s[4]], GREEDY, alignments=True)
     blocks = re.findall(r"<(title|h1|p|li)>(.*?)</\1>", found.text)
     assert [TAG.sub("", text) for _, text in blocks] == [escape(t.text, quote=False) for t in plain]

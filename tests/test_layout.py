@@ -140,10 +140,10 @@ def test_every_command_answers_a_missing_setting_in_one_line(tmp_path):
     )
 
 
-def test_the_readmes_module_map_names_every_module_and_only_those():
-    """Every .py file of nmt/ (but __init__.py) is in the README's table of modules, and every
-    file the table names exists."""
-    readme = (ROOT / "README.md").read_text()
+def test_the_module_map_names_every_module_and_only_those():
+    """Every .py file of nmt/ (but __init__.py) is in docs/architecture.md's table of modules,
+    and every file the table names exists."""
+    readme = (ROOT / "docs" / "architecture.md").read_text()
     table = readme[readme.index("| module | what it holds |") :].split("\n\n")[0]
     named = set()
     for cell in re.findall(r"^\| (.+?) \|", table, flags=re.MULTILINE)[2:]:
@@ -153,5 +153,65 @@ def test_the_readmes_module_map_names_every_module_and_only_those():
     modules = {
         str(p.relative_to(ROOT)) for p in (ROOT / "nmt").rglob("*.py") if p.name != "__init__.py"
     }
-    assert modules - named == set(), "modules the README does not name"
+    assert modules - named == set(), "modules the module map does not name"
     assert {p for p in named if p.endswith(".py")} - modules == set(), "named but not there"
+
+
+def module_level_names() -> dict[str, list[str]]:
+    """Each class and UPPER_CASE constant defined at the top of a module of nmt/ -> where."""
+    import ast
+
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "nmt").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            names = [node.name] if isinstance(node, ast.ClassDef) else []
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper()]
+            for name in names:
+                found.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_names_are_unique_across_the_package():
+    """A class or a constant means one thing: no two modules define the same name (each
+    command's EXAMPLE line aside)."""
+    twice = {n: where for n, where in module_level_names().items() if len(where) > 1}
+    assert {n: w for n, w in twice.items() if n != "EXAMPLE"} == {}
+
+
+def test_each_rule_has_one_home():
+    """The segment names live in config.py, the format suffixes and media types in the format
+    table, the limits in RequestLimits: a second copy of any of them fails here."""
+    from dataclasses import fields
+
+    from nmt.config import RequestLimits, ServeConfig
+    from nmt.jobs.job import Limits
+
+    homes = {
+        '"sentences", "lines"': "nmt/config.py",
+        '".docx"': "nmt/documents/formats.py",
+        '".htm"': "nmt/documents/formats.py",
+        "wordprocessingml": "nmt/documents/formats.py",
+    }
+    for text, home in homes.items():
+        holders = [
+            str(p.relative_to(ROOT))
+            for p in (ROOT / "nmt").rglob("*.py")
+            if text in p.read_text(encoding="utf-8")
+        ]
+        assert holders == [home], (text, holders)
+    limits = [f.name for f in fields(RequestLimits)]
+    assert [f.name for f in fields(Limits)] == [*limits, "max_output_tokens"]
+    assert set(limits) <= {f.name for f in fields(ServeConfig)}
+    for path in (ROOT / "nmt" / "serving").glob("*.py"):  # no hand-kept list of limit names
+        assert '"max_file_segments"' not in path.read_text(encoding="utf-8"), path
+
+
+def test_config_stands_on_the_ground_floor_and_errors_below_everything():
+    """config.py imports no room of the package but the ground floor's, and errors.py none."""
+    ground = {"nmt.cpu", "nmt.vocabulary", "nmt.errors"}
+    for name, allowed in (("config.py", ground), ("errors.py", set())):
+        text = (ROOT / "nmt" / name).read_text()
+        imported = set(re.findall(r"^\s*(?:from|import) (nmt[\w.]*)", text, flags=re.MULTILINE))
+        assert imported <= allowed, (name, imported - allowed)

@@ -14,9 +14,9 @@ import torch
 from conftest import compose_train_config, run_module
 
 from nmt.checkpoint import load_checkpoint, save_checkpoint
-from nmt.cli import UsageError
 from nmt.decoding.greedy import greedy_search
 from nmt.decoding.settings import DecodeConfig
+from nmt.errors import UsageError
 from nmt.hf.marian_import import import_marian
 from nmt.inference.output_text import best_text
 from nmt.inference.torch_engine import TorchEngine
@@ -384,7 +384,7 @@ def test_our_export_imports_back_to_the_same_translations(model_pt, tmp_path, se
 
 def test_what_a_model_learnt_to_read_survives_the_round_trip(model_pt, tmp_path):
     """A model trained with placeholders and term annotations reads its source so after
-    format=hf and nmt.import too (its info says so; nmt.documents.translation reads it)."""
+    format=hf and nmt.import too (its info says so; nmt.translation.texts reads it)."""
     taught = load_checkpoint(model_pt)
     taught.info.update(placeholders=True, terms="lemma", terms_in_place=True)
     save_checkpoint(tmp_path / "taught.pt", taught)

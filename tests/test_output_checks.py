@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from conftest import run_module
 
-from nmt.documents.translation import translate_texts
 from nmt.inference.calibration import Calibration
 from nmt.inference.output_checks import (
     Findings,
@@ -17,6 +16,7 @@ from nmt.inference.output_checks import (
     missing,
     tally,
 )
+from nmt.translation.texts import translate_texts
 
 URL = "https://example.org/a1?b=2"
 

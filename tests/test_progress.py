@@ -66,7 +66,7 @@ def test_export_draws_its_bar_unless_told_not_to(
 
 
 def test_a_progress_setting_that_is_not_one_is_refused(model_pt: Path, tmp_path: Path):
-    from nmt.cli import UsageError
+    from nmt.errors import UsageError
     from nmt.export import run
 
     cfg = compose("export", [f"ckpt={model_pt}", f"out={tmp_path / 'm'}", "progress=yes"])

@@ -21,7 +21,7 @@ from limits import parse
 from limits.strategies import MovingWindowRateLimiter
 from test_serve import serving
 
-from nmt.cli import UsageError
+from nmt.errors import UsageError
 from nmt.serving.launch import free_port
 from nmt.serving.limit_storage import limit_storage
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT, compose, run_module
+from conftest import ROOT, compose, run_module, translated_docx, translated_html
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -242,7 +242,7 @@ def test_scores_on_request_are_the_engines_own_alone_or_batched(api, overfit_eng
 def test_the_output_checks_are_served_as_offline(api, overfit_engine, lines):
     """Each text's warnings (nmt.inference.output_checks) come with the answer, [] for a clean
     one: a URL the model cannot write is reported missing, as offline."""
-    from nmt.documents.translation import translate_texts
+    from nmt.translation.texts import translate_texts
 
     planted = [lines[0], f"{lines[1]} See https://example.org/x1", ""]
     answer = served_with(api, [{"text": planted, "scores": True, "protect": []}])[0]
@@ -258,8 +258,8 @@ def test_protected_spans_are_served_as_offline_and_requests_protecting_different
 ):
     """By default the server protects every kind of span (as translate does); a request may
     name its own kinds and patterns, and is then decoded apart from those naming others."""
-    from nmt.documents.translation import translate_texts
     from nmt.terms.spans import DEFAULT_RULES, Rules
+    from nmt.translation.texts import translate_texts
 
     planted = [f"{lines[1]} See https://example.org/x1", f"Order ACME-2000 for {lines[2]}"]
     mine = {"text": planted, "protect": ["urls"], "protect_patterns": ["ACME-[0-9]+"]}
@@ -283,8 +283,8 @@ def test_numbers_as_written_come_through_every_door_as_offline(server, overfit_e
     /translate each carry a number as written whole, as translate_texts does offline."""
     from test_written_numbers import SENTENCES, spans_of
 
-    from nmt.documents.translation import translate_texts
     from nmt.terms.spans import DEFAULT_RULES, Rules
+    from nmt.translation.texts import translate_texts
 
     own = api.search
     for mode in ("keep", "localize"):
@@ -307,8 +307,8 @@ def test_numbers_as_written_come_through_every_door_as_offline(server, overfit_e
 def test_a_requests_glossary_is_served_as_offline_with_the_terms_it_used(
     api, overfit_engine, overfit_pairs
 ):
-    from nmt.documents.translation import translate_texts
     from nmt.terms.glossary import Glossary
+    from nmt.translation.texts import translate_texts
 
     lines = overfit_pairs[0][:2]
     terms = {"bushes": "Sträucher"}
@@ -329,10 +329,10 @@ def test_a_requests_exact_terms_are_served_as_offline_and_refused_before_the_wor
     gets a 422 from the request's reading, before any decoding."""
     from dataclasses import replace as replaced
 
-    from nmt.documents.translation import translate_texts
     from nmt.jobs.job import JobError
     from nmt.serving.schema import TranslateRequest, request_job
     from nmt.terms.glossary import Glossary
+    from nmt.translation.texts import translate_texts
 
     lines = overfit_pairs[0][:3]
     terms = {"bushes": "Sträucher", "hard hats": "Helmen"}
@@ -363,7 +363,7 @@ def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
     """The server cuts each text into sentences (segment=sentences, the default) and keeps
     its line breaks and spacing; "segment": "lines" translates each text whole, as before;
     both as nmt.documents.translate_texts does offline, alone or batched."""
-    from nmt.documents.translation import translate_texts
+    from nmt.translation.texts import translate_texts
 
     document = f"# {lines[0]}\n\n  {lines[1]}  {lines[2]}\n- {lines[3]}\n"
     bodies = [
@@ -390,13 +390,12 @@ def test_a_pasted_document_is_translated_sentence_by_sentence_in_its_shape(
 def test_an_html_request_gets_its_page_back_translated_as_offline(api, overfit_engine, lines):
     """ "format": "html" translates each text as a page (nmt.documents.markup), batched with
     text requests yet as offline and alone."""
-    from nmt.documents.markup import translate_html
 
     page = f"<h1>{lines[0]}</h1>\n<p>{lines[1]} <b>{lines[2]}</b></p>"
     bodies = [{"text": [page, lines[3]], "format": "html"}, {"text": lines[3]}]
     together = served_with(api, bodies)
     assert together == [served_with(api, [body])[0] for body in bodies]
-    offline = translate_html(overfit_engine, [page, lines[3]], api.search)
+    offline = translated_html(overfit_engine, [page, lines[3]], api.search)
     assert together[0]["translation"] == [t.text for t in offline]
     assert (
         together[0]["translation"][0].startswith("<h1>") and "<b>" in together[0]["translation"][0]
@@ -408,9 +407,7 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     are offline (in requests of max_lines=16 texts to /translate); bad files refused."""
     from test_docx import texts, word_file
 
-    from nmt.documents.docx_file import translate_docx
-    from nmt.documents.markup import translate_html
-    from nmt.documents.translation import translate_texts
+    from nmt.translation.texts import translate_texts
 
     s, own = overfit_pairs[0], api.search
 
@@ -427,10 +424,10 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     assert reply.content.decode().count("\r\n") == 5
     page = f"<h1>{s[0]}</h1>\n<p>{s[1]} <b>{s[2]}</b> <a href='x'>{s[3]}</a></p>\n"
     reply = upload("page.html", page.encode())
-    assert reply.text == translate_html(overfit_engine, [page], own)[0].text
+    assert reply.text == translated_html(overfit_engine, [page], own)[0].text
     word = word_file(s)
     reply = upload("letter.docx", word)
-    assert texts(reply.content) == texts(translate_docx(overfit_engine, word, own))
+    assert texts(reply.content) == texts(translated_docx(overfit_engine, word, own))
     for name, data, status, message in [
         ("a.pdf", b"%PDF", 415, "unsupported file type '.pdf'"),
         ("a.docx", b"not a zip", 422, "not a .docx file"),
@@ -447,8 +444,7 @@ def test_libretranslate_clients_get_the_servers_translations(server, api, overfi
     errors over JSON."""
     from libretranslatepy import LibreTranslateAPI
 
-    from nmt.documents.markup import translate_html
-    from nmt.documents.translation import translate_texts
+    from nmt.translation.texts import translate_texts
 
     own = api.search
     client = LibreTranslateAPI(server + "/libretranslate")
@@ -471,7 +467,7 @@ def test_libretranslate_clients_get_the_servers_translations(server, api, overfi
     page = f"<p>{lines[0]} <b>{lines[1]}</b></p>"
     body = {"q": page, "source": "en", "target": "de", "format": "html"}
     reply = httpx.post(url, json=body, timeout=60).json()
-    assert reply["translatedText"] == translate_html(overfit_engine, [page], own)[0].text
+    assert reply["translatedText"] == translated_html(overfit_engine, [page], own)[0].text
     for body, message in [
         ({"q": "A man.", "source": "fr", "target": "de"}, "fr to de is not available"),
         ({"q": "A man.", "source": "en", "target": "es"}, "en to es is not available"),
@@ -506,10 +502,10 @@ def test_libretranslate_alternatives_ask_a_search_the_server_takes(strategy):
 def test_a_text_file_keeps_every_line_break_str_splitlines_knows():
     """A form feed or U+2028 ends a line as "\n" does: each line translated on its own, its
     break kept."""
-    from nmt.documents.translation import Translation
     from nmt.jobs.check import check
     from nmt.jobs.job import Job, Limits
     from nmt.jobs.run import run
+    from nmt.translation.translated import Translation
 
     def upper(texts, numbers, prefixes, alignments, scores):
         return [Translation(text, alternatives=[(text.upper(), 0.0)]) for text in texts]
@@ -807,10 +803,9 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
         pytest.skip(f"{CHROMIUM} not found: apt-get install chromium")
     from playwright.sync_api import sync_playwright
 
-    from nmt.documents.markup import translate_html
-    from nmt.documents.translation import translate_texts
     from nmt.terms.glossary import Glossary
     from nmt.terms.spans import DEFAULT_RULES
+    from nmt.translation.texts import translate_texts
 
     s, own = overfit_pairs[0], api.search
     typed = f"{s[0]} {s[1]}\n{s[2]}"
@@ -952,7 +947,7 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             content = page.evaluate(
                 "async () => await (await fetch(document.getElementById('download').href)).text()"
             )
-            assert content == translate_html(overfit_engine, [html_file.read_text()], own)[0].text
+            assert content == translated_html(overfit_engine, [html_file.read_text()], own)[0].text
             page.screenshot(path=tmp_path / "file.png", full_page=True)
             # it asks for text whatever the server's format (format=html answers documents)
             assert len(sent) >= 3 and all(body["format"] == "text" for body in sent), sent
@@ -982,7 +977,7 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
         (["host=example.com"], "host must be one of"),
         (["port=80"], "port must be in 1024..65535"),
         (["batch_requests=0"], "batch_requests must be at least 1"),
-        (["format=docx"], "format=docx is translate's"),
+        (["format=docx"], "format must be auto or one of text, html"),
     ],
 )
 def test_serve_refuses_bad_settings_in_one_line(model_pt, tmp_path, args, message):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT
+from conftest import ROOT, translated_html
 from test_serve import BAD, LIMITS, post
 
 from nmt.inference.output_text import best_text
@@ -98,7 +98,6 @@ def test_html_and_files_are_served_as_offline(server, exported, overfit_pairs):
     """ "format": "html" and POST /translate_file on the in-process server, as the exported
     model translates them offline."""
     from nmt.config import DecodeConfig
-    from nmt.documents.markup import translate_html
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.inference.search_choice import choose_search
 
@@ -106,7 +105,7 @@ def test_html_and_files_are_served_as_offline(server, exported, overfit_pairs):
     search, _ = choose_search(engine.card, DecodeConfig(), [])
     s = overfit_pairs[0]
     page = f"<p>{s[0]} <em>{s[1]}</em></p>\n<ul><li>{s[2]}</li></ul>"
-    expected = translate_html(engine, [page], search)[0].text
+    expected = translated_html(engine, [page], search)[0].text
     assert post(server, {"text": page, "format": "html"}).json()["translation"] == expected
     files = {"file": ("page.htm", page.encode())}
     reply = httpx.post(server + "/translate_file", files=files, timeout=60)
@@ -118,10 +117,10 @@ def test_numbers_as_written_are_served_as_offline(server, exported):
     from test_written_numbers import SENTENCES
 
     from nmt.config import DecodeConfig
-    from nmt.documents.translation import translate_texts
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.inference.search_choice import choose_search
     from nmt.terms.spans import DEFAULT_RULES, Rules
+    from nmt.translation.texts import translate_texts
 
     engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
     search, _ = choose_search(engine.card, DecodeConfig(), [])

@@ -12,7 +12,6 @@ from conftest import run_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.documents.translation import translate_texts
 from nmt.terms.spans import (
     DEFAULT_RULES,
     PLACEHOLDER,
@@ -24,6 +23,7 @@ from nmt.terms.spans import (
     restore,
     restored_links,
 )
+from nmt.translation.texts import translate_texts
 
 SPANS = [
     "https://example.org/a1?b=2",
@@ -278,10 +278,10 @@ def test_a_pattern_that_backtracks_runs_in_linear_time_and_what_re2_cannot_run_i
 def test_a_page_keeps_its_spans_inside_their_tags_and_its_untranslated_elements(
     engine, overfit_pairs
 ):
-    from nmt.documents.sentences import SentenceSplitter
     from nmt.jobs.check import check
     from nmt.jobs.job import Job, Limits
     from nmt.jobs.run import engine_translator, run
+    from nmt.translation.sentences import SentenceSplitter
 
     line = overfit_pairs[0][0][:-1]
     page = (

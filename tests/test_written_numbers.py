@@ -13,9 +13,9 @@ from conftest import run_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.documents.translation import translate_texts
 from nmt.inference.output_checks import check, compare, fix_numbers
 from nmt.terms.spans import DEFAULT_RULES, Rules, protect, restore
+from nmt.translation.texts import translate_texts
 from nmt.written_numbers import find, localize, same_value
 
 # (kind, the form as written) as the issue lists them, each to come out whole

@@ -25,7 +25,7 @@ from nmt.model import ModelConfig
 from nmt.split_tokenizer import SplitTokenizer, read_tokenizer_files, write_tokenizer_files
 from nmt.tokenizer import Tokenizer
 
-FORMAT = "nmt-ctranslate2-1"
+EXPORT_FORMAT = "nmt-ctranslate2-1"
 SETTINGS = "nmt.json"
 QUANTIZATIONS = (
     "int8",
@@ -76,7 +76,7 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
     with staged_directory(out, overwrite) as built:
         _Converter().convert(str(built), quantization=quantization, force=True)
         settings = {
-            "format": FORMAT,
+            "format": EXPORT_FORMAT,
             "src_lang": checkpoint.src_lang,
             "tgt_lang": checkpoint.tgt_lang,
             "quantization": quantization,
@@ -104,8 +104,8 @@ def read_model_dir(path: str | Path) -> ModelDir:
             "python -m nmt.export"
         )
     settings = json.loads(settings_file.read_text(encoding="utf-8"))
-    if settings.get("format") != FORMAT:
-        raise ValueError(f"{settings_file}: format {settings.get('format')!r}, not {FORMAT}")
+    if settings.get("format") != EXPORT_FORMAT:
+        raise ValueError(f"{settings_file}: format {settings.get('format')!r}, not {EXPORT_FORMAT}")
     search = settings.get("search")
     model_config = ModelConfig(**settings["model_config"])
     return ModelDir(

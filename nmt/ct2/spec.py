@@ -25,21 +25,23 @@ from torch import nn
 from nmt.model import DecoderLayer, EncoderLayer, ModelConfig, Residual, Transformer
 from nmt.tokenizer import Vocabulary
 
-ACTIVATIONS = {
+CT2_ACTIVATIONS = {
     "relu": common_spec.Activation.RELU,
     "gelu": common_spec.Activation.GELU,
     "swish": common_spec.Activation.SWISH,
 }
-NORMS = ("post", "pre")
+CT2_NORMS = ("post", "pre")
 LAYER_NORM_EPSILON = 1e-5  # nn.LayerNorm's default, which the model uses
 
 
 def unsupported(cfg: ModelConfig) -> str | None:
     """The first model setting the export cannot express, as a one-line reason, or None."""
-    if cfg.activation not in ACTIVATIONS:
-        return f"model.activation={cfg.activation!r}: CTranslate2 export knows {list(ACTIVATIONS)}"
-    if cfg.norm not in NORMS:
-        return f"model.norm={cfg.norm!r}: CTranslate2 export knows {list(NORMS)}"
+    if cfg.activation not in CT2_ACTIVATIONS:
+        return (
+            f"model.activation={cfg.activation!r}: CTranslate2 export knows {list(CT2_ACTIVATIONS)}"
+        )
+    if cfg.norm not in CT2_NORMS:
+        return f"model.norm={cfg.norm!r}: CTranslate2 export knows {list(CT2_NORMS)}"
     if cfg.d_model % 2:
         return f"model.d_model={cfg.d_model}: the sinusoidal table needs an even width"
     return None
@@ -57,7 +59,7 @@ def transformer_spec(model: Transformer, tokenizer: Vocabulary) -> TransformerSp
         (cfg.encoder_layers, cfg.decoder_layers),
         cfg.n_heads,
         pre_norm=cfg.norm == "pre",
-        activation=ACTIVATIONS[cfg.activation],
+        activation=CT2_ACTIVATIONS[cfg.activation],
         # return_attention gives what our record_attention gives: this layer, these heads
         alignment_layer=cfg.alignment_layer_index,
         alignment_heads=cfg.alignment_heads or cfg.n_heads,

@@ -257,7 +257,7 @@ class BothDirections(torch.utils.data.Dataset):
 
 
 @dataclass
-class Batch:
+class TrainingBatch:
     """Padded tensors for one step; see the module docstring for the teacher forcing layout."""
 
     src: Tensor  # (B, S) long: x1..xm EOS, PAD
@@ -270,13 +270,13 @@ class Batch:
     links: Tensor | None = None
 
 
-def collate(examples: list[dict], special: SpecialIds = OURS) -> Batch:
-    """[{index, src_ids, tgt_ids}] -> Batch, with the tokenizer's special ids."""
+def collate(examples: list[dict], special: SpecialIds = OURS) -> TrainingBatch:
+    """[{index, src_ids, tgt_ids}] -> TrainingBatch, with the tokenizer's special ids."""
     eos, pad = special.eos, special.pad
     src = [list(e["src_ids"]) + [eos] for e in examples]
     tgt_in = [[special.bos] + list(e["tgt_ids"]) for e in examples]
     tgt_out = [list(e["tgt_ids"]) + [eos] for e in examples]
-    return Batch(
+    return TrainingBatch(
         src=_pad(src, pad),
         tgt_in=_pad(tgt_in, pad),
         tgt_out=_pad(tgt_out, pad),
@@ -287,7 +287,7 @@ def collate(examples: list[dict], special: SpecialIds = OURS) -> Batch:
 
 def collate_with_links(
     examples: list[dict], word_starts: np.ndarray, special: SpecialIds = OURS
-) -> Batch:
+) -> TrainingBatch:
     """`collate`, and each example's word alignment ("word_align": flattened source word,
     target word pairs) as links between their pieces: every piece of the source word with
     every piece of the target word. `word_starts` (V,) bool: the ids whose piece begins a

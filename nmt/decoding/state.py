@@ -63,7 +63,7 @@ class SearchOptions:
 
 
 @dataclass
-class Batch:
+class SearchBatch:
     """A source batch ready for search. src_pad_mask (B, S) True at padding; src_lengths (B,)
     real source tokens (EOS included); max_lengths (B,) most output tokens (EOS excluded);
     target_prefix (B, P) the forced first output tokens of each sentence, right-padded with
@@ -125,7 +125,7 @@ def prepare(
     target_prefix: Tensor | None = None,
     prefix_ends_word: Tensor | None = None,
     ends_word: Tensor | None = None,
-) -> Batch:
+) -> SearchBatch:
     """src (B, S) right-padded ids -> masks and length limits; a forced target prefix (B, P)
     raises a sentence's limit to the prefix's length if it is longer; prefix_ends_word (B,)
     and ends_word (V,) as SearchOptions'."""
@@ -146,7 +146,7 @@ def prepare(
             start_at = torch.where(prefix_ends_word, lengths, torch.full_like(lengths, -1))
     ends_word = ends_word if start_at is not None else None
     special = model.cfg.special_ids
-    return Batch(
+    return SearchBatch(
         src_pad_mask, src_lengths, max_lengths, special, target_prefix, start_at, ends_word
     )
 
@@ -285,7 +285,7 @@ class SearchStart(NamedTuple):
     """What every search begins with: the batch's masks and limits, the step decoder, an empty
     finished list, each row's sentence (B,) and each row's prefix (B, 1): BOS alone."""
 
-    batch: Batch
+    batch: SearchBatch
     decoder: StepDecoder
     finished: Finished
     sentence: Tensor

@@ -5,7 +5,7 @@ nested, of text boxes, of headers and footers) is turned into an HTML fragment i
 text run is a `<span>`, each line break in it (Shift+Enter) a `<br>` (which bounds segments,
 as in HTML), each hyperlink, tracked insertion, smart tag or simple field an `<a>` around its
 runs, and everything else in the paragraph (images, text boxes, bookmarks, a run holding more
-than text) a point; all fragments of the document go through `translate_html` together
+than text) a point; all fragments of the document are read together as HTML pages
 (nmt.documents.markup), so a run's formatting lands on the target words aligned to its
 words, as an inline HTML tag does. Each paragraph is then rebuilt from the translated
 fragment: a copy of its source run (formatting and all) per `<span>`, with the span's text;
@@ -18,18 +18,17 @@ from __future__ import annotations
 import copy
 import html
 import io
+import sys
 import zipfile
-from collections.abc import Callable
 
 import docx
 from docx.oxml.ns import qn
 from docx.text.run import Run
 
-from nmt.decoding.settings import DecodeConfig
 from nmt.documents.html_tree import Element, Text, parse
-from nmt.documents.markup import translate_html
-from nmt.documents.sentences import SentenceSplitter
-from nmt.inference.engine import Engine
+from nmt.documents.markup import parsed, read_pages
+from nmt.documents.parsed import Parsed
+from nmt.errors import JobError
 
 # lastRenderedPageBreak: where Word last laid out a page break, in every file it saves (a
 # hint it writes anew, dropped with the run's other parts when the run is rebuilt)
@@ -37,7 +36,9 @@ TEXT_PARTS = {qn("w:rPr"), qn("w:t"), qn("w:tab"), qn("w:br"), qn("w:lastRendere
 PARAGRAPH = qn("w:p")
 # runs inside these are the paragraph's text as much as runs outside them: a hyperlink, a
 # tracked insertion, a smart tag, custom XML, a simple field
-INLINE = {qn(f"w:{name}") for name in ("hyperlink", "ins", "smartTag", "customXml", "fldSimple")}
+DOCX_INLINE = {
+    qn(f"w:{name}") for name in ("hyperlink", "ins", "smartTag", "customXml", "fldSimple")
+}
 
 
 RATIO_FROM = 1 << 20  # parts larger than this are held to max_zip_ratio (XML deflates ~10x)
@@ -92,7 +93,7 @@ def fragment(container, nodes: list) -> str:
                     nodes.append(line_break(child))
                 if line:
                     parts.append(f'<span data-k="{k}">{html.escape(line, quote=False)}</span>')
-        elif child.tag in INLINE:
+        elif child.tag in DOCX_INLINE:
             parts.append(f'<a data-k="{k}">{fragment(child, nodes)}</a>')
         else:
             parts.append(f'<img data-k="{k}">')
@@ -164,27 +165,6 @@ def paragraphs(document) -> list:
                 seen.add(id(part._element))
                 found += list(part._element.iter(PARAGRAPH))
     return found
-
-
-def translate_docx(
-    engine: Engine,
-    data: bytes,
-    search: DecodeConfig,
-    segment: str = "sentences",
-    splitter: SentenceSplitter | None = None,
-) -> bytes:
-    """The .docx file `data`, translated on `engine` (see the module docstring)."""
-
-    def pages(fragments: list[str]) -> list[str]:
-        return [t.text for t in translate_html(engine, fragments, search, segment, splitter)]
-
-    return translate_word_file(data, pages)
-
-
-def translate_word_file(data: bytes, pages: Callable[[list[str]], list[str]]) -> bytes:
-    """translate_docx with any translator of HTML fragments (`pages`)."""
-    word_file = WordFile(data)
-    return word_file.translated(pages(word_file.fragments))
 
 
 class WordFile:
@@ -264,3 +244,25 @@ def count_runs(data: bytes, most: int) -> int:
                     found += text.count(b"<w:r>") + text.count(b"<w:r ")
                     carry = text[-4:]  # a run's tag cut by the chunk's end is counted next
     return found
+
+
+def read_file(data: bytes, name: str, limits) -> Parsed:
+    """A Word file, bounded before it is unzipped (`check_archive`) and before python-docx
+    reads it (`count_runs`: at most max_file_tags runs); JobError 413 over a limit, 422 for a
+    file that is no Word file. Its translation is the file's bytes."""
+    where = f"{name}: " if name else ""
+    try:
+        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
+    except DocxError as error:  # a zip bomb, or no zip at all
+        raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
+    runs = count_runs(data, limits.max_file_tags)
+    if runs > limits.max_file_tags:
+        raise JobError(
+            413, f"{where}over {runs} runs: the limit is max_file_tags={limits.max_file_tags}"
+        )
+    try:
+        word_file = WordFile(data)
+    except DocxError as error:
+        raise JobError(422, where + str(error)) from None
+    pages = read_pages(word_file.fragments, name, sys.maxsize)  # its runs counted above
+    return parsed(pages, lambda found: word_file.translated([p.text for p in pages.render(found)]))

@@ -22,15 +22,14 @@ from __future__ import annotations
 import html
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nmt.decoding.settings import DecodeConfig
-from nmt.documents.html_tree import VOID, Element, Raw, Text, parse
-from nmt.documents.sentences import SentenceSplitter
+from nmt.documents.html_tree import VOID, Element, MarkupError, Raw, Text, parse
+from nmt.documents.parsed import Parsed
 from nmt.documents.tag_projection import Span, project
-from nmt.documents.translation import Translation, translate_texts
-from nmt.inference.engine import Engine
+from nmt.documents.text_file import decode_utf8
+from nmt.errors import JobError
+from nmt.translation.translated import Translation
 
 INLINE = frozenset(
     "a abbr b bdi bdo cite code data del dfn em font i img input ins kbd label mark q s samp "
@@ -216,36 +215,6 @@ def plan(root: Element) -> list[str | Segment]:
     return out
 
 
-def translate_html(
-    engine: Engine,
-    documents: list[str],
-    search: DecodeConfig,
-    segment: str = "sentences",
-    splitter: SentenceSplitter | None = None,
-    first_line_number: int = 1,
-) -> list[Translation]:
-    """Each HTML document translated on `engine`, its markup kept (see the module docstring):
-    a Translation whose one alternative is the translated document, scored by the sum of its
-    segments' scores (a document with no text to translate: itself, as `empty`)."""
-
-    def translate(texts: list[str], numbers: list[int]) -> list[Translation]:
-        return translate_texts(engine, texts, search, segment, splitter, numbers, alignments=True)
-
-    return translate_pages(translate, documents, first_line_number)
-
-
-def translate_pages(
-    translate: Callable[[list[str], list[int]], list[Translation]],
-    documents: list[str],
-    first_line_number: int = 1,
-) -> list[Translation]:
-    """translate_html with any translator: `translate(texts, line numbers)` gives each
-    plain text's Translation with its alignments."""
-    pages = Pages.plan(documents)
-    numbers = [first_line_number + i for i in pages.owners]
-    return pages.render(translate([s.text for s in pages.segments], numbers))
-
-
 class Pages:
     """Documents parsed once into what is copied and what is translated: `segments`, every
     segment of every document in order (`owners`: the document of each), counted before any
@@ -277,3 +246,32 @@ class Pages:
                 result.alternatives = [(text, score)]
             results.append(result)
         return results
+
+
+def read_pages(documents: list[str], name: str, max_file_tags: int) -> Pages:
+    """HTML documents parsed once (their tags, the `<`s, counted first: at most
+    max_file_tags); JobError 413 over it, 422 for markup we cannot read."""
+    tags = sum(document.count("<") for document in documents)  # at most, before parsing
+    if tags > max_file_tags:
+        raise JobError(413, f"{tags} tags: the limit is max_file_tags={max_file_tags}")
+    try:
+        return Pages.plan(documents)
+    except MarkupError as error:
+        raise JobError(422, f"{name or 'the HTML'}: {error}") from None
+
+
+def parsed(pages: Pages, render) -> Parsed:
+    counted = [(s.word_count, s.tag_count) for s in pages.segments]
+    return Parsed([s.text for s in pages.segments], render, counted)
+
+
+def read_texts(texts: list[str], name: str, limits) -> Parsed:
+    """A request's texts, each an HTML document: one Translation each."""
+    pages = read_pages(texts, name, limits.max_file_tags)
+    return parsed(pages, pages.render)
+
+
+def read_file(data: bytes, name: str, limits) -> Parsed:
+    """An HTML file: its translated bytes."""
+    pages = read_pages([decode_utf8(data, name)], name, limits.max_file_tags)
+    return parsed(pages, lambda found: pages.render(found)[0].text.encode())

@@ -14,7 +14,7 @@ from typing import Any
 from nmt.config import EvaluateConfig
 from nmt.evaluation import plots
 from nmt.evaluation.markdown import fmt, table
-from nmt.evaluation.scoring import Scores
+from nmt.evaluation.scoring import CorpusScores
 from nmt.evaluation.sentence_scores import BucketScore, best_and_worst
 from nmt.files import write_lines, write_text
 from nmt.inference.engine import Engine
@@ -31,7 +31,7 @@ class SplitResult:
     sources: list[str]
     references: list[str]
     hypotheses: list[str]
-    scores: Scores
+    scores: CorpusScores
     seconds: float  # wall time of translate_and_score (decoding; scoring is a small part)
     target_tokens: int  # the translations' pieces, as the tokenizer encodes them
     sentence_bleu: list[float]

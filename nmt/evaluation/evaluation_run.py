@@ -19,11 +19,11 @@ from typing import Any
 
 import datasets
 
-from nmt.cli import UsageError, progress_bar, show_progress
+from nmt.cli import progress_bar, show_progress
 from nmt.config import DataConfig, EvaluateConfig
 from nmt.data.sources import load_splits
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.sentences import SentenceSplitter
+from nmt.errors import UsageError
 from nmt.evaluation import plots
 from nmt.evaluation.evaluation_folder import SplitResult, evaluation_record, write_evaluation
 from nmt.evaluation.scoring import translate_and_score
@@ -32,6 +32,8 @@ from nmt.inference.engine import Engine
 from nmt.inference.loading import check_model, engine_class, load, max_tokens
 from nmt.inference.search_choice import choose_search
 from nmt.terms.glossary import GlossaryError, read_glossary
+from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.settings import checked_rules
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ def check_request(cfg: EvaluateConfig) -> None:
     if len(set(cfg.splits)) != len(cfg.splits):
         raise ValueError(f"splits={cfg.splits} names a role twice")
     bucket_labels(cfg.length_buckets)  # raises on edges that are not increasing
+    checked_rules(cfg, cfg.backend)
     check_model(cfg)
     if cfg.attention and not engine_class(cfg.backend).attention_plots:
         raise UsageError(f"attention= plots need backend=torch: {cfg.backend} gives no weights")
@@ -92,7 +95,7 @@ def evaluate_split(
             cfg.segment,
             splitter,
             done=bar.update,
-            protect=cfg.rules,
+            protect=checked_rules(cfg, cfg.backend),
             glossary=read_glossary(cfg.glossary, cfg.glossary_exact) if cfg.glossary else None,
         )
     seconds = time.perf_counter() - start

@@ -1,6 +1,6 @@
 """Decode raw source lines and score them with sacreBLEU: the one path that validation BLEU
 during training, the choice of model.pt and `nmt.evaluate` share. It is `nmt.translate`'s own
-(nmt.documents.translation), so a score is the score of what translate prints."""
+(nmt.translation.texts), so a score is the score of what translate prints."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import sacrebleu
 import torch.distributed as dist
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.sentences import SentenceSplitter
-from nmt.documents.translation import translate_texts
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import one_line
 from nmt.terms.glossary import Glossary
 from nmt.terms.spans import DEFAULT_RULES, Rules
+from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.texts import translate_texts
 
 
 @dataclass
-class Scores:
+class CorpusScores:
     """Corpus scores and their sacreBLEU signatures."""
 
     bleu: float  # cased, 13a tokenization
@@ -33,13 +33,13 @@ class Scores:
     bleu_lowercase_signature: str
 
 
-def score(hypotheses: list[str], references: list[str]) -> Scores:
+def score(hypotheses: list[str], references: list[str]) -> CorpusScores:
     """BLEU (cased, 13a), chrF2 and lowercased BLEU of detokenized text against raw references."""
     bleu, chrf, bleu_lc = sacrebleu.BLEU(), sacrebleu.CHRF(), sacrebleu.BLEU(lowercase=True)
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
     lc = bleu_lc.corpus_score(hypotheses, [references])
-    return Scores(
+    return CorpusScores(
         bleu=b.score,
         chrf=c.score,
         bleu_lowercase=lc.score,
@@ -63,7 +63,7 @@ def translate_best(
 ) -> list[str]:
     """The best translation of each raw source line as `nmt.translate` prints it: cut into
     sentences (or not) the same way, spans protected, terms used, capitals folded, checked
-    and fixed (nmt.documents.translation). `done`: told of sentences as they end."""
+    and fixed (nmt.translation.texts). `done`: told of sentences as they end."""
     found = translate_texts(
         engine, sources, search, segment, splitter, done=done, protect=protect, glossary=glossary
     )
@@ -80,7 +80,7 @@ def translate_and_score(
     done: Callable[[int], object] | None = None,
     protect: Rules = DEFAULT_RULES,
     glossary: Glossary | None = None,
-) -> tuple[list[str], Scores]:
+) -> tuple[list[str], CorpusScores]:
     """Translate raw source lines as `translate_best` does; return the translations and their
     scores against the raw references."""
     if len(sources) != len(references):

@@ -25,7 +25,7 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.model import ModelConfig, Transformer
 
 # ours -> transformers' ACT2FN (each exact)
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}
+HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}
 MAX_LENGTH = 512  # generate's ceiling on output tokens (MarianTokenizer's model_max_length)
 
 
@@ -36,8 +36,8 @@ def unsupported(cfg: ModelConfig) -> str | None:
             f"model.norm={cfg.norm!r}: MarianMTModel is post-norm (LayerNorm after each "
             "residual) with no final LayerNorm"
         )
-    if cfg.activation not in ACTIVATIONS:
-        return f"model.activation={cfg.activation!r}: the export knows {list(ACTIVATIONS)}"
+    if cfg.activation not in HF_ACTIVATIONS:
+        return f"model.activation={cfg.activation!r}: the export knows {list(HF_ACTIVATIONS)}"
     if cfg.d_model % 2:
         return f"model.d_model={cfg.d_model}: the sinusoidal table needs an even width"
     return None
@@ -62,7 +62,7 @@ def marian_config(cfg: ModelConfig):
         decoder_attention_heads=cfg.n_heads,
         encoder_ffn_dim=cfg.d_ff,
         decoder_ffn_dim=cfg.d_ff,
-        activation_function=ACTIVATIONS[cfg.activation],
+        activation_function=HF_ACTIVATIONS[cfg.activation],
         dropout=cfg.dropout,
         attention_dropout=cfg.attention_dropout,
         activation_dropout=cfg.activation_dropout,

@@ -31,7 +31,7 @@ from nmt.model import ModelConfig, Transformer, sinusoidal_positions
 from nmt.split_tokenizer import SplitTokenizer
 from nmt.vocabulary import SpecialIds
 
-ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+FROM_HF_ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
 
 
@@ -68,7 +68,11 @@ def model_config(config: dict, vocab_size: int) -> ModelConfig:
     ):
         need(config[ours] == config[theirs], theirs, f"our model has one, {ours}={config[ours]}")
     activation = config.get("activation_function", "gelu")
-    need(activation in ACTIVATIONS, "activation_function", f"we compute {list(ACTIVATIONS)}")
+    need(
+        activation in FROM_HF_ACTIVATIONS,
+        "activation_function",
+        f"we compute {list(FROM_HF_ACTIVATIONS)}",
+    )
     need(config.get("scale_embedding", False), "scale_embedding", "ours scales by sqrt(d_model)")
     for field in ("encoder_layerdrop", "decoder_layerdrop"):
         need(not config.get(field), field, "LayerDrop is not in our model")
@@ -84,7 +88,7 @@ def model_config(config: dict, vocab_size: int) -> ModelConfig:
         dropout=config.get("dropout", 0.1),
         attention_dropout=config.get("attention_dropout", 0.0),
         activation_dropout=config.get("activation_dropout", 0.0),
-        activation=ACTIVATIONS[activation],
+        activation=FROM_HF_ACTIVATIONS[activation],
         norm="post",
         tie_embeddings=bool(shared and tied),
         max_positions=config.get("max_position_embeddings", 512),

@@ -19,8 +19,8 @@ from nmt.hf.marian import generation_settings, marian_model
 from nmt.hf.model_card import model_card
 from nmt.split_tokenizer import SplitTokenizer
 
-DTYPES = ("float32", "float16", "bfloat16")  # the weights as saved; transformers casts on load
-# checkpoint info that says how the model reads its source (nmt.documents.translation)
+HF_DTYPES = ("float32", "float16", "bfloat16")  # the weights as saved; transformers casts on load
+# checkpoint info that says how the model reads its source (nmt.translation.texts)
 LEARNT_INPUTS = ("placeholders", "terms", "terms_in_place")
 
 
@@ -36,8 +36,8 @@ def export_hf(
     import torch
     from transformers import GenerationConfig
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r}: the Hugging Face export writes {', '.join(DTYPES)}")
+    if dtype not in HF_DTYPES:
+        raise ValueError(f"dtype {dtype!r}: the Hugging Face export writes {', '.join(HF_DTYPES)}")
     model = checkpoint.model
     settings, notes = generation_settings(checkpoint.search, model.cfg)
     with staged_directory(out, overwrite) as built:

@@ -33,7 +33,7 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
 from nmt.inference.engine import WHOLE_TARGET, Engine, ModelCard
-from nmt.inference.planner import Batch, Planner
+from nmt.inference.planner import LineBatch, Planner
 from nmt.vocabulary import OURS
 
 # CTranslate2 ends a beam once beam_size * patience hypotheses have finished. first_k is
@@ -187,7 +187,7 @@ class CTranslate2Engine(Engine):
 
     def search_batches(
         self,
-        batches: list[Batch],
+        batches: list[LineBatch],
         search: DecodeConfig,
         attention: bool = False,
         log_probs: bool = False,
@@ -292,7 +292,7 @@ class CTranslate2Engine(Engine):
                 links[batch.lines[row]] = word_alignment(source, target, attention)
         return links
 
-    def next_steps(self, engine, batch: Batch) -> dict[int, object]:
+    def next_steps(self, engine, batch: LineBatch) -> dict[int, object]:
         """One greedy step past each prefix of the batch that ends a word, with its
         distribution (logits; queued), by the line's place in the batch: `word_started`."""
         rows = [i for i, ends in enumerate(batch.word_ends) if ends]
@@ -308,7 +308,7 @@ class CTranslate2Engine(Engine):
         )
         return dict(zip(rows, steps, strict=True))
 
-    def word_started(self, batch: Batch, steps: dict[int, object]) -> list[list[int]]:
+    def word_started(self, batch: LineBatch, steps: dict[int, object]) -> list[list[int]]:
         """The batch's prefixes, each that ends a word followed by the likeliest token that
         starts one (or punctuation alone), for the search to go on from: CTranslate2 cannot
         ban the pieces that would go on with the word ("Reh" + "a"), so one greedy step past
@@ -327,7 +327,7 @@ class CTranslate2Engine(Engine):
             started.append(prefix + [int(np.where(ends_word, logits, -np.inf).argmax())])
         return started
 
-    def first_step_attention(self, batch: Batch) -> list:
+    def first_step_attention(self, batch: LineBatch) -> list:
         """CTranslate2 4.8's beam search returns a wrong first row of attention (not the
         sentence's own; later rows are right, tests/test_alignment.py): on the CPU its first
         step runs unexpanded and is gathered by the batch index, so sentence i of a call gets
@@ -342,7 +342,7 @@ class CTranslate2Engine(Engine):
             max_input_length=0,
         )
 
-    def score_hypotheses(self, nbests: list[list[Hypothesis]], batch: Batch) -> list:
+    def score_hypotheses(self, nbests: list[list[Hypothesis]], batch: LineBatch) -> list:
         """Each hypothesis's token log-probs, EOS's last (queued): CTranslate2's search gives
         one score per hypothesis, so `score_batch` force-decodes it (one parallel pass of the
         decoder)."""
@@ -368,13 +368,13 @@ class CTranslate2Engine(Engine):
             )
         ]
 
-    def source_pieces(self, batch: Batch) -> list[list[str]]:
+    def source_pieces(self, batch: LineBatch) -> list[list[str]]:
         """The batch's sources as CTranslate2 takes them: pieces, without the EOS its config
         adds."""
         pieces = self.tokenizer.pieces
         return [pieces(ids[:-1]) for ids in batch.sources]
 
-    def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
+    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
         """CTranslate2's `score_batch`, every batch queued at once as in `search_batches`."""
         pieces = self.tokenizer.pieces
         pending = [

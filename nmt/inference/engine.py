@@ -20,7 +20,7 @@ from nmt.decoding.state import Hypothesis
 from nmt.inference.alignment import word_alignment
 from nmt.inference.cache import TranslationCache
 from nmt.inference.calibration import INFO_KEY, Calibration
-from nmt.inference.planner import Batch, Planner, encode_prefixes, line_number
+from nmt.inference.planner import LineBatch, Planner, encode_prefixes, line_number
 from nmt.inference.scores import Scores, scores
 from nmt.tokenizer import Tokenizer
 
@@ -137,8 +137,8 @@ class Engine(ABC):
         if constrained and not steer:
             self.check_constraints(search)
         results: list[list[Hypothesis]] = [[] for _ in lines]
-        todo, keys = list(range(len(lines))), None
         more = hypotheses > search.nbest  # the cache holds n-best lists of nbest
+        keys = None
         if self.cache is not None and self.cache.caches(search) and not (constrained or more):
             keys = [
                 self.cache.key(
@@ -151,15 +151,9 @@ class Engine(ABC):
                 )
                 for i, line in enumerate(lines)
             ]
-            todo = []
-            for i, key in enumerate(keys):
-                cached = self.cache.get(key) if lines[i].strip() else []
-                if cached is None:
-                    todo.append(i)
-                else:
-                    results[i] = cached
-            if done is not None and len(todo) < len(lines):
-                done(len(lines) - len(todo))
+        todo = self.from_cache(lines, keys, results)
+        if done is not None and len(todo) < len(lines):
+            done(len(lines) - len(todo))
         batches = self.planner.plan(
             [lines[i] for i in todo],
             search,
@@ -188,6 +182,22 @@ class Engine(ABC):
                 done(len(batch.lines))
         return results
 
+    def from_cache(
+        self, lines: list[str], keys: list | None, results: list[list[Hypothesis]]
+    ) -> list[int]:
+        """The lines still to search: those the cache does not hold under `keys` (None:
+        all); a held line's n-best list goes into `results`, an empty line's is []."""
+        if keys is None:
+            return list(range(len(lines)))
+        todo = []
+        for i, key in enumerate(keys):
+            cached = self.cache.get(key) if lines[i].strip() else []
+            if cached is None:
+                todo.append(i)
+            else:
+                results[i] = cached
+        return todo
+
     @classmethod
     def constraints_refusal(cls, search: DecodeConfig) -> str | None:
         """Why this engine cannot search with exact terms (glossary_exact), in one line, the
@@ -195,13 +205,19 @@ class Engine(ABC):
         server as a 422 before any work."""
         if search.strategy != "beam" or search.beam_size < 2:
             return "exact glossary terms (glossary_exact) need a beam search of 2 beams or more"
-        if not cls.constrains:
-            return (
-                f"exact glossary terms (glossary_exact) need the torch engine: the {cls.name} "
-                "engine has no constrained search (without glossary_exact the terms are used "
-                "another way)"
-            )
-        return None
+        return cls.exact_terms_refusal()
+
+    @classmethod
+    def exact_terms_refusal(cls) -> str | None:
+        """Why this engine cannot hold exact terms whatever the search (checked at start-up,
+        nmt.translation.settings), None where it can."""
+        if cls.constrains:
+            return None
+        return (
+            f"exact glossary terms (glossary_exact) need the torch engine: the {cls.name} "
+            "engine has no constrained search (without glossary_exact the terms are used "
+            "another way)"
+        )
 
     def check_constraints(self, search: DecodeConfig) -> None:
         """Raise a one-line SearchError where this engine or search cannot hold constraints."""
@@ -212,7 +228,7 @@ class Engine(ABC):
     @abstractmethod
     def search_batches(
         self,
-        batches: list[Batch],
+        batches: list[LineBatch],
         search: DecodeConfig,
         attention: bool = False,
         log_probs: bool = False,
@@ -327,7 +343,7 @@ class Engine(ABC):
         return found
 
     @abstractmethod
-    def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
+    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
         """Per batch, per sentence: the log-prob of each token of its target (`prefixes`) and
         of EOS after them, the target force-decoded."""
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from nmt.checkpoint import read_inference_payload
-from nmt.cli import UsageError
 from nmt.config import InferenceConfig
 from nmt.decoding.settings import DecodeConfig
+from nmt.errors import UsageError
 from nmt.inference.engine import Engine, ModelCard
 
 ENGINES = ("torch", "ctranslate2")

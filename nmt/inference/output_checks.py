@@ -9,7 +9,7 @@ amount's German form is the one expected.
 `check` finds the problems of one (source, translation); `fix_numbers` mends the one kind a
 word alignment makes safe: a source number whose word is linked to a single target word that
 is itself a number (or a number word), written wrong. A translation with a problem left gets
-a lower confidence (`lowered`), and every door shows the warnings (nmt.documents.translation).
+a lower confidence (`lowered`), and every door shows the warnings (nmt.translation.texts).
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ from nmt.inference.scores import Scores
 from nmt.tokenizer import Tokenizer
 
 # Characters that would split one output line into several.
-LINE_BREAKS = str.maketrans({c: " " for c in "\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+SPLITS_A_LINE = str.maketrans({c: " " for c in "\n\r\t\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 def one_line(text: str) -> str:
     """Text safe to write as a single line of a line-aligned (or tab-separated) file."""
-    # none of LINE_BREAKS is printable: a printable text (nearly all) holds none, and the
+    # none of SPLITS_A_LINE is printable: a printable text (nearly all) holds none, and the
     # check costs a seventh of the table's pass
-    return text if text.isprintable() else text.translate(LINE_BREAKS)
+    return text if text.isprintable() else text.translate(SPLITS_A_LINE)
 
 
 def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[str]:

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Batch:
+class LineBatch:
     """Sentences decoded together. lines: their indices in the input; sources: their ids, EOS
     included; prefixes: the forced start of each output (ids, [] = none), or None when no line
     of the batch has one; max_lengths: per sentence, the most output tokens (EOS excluded);
@@ -127,7 +127,7 @@ class Planner:
         constraints: list[list[str]] | None = None,
         sized_as: list[str] | None = None,
         steer: bool = False,
-    ) -> list[Batch]:
+    ) -> list[LineBatch]:
         """The batches that translate `lines` (none for empty ones); `first_line_number` is what
         warnings call lines[0] (translate streams a file in chunks), or each line's number
         (`line_number`); `constraints`: per line, target texts its output must hold (or, with
@@ -173,7 +173,7 @@ class Planner:
         if any(required) and steer and search.stop != "first_k":
             groups = [part for group in groups for part in by_constraints(group, required)]
         return [
-            Batch(
+            LineBatch(
                 lines=[todo[i] for i in group],
                 sources=[sources[i] for i in group],
                 prefixes=[forced[i] for i in group] if any(forced[i] for i in group) else None,

@@ -26,10 +26,10 @@ from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis, SearchOptions
 from nmt.decoding.steering import Steering
 from nmt.inference.engine import Engine, ModelCard
-from nmt.inference.planner import Batch, Planner
+from nmt.inference.planner import LineBatch, Planner
 from nmt.model import Ensemble, Transformer, count_parameters
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def pick_device(name: str) -> torch.device:
@@ -43,8 +43,8 @@ def pick_dtype(name: str, device: torch.device) -> str:
     """ "auto" is bfloat16 where the device multiplies bf16 in hardware (a CUDA GPU with bf16,
     a CPU with AVX-512 BF16 or AMX), float32 elsewhere, where bf16 would be emulated."""
     if name != "auto":
-        if name not in DTYPES:
-            raise ValueError(f"dtype must be auto or one of {sorted(DTYPES)}, not {name!r}")
+        if name not in TORCH_DTYPES:
+            raise ValueError(f"dtype must be auto or one of {sorted(TORCH_DTYPES)}, not {name!r}")
         return name
     if device.type == "cuda":
         native = torch.cuda.is_bf16_supported()
@@ -96,7 +96,7 @@ class TorchEngine(Engine):
         cpu.warn_if_emulated_bf16(place, dtype == "bfloat16", f"dtype={dtype}")
         members = [load_checkpoint(path) for path in paths]
         for member in members:
-            member.model.to(device=place, dtype=DTYPES[dtype]).eval()
+            member.model.to(device=place, dtype=TORCH_DTYPES[dtype]).eval()
         first = members[0]
         for path, member in zip(paths[1:], members[1:], strict=True):
             check_combinable(paths[0], first, path, member, "ensemble members")
@@ -124,7 +124,7 @@ class TorchEngine(Engine):
 
     def search_batches(
         self,
-        batches: list[Batch],
+        batches: list[LineBatch],
         search: DecodeConfig,
         attention: bool = False,
         log_probs: bool = False,  # our searches keep them always
@@ -148,7 +148,7 @@ class TorchEngine(Engine):
                     )
 
     @torch.inference_mode()
-    def score_batches(self, batches: list[Batch]) -> Iterator[list[list[float]]]:
+    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
         """One teacher-forced pass per batch; an ensemble's log-prob is that of the mean of its
         members' probabilities, as its search's is."""
         members = self.model.members if isinstance(self.model, Ensemble) else [self.model]
@@ -168,7 +168,7 @@ class TorchEngine(Engine):
                 log_probs = torch.stack(per_member).logsumexp(0) - math.log(len(members))
                 yield [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
 
-    def tensors(self, batch: Batch) -> tuple[torch.Tensor, SearchOptions]:
+    def tensors(self, batch: LineBatch) -> tuple[torch.Tensor, SearchOptions]:
         """The batch's sources (B, S) and options (its prefixes, (B, P), and which end a word)
         on the model's device."""
         pad, device = self.tokenizer.pad_id, self.model_device

@@ -1,15 +1,14 @@
 """`check(job, limits)`: a job read and counted before any costly work, or refused.
 
-A file is bounded by its bytes; a Word file by what it would inflate to, before it is unzipped
-(nmt.documents.docx_file.check_archive); an HTML page by its `<`s and a Word file by its runs
-(`max_file_tags`), counted before either is parsed; then either is parsed once, in linear
-time, into the segments that will be translated (nmt.documents.markup.Pages), and each
-segment's characters, words and inline tags are counted before alignment and tag projection
-ever see them. Then the search's worst case is priced: per segment, the rows the search keeps
-(beams, or one) x the n-best x the longest output it allows (a * (characters + 1) + b
-tokens, at least min_len, at most the model's positions: a token holds at least a
-character), summed over the segments. The `Plan` keeps what was parsed, so running the job
-parses nothing again.
+A file is bounded by its bytes; then its format's reader (nmt.documents.formats) bounds what
+only that format has before parsing (a Word file's inflated size and runs, an HTML page's
+`<`s: `max_file_tags`) and parses it once, in linear time, into the segments that will be
+translated; each segment's characters, words and inline tags are counted before alignment
+and tag projection ever see them. Then the search's worst case is priced: per segment, the
+rows the search keeps (beams, or one) x the n-best x the longest output it allows
+(a * (characters + 1) + b tokens, at least min_len, at most the model's positions: a token
+holds at least a character), summed over the segments. The `Plan` keeps what was parsed, so
+running the job parses nothing again.
 """
 
 from __future__ import annotations
@@ -18,25 +17,23 @@ import sys
 from dataclasses import dataclass
 
 from nmt.decoding.penalties import output_length
-from nmt.documents.docx_file import DocxError, WordFile, check_archive, count_runs
-from nmt.documents.html_tree import MarkupError
-from nmt.documents.markup import Pages
-from nmt.jobs.job import LINE_BREAKS, Job, JobError, Limits, decode_utf8
+from nmt.documents.formats import named
+from nmt.documents.parsed import Parsed
+from nmt.errors import JobError
+from nmt.jobs.job import Job, Limits
 from nmt.terms.placing import MAX_ROUNDS
 from nmt.terms.spans import SpanError
 
 
 @dataclass
 class Plan:
-    """A checked job: `segments`, the texts the translator gets; `pages`, the parsed documents
-    they came from (format html or docx); `word_file`, the Word file to write them back into;
-    `lines`, a text file's lines with their breaks; `characters`, the text to translate."""
+    """A checked job: `segments`, the texts the translator gets; `parsed`, the document they
+    came from (a file, or texts in a document format: nmt.documents.formats), None for plain
+    texts, whose Translations are the answer."""
 
     job: Job
     segments: list[str]
-    pages: Pages | None = None
-    word_file: WordFile | None = None
-    lines: list[str] | None = None
+    parsed: Parsed | None = None
 
     @property
     def characters(self) -> int:
@@ -57,7 +54,9 @@ def check(job: Job, limits: Limits) -> Plan:
 
 
 def read(job: Job, limits: Limits) -> Plan:
-    """Parse what the job holds into segments (bounded before each step)."""
+    """Parse what the job holds into segments (bounded before each step), by its format's
+    reader (nmt.documents.formats)."""
+    form = named(job.format)
     if job.texts is not None:
         if len(job.texts) > limits.max_lines:
             raise JobError(
@@ -65,48 +64,18 @@ def read(job: Job, limits: Limits) -> Plan:
             )
         check_characters("line", job.texts, limits.max_line_chars)
         check_characters("prefix", job.prefixes or [], limits.max_line_chars)
-        if job.format == "html":
-            return with_pages(job, job.texts, limits)
-        return Plan(job, list(job.texts))
+        if form.read_texts is None:
+            return Plan(job, list(job.texts))
+        parsed = form.read_texts(job.texts, job.name, limits)
+        return Plan(job, parsed.segments, parsed)
     data = job.data or b""
     if len(data) > limits.max_file_bytes:
         raise JobError(
             413,
             f"the file has {len(data)} bytes: the limit is max_file_bytes={limits.max_file_bytes}",
         )
-    if job.format == "docx":
-        where = f"{job.name}: " if job.name else ""
-        try:
-            check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
-        except DocxError as error:  # a zip bomb, or no zip at all
-            raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
-        runs = count_runs(data, limits.max_file_tags)
-        if runs > limits.max_file_tags:
-            raise JobError(413, f"{where}over {runs} runs: the limit is {file_tags(limits)}")
-        try:
-            word_file = WordFile(data)
-        except DocxError as error:
-            raise JobError(422, where + str(error)) from None
-        plan = with_pages(job, word_file.fragments, Limits.unbounded())
-        plan.word_file = word_file
-        return plan
-    text = decode_utf8(data, job.name)
-    if job.format == "html":
-        return with_pages(job, [text], limits)
-    lines = text.splitlines(keepends=True)
-    bodies = [line.rstrip(LINE_BREAKS) for line in lines]  # each line's break kept apart
-    return Plan(job, [b for b in bodies if b.strip()], lines=lines)
-
-
-def with_pages(job: Job, documents: list[str], limits: Limits) -> Plan:
-    tags = sum(document.count("<") for document in documents)  # at most, before parsing
-    if tags > limits.max_file_tags:
-        raise JobError(413, f"{tags} tags: the limit is {file_tags(limits)}")
-    try:
-        pages = Pages.plan(documents)
-    except MarkupError as error:
-        raise JobError(422, f"{job.name or 'the HTML'}: {error}") from None
-    return Plan(job, [s.text for s in pages.segments], pages=pages)
+    parsed = form.read_file(data, job.name, limits)
+    return Plan(job, parsed.segments, parsed)
 
 
 def count(plan: Plan, limits: Limits) -> None:
@@ -119,10 +88,11 @@ def count(plan: Plan, limits: Limits) -> None:
         )
     if job.data is not None or job.format == "html":
         check_characters("segment", segments, limits.max_line_chars)
-    for i, segment in enumerate(plan.pages.segments if plan.pages else []):
+    counted = plan.parsed.counted if plan.parsed else None
+    for i, (words, tags) in enumerate(counted or []):
         for name, found, limit in (
-            ("words", segment.word_count, limits.max_segment_words),
-            ("inline tags", segment.tag_count, limits.max_segment_tags),
+            ("words", words, limits.max_segment_words),
+            ("inline tags", tags, limits.max_segment_tags),
         ):
             if found > limit:
                 setting = "max_segment_words" if name == "words" else "max_segment_tags"
@@ -136,10 +106,6 @@ def count(plan: Plan, limits: Limits) -> None:
             f"the search could cost {cost:,} tokens (segments x beams x n-best x longest output): "
             f"the limit is max_search_cost={limits.max_search_cost}",
         )
-
-
-def file_tags(limits: Limits) -> str:
-    return f"max_file_tags={limits.max_file_tags}"
 
 
 def check_characters(name: str, texts: list[str], limit: int) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from limits import parse
 from limits.strategies import MovingWindowRateLimiter
 
-from nmt.cli import UsageError
+from nmt.errors import UsageError
 from nmt.jobs.job import JobError
 
 log = logging.getLogger("nmt.serve")

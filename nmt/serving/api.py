@@ -9,7 +9,7 @@ Sampling requests are decoded one by one, so a seed gives the same samples howev
 requests asking for alignments, scores, another segmenting or format are decoded apart from
 the rest.
 The requests of one group are one job (nmt.jobs), run here; each text is cut into sentences
-(or not) as nmt.documents.translation says. Decoding stops between two batches once every
+(or not) as nmt.translation.texts says. Decoding stops between two batches once every
 request of the group is past `timeout` since it was taken (or, in-process, its client gone):
 a 504. A search that is no search as a whole (the engine's SearchError) is a 422 for the
 requests that asked for it. If a call fails otherwise, its requests are retried one by one: only a
@@ -29,7 +29,6 @@ from fastapi.responses import JSONResponse
 
 from nmt.config import ServeConfig
 from nmt.decoding.settings import SearchError
-from nmt.documents.sentences import SentenceSplitter
 from nmt.inference.cache import TranslationCache
 from nmt.inference.engine import Stopped
 from nmt.inference.loading import load
@@ -42,6 +41,7 @@ from nmt.serving.metrics import batch_metrics
 from nmt.serving.schema import TranslateRequest, TranslateResponse, request_job, response
 from nmt.terms import lemmas
 from nmt.terms.glossary import LANGS
+from nmt.translation.sentences import SentenceSplitter
 
 log = logging.getLogger("nmt.serve")
 

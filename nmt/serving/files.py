@@ -23,17 +23,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from nmt.jobs.job import Job, JobError, file_format
+from nmt.config import SEGMENTS
+from nmt.documents.formats import FORMATS, of_file
+from nmt.jobs.job import Job, JobError
 from nmt.jobs.run import run
 from nmt.serving.door import Asked, read_form
 from nmt.serving.submit import Submit, translator
 from nmt.terms.glossary import read_glossary
+from nmt.translation.settings import checked_rules
 
-MEDIA = {
-    "text": "text/plain; charset=utf-8",
-    "html": "text/html; charset=utf-8",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-}
 FORM = {  # the route's form, for the API's docs (the door reads it: read_file_form)
     "requestBody": {
         "required": True,
@@ -44,7 +42,7 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
                     "required": ["file"],
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
-                        "segment": {"type": "string", "enum": ["sentences", "lines"]},
+                        "segment": {"type": "string", "enum": list(SEGMENTS)},
                         "api_key": {"type": "string"},
                     },
                 }
@@ -63,14 +61,14 @@ async def read_file_form(body: bytes, content_type: str, server) -> Asked:
         if not isinstance(upload, UploadFile):
             raise JobError(422, "file: a file is required (multipart field `file`)")
         if segment is not None and not isinstance(segment, str):
-            raise JobError(422, "segment: sentences or lines")
+            raise JobError(422, f"segment: {' or '.join(SEGMENTS)}")
         name = upload.filename or ""
         job = Job(
             data=await upload.read(),
             name=name,
-            format=file_format(name),
+            format=of_file(name).name,
             segment=segment or server.segment,
-            protect=server.rules,
+            protect=checked_rules(server, server.backend),
             glossary=read_glossary(server.glossary, server.glossary_exact)
             if server.glossary
             else None,
@@ -108,6 +106,6 @@ def add_file_route(app: FastAPI, submit: Submit, max_lines: int, target_lang: st
             return JSONResponse({"detail": str(error)}, status_code=error.status)
         return Response(
             result.data,
-            media_type=MEDIA[plan.job.format],
+            media_type=FORMATS[plan.job.format].media_type,
             headers={"Content-Disposition": disposition(admitted.request, target_lang)},
         )

@@ -37,7 +37,7 @@ log = logging.getLogger("nmt.serve")
 
 
 @dataclass
-class Job:
+class Waiting:
     payload: object  # what predict takes for one request
     future: asyncio.Future
     arrived: float = field(default_factory=time.monotonic)
@@ -58,11 +58,11 @@ class Batcher:
         self.predict, self.workers = predict, workers
         self.batch_requests, self.wait_s, self.timeout_s = batch_requests, wait_s, timeout_s
         self.timed_out = timed_out  # the answer of a request that waited too long
-        self.queue: asyncio.Queue[Job] = asyncio.Queue()
+        self.queue: asyncio.Queue[Waiting] = asyncio.Queue()
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="nmt-worker")
 
     async def answer(self, payload) -> object:
-        job = Job(payload, asyncio.get_running_loop().create_future())
+        job = Waiting(payload, asyncio.get_running_loop().create_future())
         await self.queue.put(job)
         return await job.future
 
@@ -74,8 +74,8 @@ class Batcher:
             batch = await self.gather()
             asyncio.get_running_loop().create_task(self.decode(batch, free))
 
-    async def gather(self) -> list[Job]:
-        batch: list[Job] = []
+    async def gather(self) -> list[Waiting]:
+        batch: list[Waiting] = []
         while not batch:  # the first request still in time
             batch = self.in_time([await self.queue.get()])
         deadline = batch[0].arrived + self.wait_s
@@ -92,7 +92,7 @@ class Batcher:
                 batch += self.in_time([self.queue.get_nowait()])
         return batch
 
-    def in_time(self, jobs: list[Job]) -> list[Job]:
+    def in_time(self, jobs: list[Waiting]) -> list[Waiting]:
         """The jobs still worth decoding; the others answered (504) or dropped (gone)."""
         now, kept = time.monotonic(), []
         for job in jobs:
@@ -104,7 +104,7 @@ class Batcher:
                 kept.append(job)
         return kept
 
-    async def decode(self, batch: list[Job], free: asyncio.Semaphore) -> None:
+    async def decode(self, batch: list[Waiting], free: asyncio.Semaphore) -> None:
         try:
             payloads = [job.payload for job in batch]
             loop = asyncio.get_running_loop()

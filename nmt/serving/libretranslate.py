@@ -79,7 +79,7 @@ class LanguageID:
 
 
 @dataclass
-class Asked:
+class LibreAsked:
     """A LibreTranslate translate request as read: the /translate body it stands for, whether
     `q` was a list, how many alternatives, and whether the source is to be detected."""
 
@@ -107,21 +107,20 @@ async def fields(body: bytes, content_type: str) -> dict:
     return given
 
 
-def add_libretranslate(
-    app: FastAPI,
-    cfg: ServeConfig,
-    src_lang: str,
-    tgt_lang: str,
-    search: DecodeConfig,
-    submit: Submit,
-) -> dict[str, Reader]:
-    """The routes of the module docstring on `app`; returns the door's readers of their
-    bodies, by path."""
-    identify = LanguageID([src_lang, tgt_lang])
-    pair = f"this server translates {src_lang} to {tgt_lang}"
+class LibreRoutes:
+    """The work of the LibreTranslate routes of one server: their bodies read into jobs (the
+    door's readers), and a checked request translated through `submit`."""
 
-    async def read_translate(body: bytes, content_type: str) -> DoorAsked:
-        given = await fields(body, content_type)
+    def __init__(
+        self, cfg: ServeConfig, src_lang: str, tgt_lang: str, search: DecodeConfig, submit: Submit
+    ):
+        self.cfg, self.search, self.submit = cfg, search, submit
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.identify = LanguageID([src_lang, tgt_lang])
+        self.pair = f"this server translates {src_lang} to {tgt_lang}"
+
+    def checked(self, given: dict) -> tuple[list[str], int, str]:
+        """The texts, alternatives and format of a /translate body's fields; JobError 400."""
         for name in ("q", "source", "target"):
             if given.get(name) in (None, ""):
                 raise JobError(400, f"Invalid request: missing {name} parameter")
@@ -134,24 +133,28 @@ def add_libretranslate(
         except (TypeError, ValueError, OverflowError):  # OverflowError: 1e999 is inf
             raise JobError(400, "Invalid request: alternatives must be a number") from None
         fmt = str(given.get("format") or "text")
-        if source != "auto" and (source, target) != (src_lang, tgt_lang):
-            raise JobError(400, f"{source} to {target} is not available: {pair}")
-        if target != tgt_lang:
-            raise JobError(400, f"auto to {target} is not available: {pair}")
+        if source != "auto" and (source, target) != (self.src_lang, self.tgt_lang):
+            raise JobError(400, f"{source} to {target} is not available: {self.pair}")
+        if target != self.tgt_lang:
+            raise JobError(400, f"auto to {target} is not available: {self.pair}")
         if fmt not in ("text", "html"):
             raise JobError(400, f"Invalid request: format must be text or html, not {fmt!r}")
         if not 0 <= alternatives <= MAX_ALTERNATIVES:
             raise JobError(400, f"Invalid request: alternatives must be 0 to {MAX_ALTERNATIVES}")
-        if fmt == "html":
-            alternatives = 0  # as LibreTranslate: alternatives are for text
-        translate = translate_body(texts, fmt, alternatives, search)
+        return texts, 0 if fmt == "html" else alternatives, fmt  # (alternatives: for text)
+
+    async def read_translate(self, body: bytes, content_type: str) -> DoorAsked:
+        given = await fields(body, content_type)
+        texts, alternatives, fmt = self.checked(given)
+        translate = translate_body(texts, fmt, alternatives, self.search)
         request = TranslateRequest.model_validate(translate)
-        job = request_job(request, search, cfg)
-        asked = Asked(translate, isinstance(q, list), alternatives, source == "auto")
+        job = request_job(request, self.search, self.cfg)
+        listed = isinstance(given["q"], list)
+        asked = LibreAsked(translate, listed, alternatives, given["source"] == "auto")
         key = given.get("api_key")
         return DoorAsked(asked, job, key if isinstance(key, str) else None)
 
-    async def read_detect(body: bytes, content_type: str) -> DoorAsked:
+    async def read_detect(self, body: bytes, content_type: str) -> DoorAsked:
         given = await fields(body, content_type)
         q = given.get("q")
         if not isinstance(q, str) or not q:
@@ -159,15 +162,17 @@ def add_libretranslate(
         key = given.get("api_key")
         return DoorAsked(q, Job(texts=[q]), key if isinstance(key, str) else None)
 
-    def translate(asked: Asked) -> dict:
+    def translate(self, asked: LibreAsked) -> dict:
         texts = asked.body["text"]
         detected = None
         if asked.detect:
-            ranked = identify.rank(" ".join(texts))
+            ranked = self.identify.rank(" ".join(texts))
             detected = {"language": ranked[0][0], "confidence": ranked[0][1]}
-            if ranked[0][0] != src_lang:
-                raise JobError(400, f"{ranked[0][0]} to {tgt_lang} is not available: {pair}")
-        found = submit(asked.body)
+            if ranked[0][0] != self.src_lang:
+                raise JobError(
+                    400, f"{ranked[0][0]} to {self.tgt_lang} is not available: {self.pair}"
+                )
+        found = self.submit(asked.body)
         result: dict = {
             "translatedText": found["translation"] if asked.listed else found["translation"][0]
         }
@@ -178,11 +183,24 @@ def add_libretranslate(
             result["detectedLanguage"] = detected
         return result
 
+
+def add_libretranslate(
+    app: FastAPI,
+    cfg: ServeConfig,
+    src_lang: str,
+    tgt_lang: str,
+    search: DecodeConfig,
+    submit: Submit,
+) -> dict[str, Reader]:
+    """The routes of the module docstring on `app`; returns the door's readers of their
+    bodies, by path."""
+    libre = LibreRoutes(cfg, src_lang, tgt_lang, search, submit)
+
     @app.post(PREFIX + "/translate", tags=["LibreTranslate"])
     async def libretranslate_translate(request: Request):
         """LibreTranslate's POST /translate."""
         try:
-            return await run_in_threadpool(translate, request.scope["nmt"].request)
+            return await run_in_threadpool(libre.translate, request.scope["nmt"].request)
         except JobError as error:
             return JSONResponse({"error": str(error)}, status_code=error.status)
 
@@ -198,7 +216,7 @@ def add_libretranslate(
     async def libretranslate_detect(request: Request):
         """LibreTranslate's POST /detect, over the model's two languages (in a thread: the
         event loop only waits)."""
-        ranked = await run_in_threadpool(identify.rank, request.scope["nmt"].request)
+        ranked = await run_in_threadpool(libre.identify.rank, request.scope["nmt"].request)
         return [{"language": lang, "confidence": conf} for lang, conf in ranked]
 
-    return {PREFIX + "/translate": read_translate, PREFIX + "/detect": read_detect}
+    return {PREFIX + "/translate": libre.read_translate, PREFIX + "/detect": libre.read_detect}

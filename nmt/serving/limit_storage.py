@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 from limits.errors import ConfigurationError
 from limits.storage import Storage, storage_from_string
 
-from nmt.cli import UsageError
+from nmt.errors import UsageError
 
 SCHEMES = ("memory", "redis", "rediss")
 REDIS_TIMEOUT_S = 2.0  # to connect to the store, and for each of its answers

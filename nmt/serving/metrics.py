@@ -123,8 +123,9 @@ class MetricsGate:
     counts what the door refuses too); the texts and characters of an admitted request are
     read from what the door left in the scope, so the body is not read again."""
 
-    def __init__(self, app, *, metrics: Metrics, routes: list[str], internal: str):
-        self.app, self.metrics, self.routes = app, metrics, set(routes)
+    def __init__(self, app, *, metrics: Metrics, routes: dict, internal: str):
+        # the door's own table of translating routes (filled in as they are added)
+        self.app, self.metrics, self.routes = app, metrics, routes
         self.internal = internal.encode()
 
     async def __call__(self, scope, receive, send) -> None:

@@ -4,7 +4,7 @@ A request: {"text": "A text." | ["text", ...], "prefix": same shape (optional),
 "search": {field of DecodeConfig: value, ...} (optional), "scores", "alignments": true
 (optional), "segment": "sentences" | "lines" (optional), "format": "text" | "html"
 (optional), "api_key" (optional)}: a Job (nmt.jobs, `request_job`). The answer has
-`translation` in the shape of `text` (one translation per text: nmt.documents.translation),
+`translation` in the shape of `text` (one translation per text: nmt.translation.texts),
 `nbest` (the same shape, each a list of {"text", "score"}, when search.nbest > 1), `scores`
 (the same shape, each {"confidence", "log_prob_per_token", "words": [{"word",
 "probability"}]} or null for an empty line, when asked), `alignments` (the same shape, each
@@ -20,23 +20,18 @@ from typing import TYPE_CHECKING, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from nmt.decoding.settings import (
-    CHOICES,
-    READ_BY,
-    DecodeConfig,
-    describe_search,
-    unread,
-    without_unread,
-)
+from nmt.config import CHOICES, SEGMENTS, DecodeConfig
+from nmt.decoding.settings import READ_BY, describe_search, unread, without_unread
+from nmt.documents.formats import TEXT_FORMATS
 from nmt.inference.alignment import pharaoh
 from nmt.inference.loading import engine_class
-from nmt.jobs.job import SEGMENTS, TEXT_FORMATS, Job, JobError
+from nmt.jobs.job import Job, JobError
 from nmt.terms.glossary import MAX_ENTRIES, Glossary, GlossaryError, read_glossary
 from nmt.terms.spans import KIND_NAMES, MAX_PATTERNS, Rules
 from nmt.written_numbers import MODES as NUMBER_MODES
 
 if TYPE_CHECKING:
-    from nmt.documents.translation import Translation
+    from nmt.translation.translated import Translation
 
 # How far a request may take each search field: one request must not take the machine (a
 # beam of 10,000, say). The fields and their types are DecodeConfig's (settings.py).
@@ -149,13 +144,13 @@ class TranslateRequest(BaseModel):
         return [self.prefix] if isinstance(self.prefix, str) else self.prefix
 
 
-class TermUse(BaseModel):
+class TermUsed(BaseModel):
     source: str
     target: str
     used: bool
 
 
-class Hypothesis(BaseModel):
+class Alternative(BaseModel):
     text: str
     score: float
 
@@ -178,7 +173,7 @@ class TranslateResponse(BaseModel):
     """The translation in the shape of the request's text, and what made it."""
 
     translation: str | list[str]
-    nbest: list[Hypothesis] | list[list[Hypothesis]] | None = None
+    nbest: list[Alternative] | list[list[Alternative]] | None = None
     model: str
     backend: str
     search: dict
@@ -190,7 +185,7 @@ class TranslateResponse(BaseModel):
     warnings: list[str] | list[list[str]]
     # per text, the glossary's entries its sentences hold and whether the translation uses
     # each (any inflection): {"source", "target", "used"}; [] without a glossary
-    terms: list[TermUse] | list[list[TermUse]]
+    terms: list[TermUsed] | list[list[TermUsed]]
 
 
 def parse_request(body: bytes) -> TranslateRequest:

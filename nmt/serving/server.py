@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import secrets
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from importlib import resources
 from importlib.metadata import version
 from pathlib import PurePosixPath, PureWindowsPath
@@ -27,9 +27,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from nmt.cli import UsageError
-from nmt.config import ServeConfig
+from nmt.config import RequestLimits, ServeConfig
 from nmt.decoding.settings import check_search, describe_search
+from nmt.documents.formats import FORMATS, TEXT_FORMATS
+from nmt.errors import UsageError
 from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
 from nmt.jobs.job import Limits
@@ -39,49 +40,42 @@ from nmt.serving.api import TranslationAPI
 from nmt.serving.door import FORM_OVERHEAD, Asked, Door, Route
 from nmt.serving.files import add_file_route, read_file_form
 from nmt.serving.inprocess import InProcessServer
-from nmt.serving.libretranslate import PREFIX, add_libretranslate
+from nmt.serving.libretranslate import add_libretranslate
 from nmt.serving.limit_storage import limit_storage
 from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
 from nmt.serving.schema import translate_reader
 from nmt.serving.submit import hop
 from nmt.serving.workers import ModelWorkers, watch_workers
 from nmt.terms.glossary import GlossaryError, read_glossary
+from nmt.translation.settings import checked_rules
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
-LIBRETRANSLATE_ROUTES = (PREFIX + "/translate", PREFIX + "/detect")
 
 
 def check_serve(cfg: ServeConfig) -> None:
     """Refuse settings that cannot work before loading anything."""
+    checked_rules(cfg, cfg.backend)
     check_model(cfg)
     if cfg.host not in HOSTS:
         raise UsageError(f"host must be one of {', '.join(HOSTS)}, not {cfg.host!r}")
     if not 1024 <= cfg.port <= 65535:
         raise UsageError(f"port must be in 1024..65535, not {cfg.port}")
-    if cfg.format == "docx":
-        raise UsageError("format=docx is translate's: the server's texts are text or html")
+    if cfg.format not in ("auto", *TEXT_FORMATS):
+        raise UsageError(
+            f"format must be auto or one of {', '.join(TEXT_FORMATS)} (what texts may be), "
+            f"not {cfg.format!r}"
+        )
     if cfg.glossary:
         try:
             read_glossary(cfg.glossary)
         except GlossaryError as error:
             raise UsageError(str(error)) from None
-    for name in (
-        "batch_requests",
-        "max_body_bytes",
-        "max_lines",
-        "max_line_chars",
-        "max_file_bytes",
-        "max_file_segments",
-        "max_segment_words",
-        "max_segment_tags",
-        "max_file_tags",
-        "max_inflated_bytes",
-        "max_search_cost",
-    ):
-        if getattr(cfg, name) < 1:
-            raise UsageError(f"{name} must be at least 1, not {getattr(cfg, name)}")
-    if not cfg.max_pattern_seconds > 0:
-        raise UsageError(f"max_pattern_seconds must be above 0, not {cfg.max_pattern_seconds}")
+    for name in ["batch_requests", *(f.name for f in fields(RequestLimits))]:
+        value = getattr(cfg, name)
+        if isinstance(value, float) and not value > 0:
+            raise UsageError(f"{name} must be above 0, not {value}")
+        if isinstance(value, int) and value < 1:
+            raise UsageError(f"{name} must be at least 1, not {value}")
     if cfg.workers < 0 or cfg.threads < 0:
         raise UsageError("workers and threads must not be negative (0: one per core)")
     if cfg.cache_sentences < 0:
@@ -113,42 +107,12 @@ def build_server(
     search, search_line = choose_search(card, cfg.decode, overrides)
     check_search(search, card.vocab_size)  # the default every request starts from, at start
     limits = Limits.of(cfg, ModelConfig(**card.shape).max_positions)
-    metadata = {
-        "name": card.name,
-        "ensemble": len(cfg.ensemble),
-        "direction": f"{card.src_lang}-{card.tgt_lang}",
-        "backend": cfg.backend,
-        "shape": card.shape,
-        "tokenizer": {"type": "sentencepiece", "vocab_size": card.vocab_size},
-        "search": asdict(search),
-        "search_text": describe_search(search),
-        "trained": public_info(card.info),
-        "batching": {
-            "batch_requests": cfg.batch_requests,
-            "batch_wait_ms": cfg.batch_wait_ms,
-            "workers": cfg.workers,
-            "threads": cfg.threads,
-            "max_tokens": max_tokens(cfg),
-        },
-        "limits": {"max_body_bytes": cfg.max_body_bytes, **asdict(limits)},
-        # what a request's "protect", "protect_patterns" and "numbers" default to
-        "protect": {"kinds": list(cfg.protect), "patterns": list(cfg.protect_patterns)},
-        "numbers": cfg.numbers,
-        "glossary_entries": len(read_glossary(cfg.glossary)) if cfg.glossary else 0,
-        # what a request's "glossary_exact" defaults to; None: this engine cannot (CTranslate2)
-        "glossary_exact": cfg.glossary_exact if engine_class(cfg.backend).constrains else None,
-        "access": {  # what a client must know (never the keys)
-            "keys": cfg.api_keys_file is not None,
-            "limit_requests": cfg.limit_requests,
-            "limit_chars": cfg.limit_chars,
-        },
-        "version": version("nmt"),
-    }
+    metadata = server_info(cfg, card, search, limits)
     internal = secrets.token_urlsafe(24)  # marks the routes' own hops to /translate
     routes: dict[str, Route] = {}  # the door's, filled in as the routes are added
     door = {"routes": routes, "limits": limits, "access": access(cfg), "internal": internal}
     metrics = Metrics()
-    middlewares = [(Door, door), *outer_middlewares(cfg, metrics, internal)]
+    middlewares = [(Door, door), *outer_middlewares(cfg, metrics, internal, routes)]
     if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
@@ -177,6 +141,44 @@ def build_server(
     watch_workers(server, workers)  # its requests answered, /health telling
     add_routes(server.app, cfg, card, search, hop(cfg, internal), routes, metrics)
     return server, f"{card.name}: {search_line}"
+
+
+def server_info(cfg: ServeConfig, card, search, limits: Limits) -> dict:
+    """What /info says of the model and the server: shape, direction, tokenizer, backend,
+    default search, batching, limits, formats, defaults of a request's fields, access."""
+    return {
+        "name": card.name,
+        "ensemble": len(cfg.ensemble),
+        "direction": f"{card.src_lang}-{card.tgt_lang}",
+        "backend": cfg.backend,
+        "shape": card.shape,
+        "tokenizer": {"type": "sentencepiece", "vocab_size": card.vocab_size},
+        "search": asdict(search),
+        "search_text": describe_search(search),
+        "trained": public_info(card.info),
+        "batching": {
+            "batch_requests": cfg.batch_requests,
+            "batch_wait_ms": cfg.batch_wait_ms,
+            "workers": cfg.workers,
+            "threads": cfg.threads,
+            "max_tokens": max_tokens(cfg),
+        },
+        "limits": asdict(limits),
+        # what POST /translate_file (and LibreTranslate's) take: each format's suffixes
+        "formats": {name: list(f.suffixes) for name, f in FORMATS.items()},
+        # what a request's "protect", "protect_patterns" and "numbers" default to
+        "protect": {"kinds": list(cfg.protect), "patterns": list(cfg.protect_patterns)},
+        "numbers": cfg.numbers,
+        "glossary_entries": len(read_glossary(cfg.glossary)) if cfg.glossary else 0,
+        # what a request's "glossary_exact" defaults to; None: this engine cannot (CTranslate2)
+        "glossary_exact": cfg.glossary_exact if engine_class(cfg.backend).constrains else None,
+        "access": {  # what a client must know (never the keys)
+            "keys": cfg.api_keys_file is not None,
+            "limit_requests": cfg.limit_requests,
+            "limit_chars": cfg.limit_chars,
+        },
+        "version": version("nmt"),
+    }
 
 
 def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metrics) -> None:
@@ -211,15 +213,14 @@ def access(cfg: ServeConfig) -> Access | None:
     return Access(keys, requests, chars, limit_storage(cfg.limits_storage))
 
 
-def outer_middlewares(cfg: ServeConfig, metrics: Metrics, internal: str) -> list[tuple]:
+def outer_middlewares(
+    cfg: ServeConfig, metrics: Metrics, internal: str, routes: dict
+) -> list[tuple]:
     """The metrics (around the door: they count its refusals too) and CORS, outermost last
     (Starlette runs the last added first)."""
     found = []
     if cfg.metrics:
-        translating = ["/translate", "/translate_file", *LIBRETRANSLATE_ROUTES]
-        found.append(
-            (MetricsGate, {"metrics": metrics, "routes": translating, "internal": internal})
-        )
+        found.append((MetricsGate, {"metrics": metrics, "routes": routes, "internal": internal}))
     if cfg.cors_origins:
         cors = {"allow_origins": list(cfg.cors_origins), "allow_methods": ["GET", "POST"]}
         found.append((CORSMiddleware, cors | {"allow_headers": ["Authorization", "Content-Type"]}))

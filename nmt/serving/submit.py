@@ -18,11 +18,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from nmt.config import ServeConfig
-from nmt.documents.translation import Translation
 from nmt.inference.alignment import parse_pharaoh
 from nmt.jobs.job import Job, JobError
 from nmt.jobs.run import Translator
 from nmt.serving.door import INTERNAL
+from nmt.translation.translated import Translation
 
 Submit = Callable[[dict], dict]
 # never through a proxy: users' texts and the secret stay on this machine

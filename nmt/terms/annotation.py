@@ -5,7 +5,7 @@ form "lemma" the mark carries the target's lemma, and the model learns to inflec
 (Bergmanis & Pinnis 2021); with "exact", the form to copy.
 
 One writer serves training (nmt.data.augmentation, at a linked word pair) and translation
-(nmt.documents.translation, at a glossary match), so both write the same text. The punctuation
+(nmt.translation.texts, at a glossary match), so both write the same text. The punctuation
 after the word stays after the annotation: `contract, ` becomes `contract %% Vertrag %%,`.
 """
 
@@ -18,7 +18,7 @@ from nmt.terms.glossary import EDGE, Match
 from nmt.terms.lemmas import lemmatize
 
 MARK = "%%"
-FORMS = ("lemma", "exact")
+TERM_FORMS = ("lemma", "exact")
 # English words no glossary term is made of (training annotates content words alone)
 FUNCTION_WORDS = frozenset(
     "a an the and or but of in on at to for with from by as is are was were be been being "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from nmt.errors import GlossaryError
 from nmt.terms.lemmas import lemmatize
 
 MAX_TERM_CHARS = 200
@@ -32,10 +33,6 @@ MAX_FORMS = 4  # entries whose source terms have the same lemmas ("bike", "Bike"
 MAX_ENTRIES = 1000  # in one request's glossary
 LANGS = ("en", "de")  # a glossary's source and target languages, as simplemma names them
 EDGE = "\"'()[]{}<>«»„“”‚‘’.,;:!?…"  # punctuation around a word, not part of it
-
-
-class GlossaryError(ValueError):
-    """A glossary we cannot use (one line)."""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import re2
 import regex
 
+from nmt.errors import SpanError
 from nmt.inference.output_checks import EMAIL, URL
 from nmt.written_numbers import NUMBERS, PLACEHOLDERS, as_mode, check_mode
 
@@ -47,11 +48,7 @@ KIND_NAMES = tuple(KINDS)
 RE2_MEMORY = 8 << 20  # bytes RE2 may build a caller's pattern's automaton in
 MAX_PATTERNS, MAX_PATTERN_CHARS = 16, 200
 PLACEHOLDER = re.compile(r"#(\d+)(?!\d)")
-WORD = re.compile(r"\S+")
-
-
-class SpanError(ValueError):
-    """A protection setting that cannot work (one line)."""
+SPAN_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -216,10 +213,10 @@ def protect(
     text = "".join(parts)
     word_at = _word_index(sentence)
     source_of = []
-    for m in WORD.finditer(text):
+    for m in SPAN_WORD.finditer(text):
         covered = {word_at[c] for a, b in origins[m.start() : m.end()] for c in range(a, b)}
         source_of.append(sorted(covered - {-1}))
-    starts = [m.start() for m in WORD.finditer(text)]
+    starts = [m.start() for m in SPAN_WORD.finditer(text)]
     if placeholders:
         placeholder_words = [sum(1 for s in starts if s <= at) - 1 for at in offsets]
     else:
@@ -240,7 +237,7 @@ def protect(
 def _word_index(text: str) -> list[int]:
     """For each character of `text`, the index of its whitespace word (-1 for whitespace)."""
     index = [-1] * len(text)
-    for i, m in enumerate(WORD.finditer(text)):
+    for i, m in enumerate(SPAN_WORD.finditer(text)):
         index[m.start() : m.end()] = [i] * (m.end() - m.start())
     return index
 
@@ -423,7 +420,7 @@ def restored_links(
 
 
 class KeepWhole:
-    """A sentence splitter (nmt.documents.sentences) that never cuts inside a protected span
+    """A sentence splitter (nmt.translation.sentences) that never cuts inside a protected span
     ("https://example.org/docs?id=42" holds a "?"): two sentences whose boundary falls inside
     a span are one."""
 

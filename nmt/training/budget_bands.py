@@ -21,19 +21,9 @@ nmt.training.budget.ChooseBudgetBand; this module holds the bands, free of Light
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from nmt.cli import override_key
-
-
-@dataclass
-class BudgetBand:
-    """The settings (dotted config fields -> values) of a run whose budget holds at most
-    `max_updates` updates; None: any larger budget."""
-
-    max_updates: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+from nmt.config import BudgetBand
 
 
 def _set_dropout(module, cfg, value) -> None:

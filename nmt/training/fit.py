@@ -31,15 +31,15 @@ from nmt.checkpoint import (
     save_checkpoint,
     saved_step,
 )
-from nmt.cli import UsageError
 from nmt.config import EvaluateConfig, TrainConfig
 from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
 from nmt.data.datamodule import TranslationDataModule
+from nmt.errors import UsageError
 from nmt.evaluation.evaluation_run import evaluate, summary
 from nmt.evaluation.runs_table import FINAL_EVALUATION
 from nmt.files import atomic_path, write_text
 from nmt.training.budget import ChooseBudgetBand, FitScheduleToBudget, less_time, time_budget
-from nmt.training.budget_bands import set_before_building
+from nmt.training.budget_bands import check_bands, set_before_building
 from nmt.training.init_from import starting_point
 from nmt.training.lightning_module import TranslationModule
 from nmt.training.run_logs import run_loggers
@@ -308,6 +308,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict:
     """Train per `cfg`, writing everything under `run_dir`; returns the run's metrics. A
     budget band of another model shape, chosen while the first attempt trains, starts the run
     over once with that model (nmt.training.budget_bands); a resume builds the band's model."""
+    check_bands(cfg.budget_bands, max(cfg.checkpoint.average_last_epochs, default=0))
     check_precision(cfg)
     set_onednn_kernel_cache(cfg.onednn_kernel_cache)
     resume = resolve_resume(cfg.ckpt_path, run_dir / "checkpoints")

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nmt.checkpoint import Checkpoint, load_checkpoint
-from nmt.cli import UsageError, override_key
+from nmt.cli import override_key
 from nmt.config import TrainConfig
+from nmt.errors import UsageError
 
 # ModelConfig fields a run may change without touching the weights
 TRAINING_FIELDS = (

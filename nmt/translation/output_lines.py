@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from nmt.documents.translation import Translation
 from nmt.inference.alignment import pharaoh
 from nmt.inference.output_text import one_line, score_columns
+from nmt.translation.translated import Translation
 
 
 def output_lines(

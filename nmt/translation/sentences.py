@@ -21,7 +21,7 @@ from itertools import pairwise
 
 import sentencex
 
-WORD = re.compile(r"\S+")
+SENTENCE_WORD = re.compile(r"\S+")
 # Function words: capitalised after a lowercase word, they start a sentence.
 STARTERS = frozenset(
     "A An The Two Three Four Five Six Several Some Many This These Those There He She They It "
@@ -61,7 +61,7 @@ class SentenceSplitter:
 
     def recut(self, text: str, start: int, end: int) -> list[tuple[int, int]]:
         """A segment cut before each likely sentence start (see the module docstring)."""
-        words = list(WORD.finditer(text, start, end))
+        words = list(SENTENCE_WORD.finditer(text, start, end))
         long = len(words) > self.max_words
         if len(words) < 2:
             return [(start, end)]

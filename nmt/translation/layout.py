@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nmt.documents.sentences import SentenceSplitter
+from nmt.translation.sentences import SentenceSplitter
 
 # Markdown's block markers at a line's start: headings, bullets, numbered items, quotes.
 MARKERS = re.compile(r"[ \t]*(?:(?:#{1,6}|[-*+]|\d{1,9}[.)]|>)[ \t]+)*")

@@ -1,0 +1,71 @@
+"""The file formats, one entry each: what the CLI, POST /translate_file, the LibreTranslate
+routes, the page and /info all read. Adding a format is one entry here and its module.
+
+An entry names its suffixes and media type, and its module's readers: `read_file` (a file's
+bytes) and, for a format a request's texts may be in, `read_texts`. A reader bounds what only
+its format has (a zip's inflated size, a Word file's runs, an HTML page's tags, each before
+parsing) and gives a `Parsed`: the segments to translate and how to put their translations
+back. nmt.jobs.check bounds what all formats share (bytes, segments, characters, words and
+tags per segment, the search's cost). Plain texts (format text, not a file) need no reader:
+each text is a segment and its Translation is the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.documents import docx_file, markup, text_file
+from nmt.documents.parsed import Parsed
+from nmt.errors import JobError
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    suffixes: tuple[str, ...]
+    media_type: str
+    read_file: Callable[..., Parsed]  # (data, name, limits) -> Parsed
+    read_texts: Callable[..., Parsed] | None = None  # (texts, name, limits); None: files only
+
+
+FORMATS = {
+    f.name: f
+    for f in (
+        Format("text", (".txt", ".md"), "text/plain; charset=utf-8", text_file.read_file),
+        Format(
+            "html",
+            (".html", ".htm"),
+            "text/html; charset=utf-8",
+            markup.read_file,
+            markup.read_texts,
+        ),
+        Format(
+            "docx",
+            (".docx",),
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            docx_file.read_file,
+        ),
+    )
+}
+# what a request's texts may be: plain text, or a format with a reader of texts
+TEXT_FORMATS = tuple(n for n, f in FORMATS.items() if n == "text" or f.read_texts is not None)
+SUFFIXES = {suffix: f.name for f in FORMATS.values() for suffix in f.suffixes}
+
+
+def named(name: str) -> Format:
+    """The format `name`; JobError 422 for one we do not have."""
+    if name not in FORMATS:
+        raise JobError(422, f"format must be one of {', '.join(FORMATS)}, not {name!r}")
+    return FORMATS[name]
+
+
+def of_file(name: str) -> Format:
+    """The format of a file `name`, by its suffix; JobError 415 for a suffix we do not read."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUFFIXES:
+        raise JobError(
+            415, f"unsupported file type {suffix or '(none)'!r}: send {', '.join(SUFFIXES)}"
+        )
+    return FORMATS[SUFFIXES[suffix]]
