@@ -761,6 +761,16 @@ class ServeConfig(DocumentConfig, InferenceConfig, RequestLimits):
     # On SIGTERM or SIGINT, the requests in flight get this long to finish before every
     # process stops (nmt/serve.py)
     drain_seconds: float = 30.0
+    # Connections (uvicorn's, and the door's): a request whose body takes longer than
+    # body_seconds to arrive is answered 408 (a client sending a byte a second holds nothing
+    # for long); past max_connections at once, uvicorn answers 503; an idle kept-alive
+    # connection is closed after keep_alive_seconds. X-Forwarded-For is read only from the
+    # addresses in trusted_proxies (e.g. [127.0.0.1] behind a proxy on this machine); by
+    # default no client can name its own address (and so get a fresh rate-limit window).
+    body_seconds: float = 30.0
+    max_connections: int = 1000
+    keep_alive_seconds: float = 5.0
+    trusted_proxies: list[str] = field(default_factory=list)
     # sentence translations kept per model worker (LRU; nmt/inference/cache.py), keyed by the
     # sentence and the whole search; 0: none
     cache_sentences: int = 10000

@@ -187,11 +187,13 @@ def paired_chunks(
 
 def decode_lines(stream: Iterable[bytes], name: str) -> Iterator[str]:
     """Binary lines as text. Only "\\n" ends a line, and one final "\\r" is dropped (CRLF
-    files); bytes that are not UTF-8 become U+FFFD, with a warning naming the first such line
-    and, at the end, how many there were."""
+    files), and a UTF-8 byte-order mark at the start; bytes that are not UTF-8 become U+FFFD,
+    with a warning naming the first such line and, at the end, how many there were."""
     bad, first_bad = 0, 0
     for number, raw in enumerate(stream, start=1):
         raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+        if number == 1:  # a byte-order mark starts the file, not its first line
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:

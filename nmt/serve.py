@@ -48,14 +48,15 @@ def stop_like_ctrl_c() -> None:
 
 def run(cfg: ServeConfig, overrides: list[str]) -> None:
     from nmt.serving.inprocess import InProcessServer
-    from nmt.serving.server import build_server
+    from nmt.serving.server import build_server, uvicorn_settings
 
     stop_like_ctrl_c()
     server, line = build_server(cfg, overrides)
     log.info("Serving %s", line)
     log.info("Loading the model; http://%s:%d/health answers ok once ready", cfg.host, cfg.port)
+    connections = uvicorn_settings(cfg)
     if isinstance(server, InProcessServer):
-        server.run(cfg.host, cfg.port, cfg.log_level, cfg.drain_seconds)
+        server.run(cfg.host, cfg.port, cfg.log_level, cfg.drain_seconds, connections)
         return
     server.run(
         host=cfg.host,
@@ -63,6 +64,7 @@ def run(cfg: ServeConfig, overrides: list[str]) -> None:
         num_api_servers=1,
         log_level=cfg.log_level,
         generate_client_file=False,
+        **connections,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -249,14 +250,38 @@ def overfit_training(data_dir: Path, work_dir: Path, *extra: str) -> list[str]:
     ]
 
 
+@contextmanager
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """A folder every test process of this run shares, under a lock: (the folder, whether it
+    is still to be built). A process that finds it built copies nothing and waits for no one
+    but a process building it."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / f"shared_{name}"
+    with FileLock(str(folder) + ".lock"):
+        yield folder, not (folder / ".built").exists()
+        (folder / ".built").touch()
+
+
 @pytest.fixture(scope="session")
-def overfit_run(overfit_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def overfit_run(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
-    overfit pairs: model.pt, checkpoints/, logs/, metrics.json."""
+    overfit pairs: model.pt, checkpoints/, logs/, metrics.json. Trained once for all test
+    processes (a minute and a half on 2 cores), then copied into each, which may change its
+    copy."""
     from nmt.training.fit import train
 
+    with built_once(tmp_path_factory, "overfit_run") as (shared, to_build):
+        if to_build:
+            splits = {split: overfit_pairs for split in ("train", "val", "test_2016_flickr")}
+            data = write_split_files(shared / "data", splits)
+            run = shared / "run"
+            run.mkdir()
+            train(compose_train_config(overfit_training(data, run)), run)
     run_dir = tmp_path_factory.mktemp("overfit_run")
-    train(compose_train_config(overfit_training(overfit_data, run_dir)), run_dir)
+    shutil.copytree(shared / "run", run_dir, dirs_exist_ok=True, symlinks=True)
     return run_dir
 
 

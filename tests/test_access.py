@@ -75,6 +75,21 @@ def test_keys_are_asked_for_checked_and_taken_from_either_place(server, overfit_
     assert httpx.get(server + "/health", timeout=10).status_code == 200  # not guarded
 
 
+def test_a_wrong_key_in_the_header_is_refused_before_the_body_is_read(server):
+    """A client that names a wrong key and then sends its body slowly is answered 403 at
+    once: no body is read, or held, for a request whose key is known to be wrong."""
+    import socket
+
+    host, port = server.removeprefix("http://").split(":")
+    start = time.perf_counter()
+    with socket.create_connection((host, int(port)), timeout=20) as client:
+        head = f"POST /translate HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer wrong\r\n"
+        client.sendall((head + "Content-Length: 100000\r\n\r\n").encode() + b'{"text": "')
+        answer = client.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 403"), answer[:200]
+    assert time.perf_counter() - start < 5
+
+
 def test_a_wrong_key_takes_as_long_whatever_it_shares_with_a_right_one(server):
     """Near (all but its last character right) and far wrong keys, interleaved so that any
     load on the machine falls on both alike: their median answer times differ by less than

@@ -211,7 +211,8 @@ def zipped(parts: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes
 
 def test_a_zip_bomb_is_refused_from_its_directory_before_it_is_unzipped():
     """The declared sizes are checked, in all and per part (Apache POI's ZipSecureFile):
-    5 MB of zeros deflate 1000 times; a small part may deflate as much."""
+    5 MB of zeros deflate 1000 times; a part under 64 KiB may deflate as much, and there are
+    at most 1,000 parts."""
     bomb = zipped({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"\0" * 5_000_000})
     assert len(bomb) < 10_000
     with pytest.raises(
@@ -223,7 +224,12 @@ def test_a_zip_bomb_is_refused_from_its_directory_before_it_is_unzipped():
         match=r"^the file inflates past max_inflated_bytes=1000000 \(at 'word/document.xml'\)$",
     ):
         check_archive(bomb, 1_000_000, 1e9)
-    check_archive(zipped({"word/styles.xml": b"\0" * 500_000}), 1_000_000, 100.0)
+    check_archive(zipped({"word/styles.xml": b"\0" * 50_000}), 1_000_000, 100.0)
+    with pytest.raises(DocxError, match="'word/styles.xml' inflates"):  # (1 MiB parts were let be)
+        check_archive(zipped({"word/styles.xml": b"\0" * 500_000}), 1_000_000, 100.0)
+    many = zipped({f"word/p{i}.xml": b"<a/>" for i in range(1001)})
+    with pytest.raises(DocxError, match="1001 parts, over 1000"):
+        check_archive(many, 100_000_000, 100.0)
     with pytest.raises(DocxError, match="^not a .docx file: not a zip archive"):
         check_archive(b"PK not a zip", 1_000_000, 100.0)
     with pytest.raises(DocxError, match="'word/document.xml' is not stored or deflated"):
@@ -283,3 +289,84 @@ def test_a_paragraph_of_many_runs_and_line_breaks_is_read_and_rebuilt_whole():
     runs = out.paragraphs[1].runs
     assert len(runs) == 1001 and all(r.bold for r in runs)
     assert sum(1 for _ in out.paragraphs[1]._p.iter(qn("w:br"))) == 500
+
+
+def malformed_word_files() -> dict[str, bytes]:
+    """Word files that python-docx or zipfile once failed on with a 500: no w:body, a header
+    whose part is missing, a part with a bad CRC, a part flagged as encrypted."""
+    document = docx.Document()
+    document.add_paragraph("A dog runs.")
+    good = io.BytesIO()
+    document.save(good)
+    parts = zipfile.ZipFile(io.BytesIO(good.getvalue()))
+    names = {n: parts.read(n) for n in parts.namelist()}
+
+    def rebuilt(changes: dict[str, bytes | None]) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, data in (names | changes).items():
+                if data is not None:
+                    z.writestr(name, data)
+        return out.getvalue()
+
+    w = b'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    rels = names["word/_rels/document.xml.rels"].replace(
+        b"</Relationships>",
+        b'<Relationship Id="rId99" Type="http://schemas.openxmlformats.org/officeDocument/'
+        b'2006/relationships/header" Target="header9.xml"/></Relationships>',
+    )
+    body = names["word/document.xml"].replace(
+        b"<w:sectPr",
+        b'<w:sectPr><w:headerReference w:type="default" r:id="rId99"/></w:sectPr><w:sectPr',
+        1,
+    )
+    crc = bytearray(good.getvalue())
+    at = crc.index(b"word/document.xml") + len("word/document.xml") + 10  # inside its data
+    crc[at] ^= 0xFF
+    encrypted = bytearray(good.getvalue())
+    for header in (b"PK\x03\x04", b"PK\x01\x02"):  # every local and central header's flag
+        start = 0
+        while (start := encrypted.find(header, start)) >= 0:
+            flag_at = start + (6 if header == b"PK\x03\x04" else 8)
+            encrypted[flag_at] |= 0x01
+            start += 4
+    return {
+        "no body": rebuilt({"word/document.xml": b"<w:document " + w + b"></w:document>"}),
+        "a missing header part": rebuilt(
+            {"word/_rels/document.xml.rels": rels, "word/document.xml": body}
+        ),
+        "a bad CRC": bytes(crc),
+        "an encrypted part": bytes(encrypted),
+    }
+
+
+@pytest.mark.parametrize("case", list(malformed_word_files()))
+def test_a_malformed_word_file_is_a_one_line_422(case):
+    from nmt.jobs.check import check
+    from nmt.jobs.job import Job, Limits
+
+    data = malformed_word_files()[case]
+    with pytest.raises(JobError) as refused:
+        check(Job(data=data, name="a.docx", format="docx"), Limits.unbounded())
+    assert refused.value.status == 422 and "\n" not in str(refused.value), case
+    assert "not a .docx file" in str(refused.value)
+
+
+def test_a_word_file_of_many_small_elements_is_refused_before_python_docx_reads_it():
+    """Parts under the ratio check, full of `<a/>`: 40 of 1 MiB each once reached 1 GB in
+    python-docx; the elements are counted as the parts inflate, and the file refused (413)."""
+    from nmt.jobs.check import check
+    from nmt.jobs.job import Job, Limits
+
+    document = docx.Document()
+    document.add_paragraph("A dog runs.")
+    good = io.BytesIO()
+    document.save(good)
+    parts = zipfile.ZipFile(io.BytesIO(good.getvalue()))
+    names = {n: parts.read(n) for n in parts.namelist()}
+    names |= {f"word/header{i}.xml": b"<a/>" * 16_000 for i in range(70)}  # 64 KB each
+    bomb = zipped(names)
+    assert len(bomb) < 200_000
+    with pytest.raises(JobError, match="over 1,000,000 XML elements") as refused:
+        check(Job(data=bomb, name="a.docx", format="docx"), Limits.unbounded())
+    assert refused.value.status == 413

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import replace
 
 import pytest
@@ -685,3 +686,18 @@ def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line
         "nmt.translate: error: glossary_exact=true needs backend=torch: CTranslate2 has no "
         "constrained search"
     )
+
+
+def test_the_lemma_cache_keeps_short_words_only():
+    """A request's 2,000-character words are lemmatised but never kept: the cache holds
+    words of up to MAX_CACHED_CHARS, so no client grows it past a few tens of MB."""
+    from nmt.terms.glossary import MAX_CACHED_CHARS, cached_lemma, lemma
+
+    long_word = "x" * 2000
+    before = cached_lemma.cache_info().currsize
+    assert lemma(long_word, "en") == long_word
+    assert cached_lemma.cache_info().currsize == before
+    short = f"Zorb{time.monotonic_ns()}"  # a word no other test has cached
+    assert lemma(short, "en") == short.lower()
+    assert cached_lemma.cache_info().currsize == before + 1
+    assert len(short) <= MAX_CACHED_CHARS < len(long_word)

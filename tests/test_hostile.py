@@ -34,6 +34,7 @@ HEALTH_SECONDS = 1.0  # /health answers within this while a case runs
 MEMORY_MB = 400  # the server's processes grow by at most this much over a case
 TMP_MB = 20  # and its temporary files by at most this much
 SERVER_TMP: list[Path] = []  # the temporary folder (TMPDIR) of the server under test
+BODY_SECONDS = 3  # the servers' body_seconds: a body must arrive within this
 
 
 @pytest.fixture(scope="module", params=["torch", "ctranslate2"])
@@ -56,7 +57,7 @@ def server(request, model_pt: Path, tmp_path_factory) -> Iterator[str]:
         engine = TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
         out = export(engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
         args = [f"ckpt={out}", "backend=ctranslate2", "workers=1", "threads=1"]
-    with launched([*args, "timeout=20"], env) as url:
+    with launched([*args, "timeout=20", f"body_seconds={BODY_SECONDS}"], env) as url:
         yield url
 
 
@@ -288,6 +289,48 @@ def test_deep_json_to_libretranslate_is_a_400_in_its_shape(server):
     )
     assert outcome.status == 400 and "JSON" in one_line(outcome, "error")
     assert_bounded(outcome, 5)
+
+
+@pytest.mark.parametrize("field", ["q", "api_key"])
+def test_a_lone_surrogate_in_any_libretranslate_field_is_a_400_before_the_work(server, field):
+    """JSON's reader takes "\\ud800", which no UTF-8 answer can carry: refused in one line."""
+    body = {"q": "A dog.", "source": "en", "target": "de", field: "a \\ud800 b"}
+    content = json.dumps(body).replace("\\\\ud800", "\\ud800").encode()
+    assert b"\\ud800" in content
+    outcome = attack(
+        server,
+        "/libretranslate/translate",
+        content=content,
+        headers={"Content-Type": "application/json"},
+    )
+    assert outcome.status == 400, outcome
+    assert "lone surrogate" in one_line(outcome, "error")
+    assert_bounded(outcome, 5)
+
+
+def test_a_body_that_trickles_in_is_a_408_within_body_seconds(server):
+    """A client that announces 1,000 bytes and sends 20 holds the server's memory for
+    body_seconds, not forever: the door answers 408 in one line and closes."""
+    import socket
+
+    host, port = server.removeprefix("http://").split(":")
+    start = time.perf_counter()
+    with socket.create_connection((host, int(port)), timeout=BODY_SECONDS + 10) as client:
+        head = f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        client.sendall((head + "Content-Length: 1000\r\n\r\n").encode() + b'{"text": "' + b"a" * 10)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = client.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    seconds = time.perf_counter() - start
+    status, _, rest = answer.partition(b"\r\n")
+    assert status.startswith(b"HTTP/1.1 408"), answer[:300]
+    message = json.loads(rest.partition(b"\r\n\r\n")[2])["detail"]
+    assert message == f"the body took over body_seconds={BODY_SECONDS} to arrive"
+    assert BODY_SECONDS - 0.5 < seconds < BODY_SECONDS + 5, seconds
+    assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
 
 
 def test_a_huge_detect_query_is_refused_and_health_does_not_wait(server):

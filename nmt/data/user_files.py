@@ -52,8 +52,12 @@ def read_tmx(path: Path, src_lang: str, tgt_lang: str) -> tuple[list[str], list[
     such as <ph> left out); a unit without both is skipped (counted)."""
     sources, targets, skipped = [], [], Counter()
     want = {language(src_lang): "src", language(tgt_lang): "tgt"}
+    body = None  # the units' parent: emptied after each, so the file is read in bounded memory
     try:
-        for _, element in iterparse(path, events=("end",)):
+        for event, element in iterparse(path, events=("start", "end")):
+            if event == "start":
+                body = element if element.tag == "body" else body
+                continue
             if element.tag != "tu":
                 continue
             found = {}
@@ -68,6 +72,8 @@ def read_tmx(path: Path, src_lang: str, tgt_lang: str) -> tuple[list[str], list[
             else:
                 skipped[f"unit without both {src_lang} and {tgt_lang}"] += 1
             element.clear()
+            if body is not None:
+                body.clear()
     except ParseError as error:
         line, column = error.position
         raise DataFileError(f"{path}:{line}: not well-formed TMX (column {column})") from None
@@ -79,12 +85,20 @@ CODES = {"bpt", "ept", "ph", "it", "ut", "sub"}  # hold the original format's co
 
 def segment_text(element) -> str:
     """A <seg>'s text: its own, that of <hi> and other text-holding elements within, and what
-    follows each inline element; never the content of CODES."""
-    parts = [element.text or ""]
-    for child in element:
-        if child.tag not in CODES:
-            parts.append(segment_text(child))
-        parts.append(child.tail or "")
+    follows each inline element; never the content of CODES. Walked with a stack of its own,
+    so markup nested however deep is read (a recursion ran out at a thousand levels)."""
+    parts: list[str] = []
+    todo: list = [element]  # elements to enter, and tails (str) to write, last first
+    while todo:
+        node = todo.pop()
+        if isinstance(node, str):
+            parts.append(node)
+            continue
+        parts.append(node.text or "")
+        for child in reversed(node):
+            todo.append(child.tail or "")
+            if child.tag not in CODES:
+                todo.append(child)
     return "".join(parts)
 
 

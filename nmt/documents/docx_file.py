@@ -20,6 +20,7 @@ import html
 import io
 import sys
 import zipfile
+import zlib
 
 import docx
 from docx.oxml.ns import qn
@@ -41,7 +42,13 @@ DOCX_INLINE = {
 }
 
 
-RATIO_FROM = 1 << 20  # parts larger than this are held to max_zip_ratio (XML deflates ~10x)
+# parts larger than this are held to max_zip_ratio (XML deflates ~10x): smaller ones can hold
+# at most MAX_PARTS x this in all
+RATIO_FROM = 64 << 10
+MAX_PARTS = 1000  # parts in one archive (a Word file of a long book has a few dozen)
+# XML elements in all its parts, counted before python-docx (lxml) builds a tree of each: a
+# tree costs ~100 bytes an element (two 1 MiB parts of <a/> took 64 MB)
+MAX_ELEMENTS = 1_000_000
 
 
 class DocxError(ValueError):
@@ -172,18 +179,18 @@ class WordFile:
     count and translate), then `translated(pages)` writes their translations back."""
 
     def __init__(self, data: bytes):
-        try:
+        try:  # a missing body or part, a bad CRC, an encrypted part: one refusal for all
             self.document = docx.Document(io.BytesIO(data))
+            self.todo = []
+            for element in paragraphs(self.document):
+                nodes: list = []
+                source = fragment(element, nodes)
+                if "<span" in source:
+                    self.todo.append((element, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
             raise DocxError(
                 f"not a .docx file python-docx can read ({type(error).__name__})"
             ) from None
-        self.todo = []
-        for element in paragraphs(self.document):
-            nodes: list = []
-            source = fragment(element, nodes)
-            if "<span" in source:
-                self.todo.append((element, source, nodes))
         self.fragments = [source for _, source, _ in self.todo]
 
     def translated(self, pages: list[str]) -> bytes:
@@ -209,6 +216,8 @@ def check_archive(data: bytes, max_inflated_bytes: int, max_ratio: float) -> Non
         parts = zipfile.ZipFile(io.BytesIO(data)).infolist()
     except (zipfile.BadZipFile, ValueError, EOFError) as error:
         raise DocxError(f"not a .docx file: not a zip archive ({error})") from None
+    if len(parts) > MAX_PARTS:
+        raise DocxError(f"not a .docx file: {len(parts)} parts, over {MAX_PARTS}")
     total = 0
     for part in parts:
         if part.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
@@ -231,17 +240,24 @@ def check_archive(data: bytes, max_inflated_bytes: int, max_ratio: float) -> Non
 def count_runs(data: bytes, most: int) -> int:
     """The runs (`<w:r>` elements) of a checked archive's XML parts, counted as they inflate
     (a part at a time, a chunk at a time: no tree, no whole part in memory), stopping once
-    past `most`: what bounds python-docx's reading, counted before it reads."""
-    found = 0
+    past `most`: what bounds python-docx's reading, counted before it reads. DocxError past
+    MAX_ELEMENTS elements (every `<`) in all the parts."""
+    found, elements = 0, 0
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         for part in archive.infolist():
-            if not part.filename.endswith(".xml"):
+            if not part.filename.endswith((".xml", ".rels")):
                 continue
             with archive.open(part) as xml:
                 carry = b""
                 while found <= most and (chunk := xml.read(1 << 20)):
                     text = carry + chunk
                     found += text.count(b"<w:r>") + text.count(b"<w:r ")
+                    elements += chunk.count(b"<")
+                    if elements > MAX_ELEMENTS:
+                        raise DocxError(
+                            f"over {MAX_ELEMENTS:,} XML elements (at {part.filename!r}): "
+                            "more than a Word file holds"
+                        )
                     carry = text[-4:]  # a run's tag cut by the chunk's end is counted next
     return found
 
@@ -255,7 +271,13 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
         check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
     except DocxError as error:  # a zip bomb, or no zip at all
         raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
-    runs = count_runs(data, limits.max_file_tags)
+    try:
+        runs = count_runs(data, limits.max_file_tags)
+    except DocxError as error:
+        raise JobError(413, where + str(error)) from None
+    except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
+        # a bad CRC, an encrypted or truncated part
+        raise JobError(422, f"{where}not a .docx file: {error}") from None
     if runs > limits.max_file_tags:
         raise JobError(
             413, f"{where}over {runs} runs: the limit is max_file_tags={limits.max_file_tags}"

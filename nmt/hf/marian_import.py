@@ -47,6 +47,21 @@ def separate_vocabularies(config: dict) -> bool:
     return not config.get("share_encoder_decoder_embeddings", True)
 
 
+# The largest shape imported: beyond any Marian model (OPUS-MT big: d_model 1024, FFN 4096,
+# 6+6 layers, 60k pieces), and what a config.json must hold before anything is allocated.
+SIZE_LIMITS = {
+    "d_model": 8192,
+    "encoder_ffn_dim": 65536,
+    "decoder_ffn_dim": 65536,
+    "encoder_layers": 64,
+    "decoder_layers": 64,
+    "encoder_attention_heads": 128,
+    "decoder_attention_heads": 128,
+    "vocab_size": 1_000_000,
+    "max_position_embeddings": 65536,
+}
+
+
 def model_config(config: dict, vocab_size: int) -> ModelConfig:
     """Our ModelConfig of a MarianConfig (config.json as a dict) over `vocab_size` ids (the
     vocabulary's, or two vocabularies' id space); refuses what differs."""
@@ -56,6 +71,10 @@ def model_config(config: dict, vocab_size: int) -> ModelConfig:
             raise MarianImportError(f"config.json {field}={config.get(field)!r}: {why}")
 
     need(config.get("model_type") == "marian", "model_type", "only MarianMTModel is imported")
+    for field, most in SIZE_LIMITS.items():  # before any table is allocated
+        value = config.get(field, 512 if field == "max_position_embeddings" else None)
+        need(isinstance(value, int) and 0 < value <= most, field, f"must be 1..{most:,}")
+    need(vocab_size <= SIZE_LIMITS["vocab_size"], "vocab_size", "the vocabulary is too large")
     need(
         separate_vocabularies(config)
         or config.get("decoder_vocab_size") in (None, config["vocab_size"]),
@@ -200,7 +219,13 @@ def read_state_dict(folder: Path) -> dict[str, Tensor]:
 
         return load_file(folder / "model.safetensors")
     if (folder / "pytorch_model.bin").is_file():
-        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        try:
+            return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        except Exception as error:  # noqa: BLE001 - a pickle of code, or no pickle at all
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise MarianImportError(
+                f"{folder / 'pytorch_model.bin'}: not plain tensors, refused unread ({reason})"
+            ) from None
     raise MarianImportError(f"{folder} holds neither model.safetensors nor pytorch_model.bin")
 
 

@@ -141,24 +141,12 @@ class Planner:
         sources = encode_sources(
             self.tokenizer, [lines[i] for i in todo], self.max_positions, numbers
         )
-        forced, word_ends = [[] for _ in todo], [False for _ in todo]
-        if prefixes:
-            kept = [prefixes[i] for i in todo]
-            forced = encode_prefixes(self.tokenizer, kept, self.max_positions, numbers)
-            word_ends = [
-                bool(ids) and text != text.rstrip() for text, ids in zip(kept, forced, strict=True)
-            ]
+        forced, word_ends = self.forced([prefixes[i] for i in todo] if prefixes else None, numbers)
         required = [[] for _ in todo]
         if constraints:
             encode = self.tokenizer.target.encode
             required = [encode(constraints[i]) if constraints[i] else [] for i in todo]
-        sizes = [len(s) for s in sources]
-        if sized_as:  # at least half its own pieces: a batch holds at most twice its budget
-            given = self.tokenizer.encode([sized_as[i] for i in todo])
-            sizes = [
-                min(max(len(ids) + 1, (size + 1) // 2), size)
-                for ids, size in zip(given, sizes, strict=True)
-            ]
+        sizes = self.sizes(sources, [sized_as[i] for i in todo] if sized_as else None)
         limits = [
             max_output_length(search, size, p, self.max_positions - 1)
             for size, p in zip(sizes, forced, strict=True)
@@ -187,6 +175,29 @@ class Planner:
                 else None,
             )
             for group in groups
+        ]
+
+    def forced(
+        self, prefixes: list[str] | None, numbers: list[int]
+    ) -> tuple[list[list[int]], list[bool]]:
+        """Each line's prefix as target ids ([] for none), and whether it ends its word (a
+        prefix ending in a space)."""
+        if not prefixes:
+            return [[] for _ in numbers], [False for _ in numbers]
+        forced = encode_prefixes(self.tokenizer, prefixes, self.max_positions, numbers)
+        ends = [bool(ids) and t != t.rstrip() for t, ids in zip(prefixes, forced, strict=True)]
+        return forced, ends
+
+    def sizes(self, sources: list[list[int]], sized_as: list[str] | None) -> list[int]:
+        """Each line's size in the batch budget: its source pieces, or those of the text it
+        is sized as, but at least half its own (a batch holds at most twice its budget)."""
+        sizes = [len(s) for s in sources]
+        if not sized_as:
+            return sizes
+        given = self.tokenizer.encode(sized_as)
+        return [
+            min(max(len(ids) + 1, (size + 1) // 2), size)
+            for ids, size in zip(given, sizes, strict=True)
         ]
 
 

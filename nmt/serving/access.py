@@ -10,10 +10,12 @@ The door (door.py) asks `Access` twice for each request of a translating route:
 - `admit`, once the job is checked: limits (`limit_requests`, `limit_chars`: "60/minute",
   "100000/hour", the `limits` library's notation), per key where the server has keys, else
   per client address (a key that nothing checks would let a client pick a new window per
-  request), in a moving window kept in `limits_storage` (memory, or Redis shared by the
-  server's replicas: limit_storage.py). Over either: 429 naming the limit, with Retry-After in
-  seconds, and counted against none; more characters than a whole window: 413. Characters
-  are the text the job translates (a file's text, not its bytes).
+  request), in a sliding window of two counters per key kept in `limits_storage` (memory,
+  or Redis shared by the server's replicas: limit_storage.py), which expire with it. Over
+  either: 429 naming the limit, with Retry-After in seconds, and counted against none; more
+  characters than a whole window: 413. Characters are the text the job translates (a file's
+  text, not its bytes).
+- A key sent in the Authorization header is checked before the body is read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 from pathlib import Path
 
 from limits import parse
-from limits.strategies import MovingWindowRateLimiter
+from limits.strategies import SlidingWindowCounterRateLimiter
 
 from nmt.errors import UsageError
 from nmt.jobs.job import JobError
@@ -75,7 +77,9 @@ class Access:
             for name, item in (("limit_requests", requests), ("limit_chars", chars))
             if item
         ]
-        self.limiter = MovingWindowRateLimiter(storage)
+        # a sliding window of two counters a key (O(keys), expiring with the window), not a
+        # moving window's entry per unit charged (per character of limit_chars)
+        self.limiter = SlidingWindowCounterRateLimiter(storage)
 
     def check_key(self, key: bytes | None) -> None:
         if self.keys is None:

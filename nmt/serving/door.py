@@ -81,9 +81,10 @@ class Door:
         limits: Limits,
         access: Access | None,
         internal: str,
+        body_seconds: float = 30.0,
     ):
         self.app, self.routes, self.limits, self.access = app, routes, limits, access
-        self.internal = internal.encode()
+        self.internal, self.body_seconds = internal.encode(), body_seconds
 
     async def __call__(self, scope, receive, send) -> None:
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -95,18 +96,21 @@ class Door:
             await self.app(scope, receive, send)
             return
         shape = "error" if scope["path"].startswith(LIBRETRANSLATE) else "detail"
+        bearer = headers.get(b"authorization", b"")
+        key = bearer[7:].strip() if bearer[:7].lower() == b"bearer " else None
+        address, body = client_address(scope), None
         try:
-            body = await read_body(headers, receive, route)
+            if key is not None and self.access is not None:  # before a byte of the body
+                self.access.check_key(key)
+            body = await read_body(headers, receive, route, self.body_seconds)
             if body is None:  # the client left before sending it all
                 return
             content_type = headers.get(b"content-type", b"").decode("latin-1")
             asked = await route.reader(body, content_type)
-            bearer = headers.get(b"authorization", b"")
-            key = bearer[7:].strip() if bearer[:7].lower() == b"bearer " else None
             key = key or (asked.key.encode() if asked.key else None)
-            plan = await run_in_threadpool(self.admit, asked.job, key, client_address(scope))
+            plan = await run_in_threadpool(self.admit, asked.job, key, address)
         except JobError as error:
-            unread = receive if isinstance(error, BodyTooBig) else None
+            unread = receive if body is None else None  # a body not read to its end
             extra = getattr(error, "headers", [])
             await refuse(send, error.status, {shape: str(error)}, unread, extra)
             return
@@ -141,6 +145,19 @@ async def read_form(body: bytes, content_type: str, max_files: int, status: int)
         raise JobError(status, f"the body is not a form: {error}") from None
 
 
+def check_unicode(fields: dict, status: int) -> None:
+    """JobError `status` (one line) for a field holding text that is no Unicode: a lone
+    surrogate, which a JSON escape ("\\ud800") or a form's other charset (utf-7) can make,
+    and which no UTF-8 answer, log line or header can carry."""
+    for name, value in fields.items():
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str):
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise JobError(status, f"{name}: a lone surrogate is no text") from None
+
+
 def client_address(scope) -> str:
     return (scope.get("client") or ("unknown",))[0]
 
@@ -149,17 +166,25 @@ class BodyTooBig(JobError):
     """A 413 raised before the body has been read to its end."""
 
 
-async def read_body(headers: dict, receive, route: Route) -> bytes | None:
+async def read_body(headers: dict, receive, route: Route, seconds: float = 30.0) -> bytes | None:
     """The whole body, or BodyTooBig as soon as it passes the route's limit (Content-Length
-    tells first where it is given); None if the client left."""
+    tells first where it is given), or a 408 once it has taken `seconds` to arrive; None if
+    the client left."""
     limit = route.max_body
     too_big = BodyTooBig(413, f"the body exceeds {route.setting}={limit}")
     length = headers.get(b"content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise too_big
     chunks, size = [], 0
+    deadline = asyncio.get_running_loop().time() + seconds
     while True:
-        message = await receive()
+        try:
+            async with asyncio.timeout_at(deadline):
+                message = await receive()
+        except TimeoutError:
+            raise BodyTooBig(
+                408, f"the body took over body_seconds={seconds:g} to arrive"
+            ) from None
         if message["type"] == "http.disconnect":
             return None
         chunks.append(message.get("body", b""))

@@ -27,7 +27,7 @@ from nmt.config import SEGMENTS
 from nmt.documents.formats import FORMATS, of_file
 from nmt.jobs.job import Job, JobError
 from nmt.jobs.run import run
-from nmt.serving.door import Asked, read_form
+from nmt.serving.door import Asked, check_unicode, read_form
 from nmt.serving.submit import Submit, translator
 from nmt.terms.glossary import read_glossary
 from nmt.translation.settings import checked_rules
@@ -63,6 +63,7 @@ async def read_file_form(body: bytes, content_type: str, server) -> Asked:
         if segment is not None and not isinstance(segment, str):
             raise JobError(422, f"segment: {' or '.join(SEGMENTS)}")
         name = upload.filename or ""
+        check_unicode({"file name": name, "segment": segment, "api_key": form.get("api_key")}, 422)
         job = Job(
             data=await upload.read(),
             name=name,

@@ -192,7 +192,9 @@ class InProcessServer:
             raise JobError(answer.status, str(answer))
         return answer
 
-    def run(self, host: str, port: int, log_level: str, drain_seconds: float) -> None:
+    def run(
+        self, host: str, port: int, log_level: str, drain_seconds: float, connections: dict
+    ) -> None:
         """Load the model (the port opens once it is loaded), then serve until stopped; on
         SIGTERM or SIGINT, uvicorn lets the requests in flight finish for `drain_seconds`."""
         self.api.setup("auto")
@@ -203,4 +205,5 @@ class InProcessServer:
                 port=port,
                 log_level=log_level,
                 timeout_graceful_shutdown=drain_seconds,
+                **connections,  # nmt.serving.server.uvicorn_settings
             )

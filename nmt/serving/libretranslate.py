@@ -34,7 +34,7 @@ from nmt.config import CONF_DIR, ServeConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.jobs.job import Job, JobError
 from nmt.serving.door import Asked as DoorAsked
-from nmt.serving.door import Reader, read_form
+from nmt.serving.door import Reader, check_unicode, read_form
 from nmt.serving.schema import TranslateRequest, request_job
 from nmt.serving.submit import Submit
 
@@ -98,12 +98,14 @@ async def fields(body: bytes, content_type: str) -> dict:
             raise JobError(400, "Invalid request: the body is not JSON") from None
         if not isinstance(found, dict):
             raise JobError(400, "Invalid request: the body must be a JSON object")
+        check_unicode(found, 400)
         return found
     form = await read_form(body, content_type, max_files=4, status=400)
     given = {key: form.get(key) for key in form}
     if len(form.getlist("q")) > 1:
         given["q"] = form.getlist("q")
     await form.close()
+    check_unicode(given, 400)
     return given
 
 

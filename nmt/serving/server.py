@@ -111,6 +111,7 @@ def build_server(
     internal = secrets.token_urlsafe(24)  # marks the routes' own hops to /translate
     routes: dict[str, Route] = {}  # the door's, filled in as the routes are added
     door = {"routes": routes, "limits": limits, "access": access(cfg), "internal": internal}
+    door["body_seconds"] = cfg.body_seconds
     metrics = Metrics()
     middlewares = [(Door, door), *outer_middlewares(cfg, metrics, internal, routes)]
     if engine_class(cfg.backend).releases_gil:
@@ -201,6 +202,19 @@ def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metric
     if cfg.metrics:
         add_metrics(app, metrics, cfg.metrics_token)
     app.add_exception_handler(RequestValidationError, one_line_422)
+
+
+def uvicorn_settings(cfg: ServeConfig) -> dict:
+    """What uvicorn holds for both servers: the connections at once, idle keep-alive, and
+    whose X-Forwarded-For it reads (none unless trusted_proxies names them)."""
+    proxies = {"proxy_headers": bool(cfg.trusted_proxies)}
+    if cfg.trusted_proxies:
+        proxies["forwarded_allow_ips"] = ",".join(cfg.trusted_proxies)
+    return {
+        "limit_concurrency": cfg.max_connections,
+        "timeout_keep_alive": cfg.keep_alive_seconds,
+        **proxies,
+    }
 
 
 def access(cfg: ServeConfig) -> Access | None:

@@ -31,6 +31,7 @@ MAX_TERM_CHARS = 200
 MAX_TERM_WORDS = 8  # a source term's words: a sentence is searched for terms up to this long
 MAX_FORMS = 4  # entries whose source terms have the same lemmas ("bike", "Bike", "bikes")
 MAX_ENTRIES = 1000  # in one request's glossary
+MAX_CACHED_CHARS = 40  # the longest word whose lemma is cached (`lemma`)
 LANGS = ("en", "de")  # a glossary's source and target languages, as simplemma names them
 EDGE = "\"'()[]{}<>«»„“”‚‘’.,;:!?…"  # punctuation around a word, not part of it
 
@@ -49,10 +50,17 @@ class Match:
     words: range
 
 
-@lru_cache(maxsize=200_000)
 def lemma(word: str, lang: str) -> str:
     """The word's lemma in lower case (simplemma; the word itself where it knows none; "" for
-    "")."""
+    ""). Words of up to MAX_CACHED_CHARS are cached: the cache stays within a few tens of MB
+    whatever a request's words (a 2,000-character word a key could hold ~1 GB a process)."""
+    if len(word) > MAX_CACHED_CHARS:
+        return lemmatize(word, lang).lower()
+    return cached_lemma(word, lang)
+
+
+@lru_cache(maxsize=100_000)
+def cached_lemma(word: str, lang: str) -> str:
     return lemmatize(word, lang).lower() if word else ""
 
 
@@ -124,7 +132,7 @@ class Glossary:
     @classmethod
     def read(cls, path: str, exact: bool = False) -> Glossary:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8-sig")  # a byte-order mark is no term
         except FileNotFoundError:
             raise GlossaryError(f"glossary={path} not found") from None
         except UnicodeDecodeError as error:
