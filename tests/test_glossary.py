@@ -683,8 +683,9 @@ def test_translate_and_evaluate_read_a_glossary_and_refuse_a_bad_one_in_one_line
     refused = run_module("nmt.translate", args, tmp_path, stdin=b"")
     assert refused.returncode == 2
     assert refused.stderr.decode().strip() == (
-        "nmt.translate: error: glossary_exact=true needs backend=torch: CTranslate2 has no "
-        "constrained search"
+        "nmt.translate: error: exact glossary terms (glossary_exact) need the torch engine: "
+        "the ctranslate2 engine has no constrained search (without glossary_exact the terms "
+        "are used another way)"
     )
 
 

@@ -499,9 +499,10 @@ def test_libretranslate_alternatives_ask_a_search_the_server_takes(strategy):
     assert search.len_penalty == (1.0 if strategy == "beam" else 0.6)  # decode=beam's
 
 
-def test_a_text_file_keeps_every_line_break_str_splitlines_knows():
-    """A form feed or U+2028 ends a line as "\n" does: each line translated on its own, its
-    break kept."""
+def test_a_text_file_splits_into_lines_at_newlines_alone_as_translate_reads_it():
+    """A .txt's lines end at "\n" (a "\r" before it kept with its break), as translate's
+    input does, so a file splits alike through every door; a form feed or U+2028 stays
+    inside its line, and the file comes back byte for byte around the translations."""
     from nmt.jobs.check import check
     from nmt.jobs.job import Job, Limits
     from nmt.jobs.run import run
@@ -512,7 +513,7 @@ def test_a_text_file_keeps_every_line_break_str_splitlines_knows():
 
     data = "one\x0ctwo\nthree\u2028four\r\n\nfive"
     plan = check(Job(data=data.encode(), name="a.txt"), Limits.unbounded())
-    assert plan.segments == ["one", "two", "three", "four", "five"]
+    assert plan.segments == ["one\x0ctwo", "three\u2028four", "five"]
     assert run(plan, upper).data.decode() == data.upper()
 
 
