@@ -291,15 +291,20 @@ def test_a_paragraph_of_many_runs_and_line_breaks_is_read_and_rebuilt_whole():
     assert sum(1 for _ in out.paragraphs[1]._p.iter(qn("w:br"))) == 500
 
 
-def malformed_word_files() -> dict[str, bytes]:
-    """Word files that python-docx or zipfile once failed on with a 500: no w:body, a header
-    whose part is missing, a part with a bad CRC, a part flagged as encrypted."""
+def one_paragraph_file() -> tuple[io.BytesIO, dict[str, bytes]]:
+    """A Word file of one paragraph, saved by python-docx, and its parts by name."""
     document = docx.Document()
     document.add_paragraph("A dog runs.")
     good = io.BytesIO()
     document.save(good)
     parts = zipfile.ZipFile(io.BytesIO(good.getvalue()))
-    names = {n: parts.read(n) for n in parts.namelist()}
+    return good, {n: parts.read(n) for n in parts.namelist()}
+
+
+def malformed_word_files() -> dict[str, bytes]:
+    """Word files that python-docx or zipfile once failed on with a 500: no w:body, a header
+    whose part is missing, a part with a bad CRC, a part flagged as encrypted."""
+    good, names = one_paragraph_file()
 
     def rebuilt(changes: dict[str, bytes | None]) -> bytes:
         out = io.BytesIO()
@@ -358,12 +363,7 @@ def test_a_word_file_of_many_small_elements_is_refused_before_python_docx_reads_
     from nmt.jobs.check import check
     from nmt.jobs.job import Job, Limits
 
-    document = docx.Document()
-    document.add_paragraph("A dog runs.")
-    good = io.BytesIO()
-    document.save(good)
-    parts = zipfile.ZipFile(io.BytesIO(good.getvalue()))
-    names = {n: parts.read(n) for n in parts.namelist()}
+    names = one_paragraph_file()[1]
     names |= {f"word/header{i}.xml": b"<a/>" * 16_000 for i in range(70)}  # 64 KB each
     bomb = zipped(names)
     assert len(bomb) < 200_000
