@@ -30,7 +30,7 @@ from nmt.jobs.run import run
 from nmt.serving.door import Asked, check_unicode, read_form
 from nmt.serving.submit import Submit, translator
 from nmt.terms.glossary import read_glossary
-from nmt.translation.settings import checked_rules
+from nmt.terms.spans import Rules
 
 FORM = {  # the route's form, for the API's docs (the door reads it: read_file_form)
     "requestBody": {
@@ -52,9 +52,10 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
 }
 
 
-async def read_file_form(body: bytes, content_type: str, server) -> Asked:
+async def read_file_form(body: bytes, content_type: str, server, protect: Rules) -> Asked:
     """The door's reader of /translate_file: the form's file as a Job, read with the
-    `server`'s (a ServeConfig's) segmenting and protected spans."""
+    `server`'s (a ServeConfig's) segmenting and its protected spans `protect` (checked once,
+    as the server starts)."""
     form = await read_form(body, content_type, max_files=1, status=422)
     try:
         upload, segment = form.get("file"), form.get("segment")
@@ -69,7 +70,7 @@ async def read_file_form(body: bytes, content_type: str, server) -> Asked:
             name=name,
             format=of_file(name).name,
             segment=segment or server.segment,
-            protect=checked_rules(server, server.backend),
+            protect=protect,
             glossary=read_glossary(server.glossary, server.glossary_exact)
             if server.glossary
             else None,

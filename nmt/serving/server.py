@@ -187,8 +187,10 @@ def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metric
     LibreTranslate's API, /metrics when asked, one-line 422s), and the door's readers of
     every translating route's body."""
 
+    rules = checked_rules(cfg, cfg.backend)  # every file's, checked at start-up
+
     async def read_file(body: bytes, content_type: str) -> Asked:
-        return await read_file_form(body, content_type, cfg)
+        return await read_file_form(body, content_type, cfg, rules)
 
     add_page(app, card)
     add_file_route(app, submit, cfg.max_lines, card.tgt_lang)
