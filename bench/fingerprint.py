@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -58,9 +59,18 @@ def run(args: list[str], stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def docx_parts(path: Path) -> bytes:
-    with zipfile.ZipFile(path) as z:
+def docx_parts(data: bytes) -> bytes:
+    """A Word file's XML parts in name order (its zip's bytes hold times)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
         return b"".join(z.read(n) for n in sorted(z.namelist()) if n.endswith(".xml"))
+
+
+def answered(reply: httpx.Response) -> httpx.Response:
+    """A served answer, or the end of the run: a refusal hashes the same before and after,
+    and would hide a request that no longer works."""
+    if reply.status_code != 200:
+        raise SystemExit(f"{reply.request.url} answered {reply.status_code}: {reply.text[:300]}")
+    return reply
 
 
 def make_inputs(work: Path, data_dir: Path, n: int) -> dict[str, Path]:
@@ -107,7 +117,7 @@ def offline(ckpt: str, ct2: Path, paths: dict[str, Path], work: Path) -> dict[st
         found[f"{engine} html"] = run([*t, f"input={paths['html']}"])
         out = work / f"{engine}.docx"
         run([*t, f"input={paths['docx']}", f"output={out}"])
-        found[f"{engine} docx"] = docx_parts(out)
+        found[f"{engine} docx"] = docx_parts(out.read_bytes())
         found[f"{engine} glossary"] = run(
             [*t, f"input={txt}", f"glossary={paths['glossary']}", "scores=true"]
         )
@@ -140,18 +150,16 @@ def served(ckpt: str, ct2: Path, paths: dict[str, Path]) -> dict[str, bytes]:
                 {"text": lines},
                 {
                     "text": lines[:6],
-                    "nbest": 2,
-                    "scores": True,
                     "alignments": True,
-                    "search": {"strategy": "beam", "beam_size": 4},
+                    "search": {"strategy": "beam", "beam_size": 4, "nbest": 2},
                 },
+                {"text": lines[:6], "scores": True, "alignments": True},
                 {"text": [paths["html"].read_text(encoding="utf-8")], "format": "html"},
-                {"text": lines[-7:], "glossary": [{"source": "dog", "target": "Köter"}]},
+                {"text": lines[-7:], "glossary": {"dog": "Köter"}},
                 {"text": lines[-7:], "protect": [], "numbers": "localize"},
             ]
             for i, body in enumerate(asked):
-                r = httpx.post(url + "/translate", json=body, timeout=120)
-                answer = r.json()
+                answer = answered(httpx.post(url + "/translate", json=body, timeout=120)).json()
                 answer.pop("timing", None)
                 found[f"served {engine} /translate {i}"] = json.dumps(
                     answer, sort_keys=True
@@ -159,23 +167,21 @@ def served(ckpt: str, ct2: Path, paths: dict[str, Path]) -> dict[str, bytes]:
             for name in ("txt", "html"):
                 with open(paths[name], "rb") as f:
                     r = httpx.post(
-                        url + "/translate_file", files={"file": (paths[name].name, f)}, timeout=120
+                        url + "/translate_file", files={"file": (f"in.{name}", f)}, timeout=120
                     )
-                found[f"served {engine} /translate_file {name}"] = r.content
+                found[f"served {engine} /translate_file {name}"] = answered(r).content
             r = httpx.post(
                 url + "/translate_file",
                 files={"file": ("in.docx", paths["docx"].read_bytes())},
                 timeout=120,
             )
-            out = paths["docx"].with_suffix(f".{engine}.served.docx")
-            out.write_bytes(r.content)
-            found[f"served {engine} /translate_file docx"] = docx_parts(out)
+            found[f"served {engine} /translate_file docx"] = docx_parts(answered(r).content)
             r = httpx.post(
                 url + "/libretranslate/translate",
                 json={"q": lines[:3], "source": "en", "target": "de"},
                 timeout=120,
             )
-            found[f"served {engine} libretranslate"] = r.content
+            found[f"served {engine} libretranslate"] = answered(r).content
     return found
 
 
