@@ -315,6 +315,7 @@ def augment_rows(
     if term_pick == "uncommon" and has_links and chosen["terms"].any():
         read = (_read_pair(rows, i, starts, has_links) for i in range(n))
         seen = linked_lemmas([pair for pair in read if pair is not None])
+    term_view = (term_form, seen, term_mask)
     out = {key: list(values) for key, values in rows.items()}
     applied: list[list[str]] = [[] for _ in range(n)]
     changed = []
@@ -328,24 +329,7 @@ def augment_rows(
         rng = np.random.default_rng([seed, epoch, i])
         done = []
         for view in views:
-            if view == "merged":
-                if i + 1 >= n or (
-                    len(rows["src_ids"][i]) + len(rows["src_ids"][i + 1]) > max_len
-                    or len(rows["tgt_ids"][i]) + len(rows["tgt_ids"][i + 1]) > max_len
-                ):
-                    continue
-                second = _read_pair(rows, i + 1, starts, has_links)
-                new = None if second is None else merged(pair, second)
-            elif view == "numbers":
-                new = numbers(pair, rng) if has_links else None
-            elif view == "placeholders":
-                new = placeholders(pair, rng) if has_links else None
-            elif view == "terms":
-                new = terms(pair, rng, term_form, seen, term_mask) if has_links else None
-            elif view == "unpunctuated":
-                new = unpunctuated(pair)
-            else:
-                new = upper(pair) if view == "upper" else title(pair)
+            new = one_view(view, pair, rows, i, starts, has_links, max_len, rng, term_view)
             if new is not None:
                 pair = new
                 done.append(view)
@@ -356,6 +340,55 @@ def augment_rows(
         if has_links:
             out["word_align"][i] = [x for link in sorted(pair.links) for x in link]
         changed.append(i)
+    reencode(out, rows, changed, applied, tokenizer, max_len)
+    return out, applied
+
+
+def one_view(
+    view: str,
+    pair: Pair,
+    rows: dict[str, list],
+    i: int,
+    starts: np.ndarray,
+    has_links: bool,
+    max_len: int,
+    rng: np.random.Generator,
+    term_view: tuple,
+) -> Pair | None:
+    """Row i's `pair` in `view`, or None where the view does not fit it (`augment_rows`);
+    term_view: terms' (form, seen, mask)."""
+    if view == "merged":
+        n = len(rows["src"])
+        if i + 1 >= n or (
+            len(rows["src_ids"][i]) + len(rows["src_ids"][i + 1]) > max_len
+            or len(rows["tgt_ids"][i]) + len(rows["tgt_ids"][i + 1]) > max_len
+        ):
+            return None
+        second = _read_pair(rows, i + 1, starts, has_links)
+        return None if second is None else merged(pair, second)
+    if view == "unpunctuated":
+        return unpunctuated(pair)
+    if view in ("upper", "title"):
+        return upper(pair) if view == "upper" else title(pair)
+    if not has_links:  # the other views move words along their links
+        return None
+    if view == "numbers":
+        return numbers(pair, rng)
+    if view == "placeholders":
+        return placeholders(pair, rng)
+    return terms(pair, rng, *term_view)
+
+
+def reencode(
+    out: dict[str, list],
+    rows: dict[str, list],
+    changed: list[int],
+    applied: list[list[str]],
+    tokenizer: Tokenizer,
+    max_len: int,
+) -> None:
+    """The `changed` rows of `out` encoded again; one its views take past max_len pieces is
+    put back as it was in `rows`, its views (`applied`) none. Lengths follow."""
     encoded = {
         side: texts.encode([out[side][i] for i in changed])
         for side, texts in (("src", tokenizer), ("tgt", tokenizer.target))
@@ -370,7 +403,6 @@ def augment_rows(
     for side in ("src", "tgt"):
         if f"{side}_len" in out:
             out[f"{side}_len"] = [len(x) for x in out[f"{side}_ids"]]
-    return out, applied
 
 
 def _read_pair(rows: dict[str, list], i: int, starts: np.ndarray, has_links: bool) -> Pair | None:

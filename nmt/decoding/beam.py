@@ -40,7 +40,7 @@ from torch import Tensor
 
 from nmt.decoding.penalties import normalized_score, sentence_done
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis, SearchOptions, start_search
+from nmt.decoding.state import Finished, Hypothesis, LiveRows, SearchOptions, start_search
 from nmt.decoding.steering import Steering
 from nmt.model import Ensemble, Transformer
 
@@ -84,6 +84,30 @@ def search_done(
     return at_end | sentence_done(worst, best_live, max_lengths + 1, alpha, norm)
 
 
+def finish_ended(
+    live: LiveRows,
+    finished: Finished,
+    best_finished: Tensor,
+    ended: Tensor,
+    cand_log_prob: Tensor,
+    parent: Tensor,
+    cand_token: Tensor,
+    length: int,
+    cfg: DecodeConfig,
+) -> None:
+    """The first k candidates that end (ended (B', k)) at |Y| = length join `finished`, and
+    their scores `best_finished` (B, k); cand_log_prob, parent, cand_token (B', 2k) as
+    beam_search's."""
+    k = ended.size(1)
+    score = finished_scores(cand_log_prob[:, :k], ended, length, cfg)
+    both = torch.cat([best_finished[live.sentence], score], 1)
+    best_finished[live.sentence] = both.topk(k).values
+    sentences = live.sentence[:, None].expand_as(ended)[ended]
+    log_probs, eos_log_prob = cand_log_prob[:, :k][ended], cand_token[:, :k][ended]
+    rows = parent[:, :k][ended]  # (M,)
+    live.finish(finished, rows, sentences, log_probs, score[ended], eos_log_prob)
+
+
 @torch.inference_mode()
 def beam_search(
     model: Transformer | Ensemble,
@@ -101,47 +125,36 @@ def beam_search(
         cfg = replace(cfg, stop="first_k")
     batch, decoder, finished, sentence, prefix = start_search(model, src, cfg, options)
     best_finished = torch.full((src.size(0), k), float("-inf"), device=device)
-    log_prob = torch.zeros(src.size(0), 1, device=device)
-    each = torch.zeros(src.size(0), 0, device=device)  # (N, t) every row's tokens' log-probs
-    attention = decoder.empty_attention()
+    live = LiveRows.start(decoder, sentence, prefix)
     for t in range(int(batch.max_lengths.max()) + 1):
-        n_sentences, beams = log_prob.shape
-        max_lengths = batch.max_lengths[sentence]  # (B',)
-        step_log_probs, step_attention = decoder.step(prefix)
-        row_sentence = sentence.repeat_interleave(beams)  # (N,)
-        step_log_probs = batch.constrain(step_log_probs, prefix, row_sentence, t, cfg)
+        n_sentences, beams = live.log_prob.shape
+        max_lengths = batch.max_lengths[live.sentence]  # (B',)
+        step_log_probs, step_attention = decoder.step(live.prefix)
+        row_sentence = live.sentence.repeat_interleave(beams)  # (N,)
+        step_log_probs = batch.constrain(step_log_probs, live.prefix, row_sentence, t, cfg)
         if steering is None:
-            cand_log_prob, parent, token = top_candidates(log_prob, step_log_probs, k)  # (B', 2k)
+            cand_log_prob, parent, token = top_candidates(live.log_prob, step_log_probs, k)
         else:  # (B', M) candidates, in the order of their steered ranks
             cand_log_prob, parent, token = steering.candidates(
-                log_prob, step_log_probs, row_sentence, k
+                live.log_prob, step_log_probs, row_sentence, k
             )
         # each candidate's own token log-prob; parent indexes the (B' * beams) rows
         cand_token = step_log_probs[parent, token]  # (B', 2k)
-        if attention is not None:
-            attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
+        live.record(step_attention)
 
         is_eos = token.eq(batch.special.eos)  # (B', 2k)
         ended = is_eos[:, :k]  # (B', k)
         if ended.any():
-            score = finished_scores(cand_log_prob[:, :k], ended, t + 1, cfg)
-            best_finished[sentence] = torch.cat([best_finished[sentence], score], 1).topk(k).values
-            rows = parent[:, :k][ended]  # (M,)
-            finished.add(
-                sentence[:, None].expand_as(ended)[ended],
-                prefix[rows, 1:],
-                cand_log_prob[:, :k][ended],
-                score[ended],
-                attention[rows] if attention is not None else None,
-                torch.cat([each[rows], cand_token[:, :k][ended][:, None]], dim=1),
+            finish_ended(
+                live, finished, best_finished, ended, cand_log_prob, parent, cand_token, t + 1, cfg
             )
 
-        live = is_eos.to(torch.uint8).sort(dim=1, stable=True).indices[:, :k]  # (B', k)
-        log_prob = cand_log_prob.gather(1, live)
-        parent, token = parent.gather(1, live), token.gather(1, live)
-        step_token = cand_token.gather(1, live)  # (B', k)
+        places = is_eos.to(torch.uint8).sort(dim=1, stable=True).indices[:, :k]  # (B', k)
+        log_prob = cand_log_prob.gather(1, places)
+        parent, token = parent.gather(1, places), token.gather(1, places)
+        step_token = cand_token.gather(1, places)  # (B', k)
         bar = k - 1 if cfg.stop == "first_k" else cfg.nbest - 1  # the finished score to beat
-        done = search_done(cfg, t, max_lengths, best_finished[sentence, bar], log_prob)
+        done = search_done(cfg, t, max_lengths, best_finished[live.sentence, bar], log_prob)
         keep = (~done).nonzero().squeeze(1)  # (B'',)
         if keep.numel() == 0:
             break
@@ -149,11 +162,10 @@ def beam_search(
         # Each parent is a beam of its own sentence, so the k new rows of a sentence read its
         # one source row: sources change only when sentences leave.
         decoder.select(rows, None if keep.numel() == n_sentences else keep)
-        prefix = torch.cat([prefix[rows], token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 2)
         if steering is not None:
-            steering.advance(rows, token[keep].view(-1), sentence[keep].repeat_interleave(k))
-        log_prob, sentence = log_prob[keep], sentence[keep]
-        each = torch.cat([each[rows], step_token[keep].view(-1, 1)], dim=1)  # (B'' * k, t + 1)
-        attention = attention[rows] if attention is not None else None
+            steering.advance(rows, token[keep].view(-1), live.sentence[keep].repeat_interleave(k))
+        live = live.next(
+            rows, keep, token[keep].view(-1), log_prob[keep], step_token[keep].view(-1)
+        )
     kept = max(cfg.nbest, options.hypotheses if options is not None else 0)
     return finished.results(batch.src_lengths, kept)

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from nmt.decoding.penalties import best_reachable_score, normalized_score
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis, SearchOptions, start_search
+from nmt.decoding.state import Finished, Hypothesis, LiveRows, SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
 
 Constraints = list[list[int]]  # a sentence's token sequences, each to be written once
@@ -200,80 +200,123 @@ def constrained_beam_search(
     table = Table.of(constraints, device)
     word_end = torch.tensor(ends_word, dtype=torch.bool, device=device)
     progress = Progress.start(table.lengths)
-    log_prob = torch.zeros(src.size(0), 1, device=device)
-    each = torch.zeros(src.size(0), 0, device=device)
-    attention = decoder.empty_attention()
+    live = LiveRows.start(decoder, sentence, prefix)
     # the k best scores of each sentence's hypotheses that ended with all their constraints
     best_complete = torch.full((src.size(0), k), inf, device=device)
     for t in range(int(batch.max_lengths.max()) + 1):
-        n_sentences, beams = log_prob.shape
-        row_sentence = sentence.repeat_interleave(beams)  # (N,)
-        max_lengths = batch.max_lengths[sentence]  # (B',)
-        step_log_probs, step_attention = decoder.step(prefix)
-        step_log_probs = batch.constrain(step_log_probs, prefix, row_sentence, t, cfg)
+        n_sentences, beams = live.log_prob.shape
+        row_sentence = live.sentence.repeat_interleave(beams)  # (N,)
+        max_lengths = batch.max_lengths[live.sentence]  # (B',)
+        step_log_probs, step_attention = decoder.step(live.prefix)
+        step_log_probs = batch.constrain(step_log_probs, live.prefix, row_sentence, t, cfg)
         at_end = t >= max_lengths  # (B',)
         complete = progress.complete()  # (N,)
-        unmet = ~complete & ~at_end.repeat_interleave(beams)
-        step_log_probs[:, eos] = step_log_probs[:, eos].masked_fill(unmet, inf)
-        if attention is not None:
-            attention = torch.cat([attention, step_attention[:, None]], dim=1)  # (N, t + 1, S)
-        tokens = table.tokens[row_sentence]  # (N, C, L)
-        # candidates (B', M): the 2k best, each beam's best token, each beam's next tokens
-        cand_lp, parent, token, _ = candidates(
-            log_prob, step_log_probs, progress.next_tokens(tokens), k
+        step_log_probs[:, eos].masked_fill_(~complete & ~at_end.repeat_interleave(beams), inf)
+        live.record(step_attention)
+        cand_lp, parent, token, moved = ranked_candidates(
+            live.log_prob, step_log_probs, progress, table, row_sentence, word_end, k
         )
-        cand_lp, order = cand_lp.sort(dim=1, descending=True, stable=True)
-        parent, token = parent.gather(1, order), token.gather(1, order)
         valid = cand_lp.gt(inf)
-        flat_parent, flat_token = parent.view(-1), token.view(-1)
-        moved = progress.rows(flat_parent).advance(
-            flat_token, tokens[flat_parent], table.lengths[row_sentence[flat_parent]], word_end
-        )
         bank = moved.written.view(n_sentences, -1)
         is_eos = token.eq(eos)
-
         # the ends among the k a step would keep finish (beam_search's rule, by bank)
-        place, real = allocate(valid, bank, k)
-        finishing = real & is_eos.gather(1, place)  # (B', k)
-        if finishing.any():
-            end_parent, end_lp = parent.gather(1, place), cand_lp.gather(1, place)  # (B', k)
-            end_score = normalized_score(end_lp, t + 1, cfg.len_penalty, cfg.length_norm)
-            rows = end_parent[finishing]  # (E,)
-            finished.add(
-                row_sentence[rows],
-                prefix[rows, 1:],
-                end_lp[finishing],
-                end_score[finishing],
-                attention[rows] if attention is not None else None,
-                torch.cat([each[rows], step_log_probs[rows, eos : eos + 1]], dim=1),
-                first=complete[rows],
-            )
-            # the ends that hold every constraint count for the stopping rule
-            counted = end_score.masked_fill(~(finishing & complete[end_parent]), inf)
-            both = torch.cat([best_complete[sentence], counted], dim=1)
-            best_complete[sentence] = both.topk(k, dim=1).values
-
+        ends = Ends.among(allocate(valid, bank, k), is_eos, parent, cand_lp, t + 1)
+        if ends is not None:
+            ends.finish(live, finished, best_complete, complete, step_log_probs[:, eos], cfg)
         # the k best that go on, by bank; places without a real one copy the first, at -inf
         place, real = allocate(valid & ~is_eos, bank, k)
         live_lp = cand_lp.gather(1, place).masked_fill(~real, inf)
-        go_on = real[:, 0] & ~at_end & ~_done(cfg, best_complete[sentence], live_lp, max_lengths)
-        place = torch.where(real, place, place[:, :1])
-        keep = go_on.nonzero().squeeze(1)  # (B'',)
+        reached = _done(cfg, best_complete[live.sentence], live_lp, max_lengths)
+        keep = (real[:, 0] & ~at_end & ~reached).nonzero().squeeze(1)  # (B'',)
         if keep.numel() == 0:
             break
-        place, real = place[keep], real[keep]
+        place = torch.where(real, place, place[:, :1])[keep]
         rows = parent[keep].gather(1, place).view(-1)  # (B'' * k,)
         chosen_token = token[keep].gather(1, place).view(-1)
         chosen = (keep[:, None] * parent.size(1) + place).view(-1)  # into the flat candidates
         decoder.select(rows, None if keep.numel() == n_sentences else keep)
-        log_prob = cand_lp[keep].gather(1, place).masked_fill(~real, inf)
-        prefix = torch.cat([prefix[rows], chosen_token[:, None]], dim=1)
-        each = torch.cat([each[rows], step_log_probs[rows, chosen_token][:, None]], dim=1)
-        attention = attention[rows] if attention is not None else None
+        log_prob = cand_lp[keep].gather(1, place).masked_fill(~real[keep], inf)
+        chosen_lp = step_log_probs[rows, chosen_token]
+        live = live.next(rows, keep, chosen_token, log_prob, chosen_lp)
         progress = moved.rows(chosen)
-        sentence = sentence[keep]
     kept = max(cfg.nbest, options.hypotheses if options is not None else 0)
     return finished.results(batch.src_lengths, kept)
+
+
+def ranked_candidates(
+    log_prob: Tensor,
+    step_log_probs: Tensor,
+    progress: Progress,
+    table: Table,
+    row_sentence: Tensor,
+    word_end: Tensor,
+    k: int,
+) -> tuple[Tensor, Tensor, Tensor, Progress]:
+    """A constrained step's candidates (B', M), best first: the 2k best, each beam's best
+    token, each beam's next tokens of its constraints (`candidates`): their log-probs,
+    parents and tokens, and each one's progress (B' * M rows) once its token is written."""
+    tokens = table.tokens[row_sentence]  # (N, C, L)
+    cand_lp, parent, token, _ = candidates(
+        log_prob, step_log_probs, progress.next_tokens(tokens), k
+    )
+    cand_lp, order = cand_lp.sort(dim=1, descending=True, stable=True)
+    parent, token = parent.gather(1, order), token.gather(1, order)
+    flat_parent, flat_token = parent.view(-1), token.view(-1)
+    moved = progress.rows(flat_parent).advance(
+        flat_token, tokens[flat_parent], table.lengths[row_sentence[flat_parent]], word_end
+    )
+    return cand_lp, parent, token, moved
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The hypotheses a constrained step finishes: place, finishing (B', k) the places of
+    the k a step would keep and which of them end in EOS; parent, cand_lp (B', M) the
+    candidates'; length |Y|."""
+
+    place: Tensor
+    finishing: Tensor
+    parent: Tensor
+    cand_lp: Tensor
+    length: int
+
+    @classmethod
+    def among(cls, kept: tuple[Tensor, Tensor], is_eos: Tensor, parent, cand_lp, length: int):
+        """kept: the places of the k a step would keep and whether each is real (`allocate`);
+        is_eos (B', M) -> the Ends among them, or None."""
+        place, real = kept
+        finishing = real & is_eos.gather(1, place)  # (B', k)
+        return cls(place, finishing, parent, cand_lp, length) if finishing.any() else None
+
+    def finish(
+        self,
+        live: LiveRows,
+        finished: Finished,
+        best_complete: Tensor,
+        complete: Tensor,
+        eos_log_probs: Tensor,
+        cfg: DecodeConfig,
+    ) -> None:
+        """Add them to `finished` (complete (N,): the rows that hold every constraint rank
+        first; eos_log_probs (N,) EOS's log-prob per row), and the scores of those that hold
+        every constraint to best_complete (B, k), for the stopping rule."""
+        finishing = self.finishing
+        end_parent, end_lp = self.parent.gather(1, self.place), self.cand_lp.gather(1, self.place)
+        end_score = normalized_score(end_lp, self.length, cfg.len_penalty, cfg.length_norm)
+        rows = end_parent[finishing]  # (E,)
+        row_sentence = live.sentence.repeat_interleave(live.log_prob.size(1))
+        live.finish(
+            finished,
+            rows,
+            row_sentence[rows],
+            end_lp[finishing],
+            end_score[finishing],
+            eos_log_probs[rows],
+            first=complete[rows],
+        )
+        counted = end_score.masked_fill(~(finishing & complete[end_parent]), float("-inf"))
+        both = torch.cat([best_complete[live.sentence], counted], dim=1)
+        best_complete[live.sentence] = both.topk(best_complete.size(1), dim=1).values
 
 
 def candidates(

@@ -314,3 +314,64 @@ def start_search(
     return SearchStart(
         batch, decoder, Finished(n), sentence, start_prefix(n, batch.special.bos, src.device)
     )
+
+
+@dataclass
+class LiveRows:
+    """The live hypotheses of a beam search between steps (B' sentences, N = B' * beams
+    rows): sentence (B',) each one's index in the batch; log_prob (B', beams) float32 sums
+    of their token log-probs; prefix (N, t + 1) BOS and their tokens; each (N, t) their
+    tokens' log-probs; attention (N, t, S) the cross-attention history, or None."""
+
+    sentence: Tensor
+    log_prob: Tensor
+    prefix: Tensor
+    each: Tensor
+    attention: Tensor | None
+
+    @classmethod
+    def start(cls, decoder: StepDecoder, sentence: Tensor, prefix: Tensor) -> LiveRows:
+        n, device = sentence.size(0), sentence.device
+        log_prob = torch.zeros(n, 1, device=device)
+        each = torch.zeros(n, 0, device=device)
+        return cls(sentence, log_prob, prefix, each, decoder.empty_attention())
+
+    def record(self, step_attention: Tensor | None) -> None:
+        """Add this step's cross-attention (N, S) to the history (N, t + 1, S)."""
+        if self.attention is not None:
+            self.attention = torch.cat([self.attention, step_attention[:, None]], dim=1)
+
+    def finish(
+        self,
+        finished: Finished,
+        rows: Tensor,
+        sentence: Tensor,
+        log_prob: Tensor,
+        score: Tensor,
+        eos_log_prob: Tensor,
+        first: Tensor | None = None,
+    ) -> None:
+        """The hypotheses of `rows` (M,) end with EOS (its log-prob (M,)): sentence, log_prob,
+        score (M,) and first as Finished.add's."""
+        finished.add(
+            sentence,
+            self.prefix[rows, 1:],
+            log_prob,
+            score,
+            self.attention[rows] if self.attention is not None else None,
+            torch.cat([self.each[rows], eos_log_prob[:, None]], dim=1),
+            first=first,
+        )
+
+    def next(
+        self, rows: Tensor, keep: Tensor, token: Tensor, log_prob: Tensor, token_log_prob: Tensor
+    ) -> LiveRows:
+        """The next step's rows: rows (N',) extended by token (N',), whose log-prob is
+        token_log_prob (N',); keep (B'',) the sentences still searching; log_prob (B'', k)."""
+        return LiveRows(
+            self.sentence[keep],
+            log_prob,
+            torch.cat([self.prefix[rows], token[:, None]], dim=1),
+            torch.cat([self.each[rows], token_log_prob[:, None]], dim=1),
+            self.attention[rows] if self.attention is not None else None,
+        )

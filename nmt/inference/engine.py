@@ -112,45 +112,27 @@ class Engine(ABC):
         hypotheses: int = 0,
         steer: bool = False,
     ) -> list[list[Hypothesis]]:
-        """One n-best list per line, in input order, best first; [] for an empty or
-        whitespace-only line. prefixes: per line, text every translation of it starts with
-        ("" = none), included in the hypotheses; one that ends in a space ends its word (the
-        next token starts a word or is punctuation alone: docs/guide.md).
-        `first_line_number`: what warnings call lines[0], or each line's number
-        (planner.line_number); `done(n)`: told of the n lines of each batch as it ends
-        (progress bars); `alignments`: each hypothesis gets
-        its word alignment (nmt.inference.alignment); `scores`: each keeps its tokens'
-        log-probs (`Hypothesis.token_log_probs`, what `rate` reads); `stop()`: asked before
-        each batch, True ends the call with Stopped; `constraints`: per line, the target texts
-        (glossary terms) every translation of it must hold, each as given (a beam search on an
-        engine that `constrains`), or with `steer` that the search is only steered to (the
-        search's term_bonus; an engine that `constrains`); `sized_as`: per line, the text that
-        sizes its batch and output limit (the sentence that a line annotated with terms
-        annotates: planner);
-        `hypotheses`: a beam search gives up to this many of its finished hypotheses (at least
-        nbest) while it stops by nbest as ever (a choice among the beam's best, at no cost in
-        search). Raises SearchError (one line) for a search that is no search (`check`), or that
-        cannot hold constraints."""
+        """One n-best list per line, in input order, best first ([] for a blank line); a
+        SearchError (one line) for a search that is no search or cannot hold constraints.
+        Per line: `prefixes`, text every translation starts with (ending in a space, it ends
+        its word: docs/guide.md); `constraints`, target texts every translation must hold
+        (with `steer`: is steered to); `sized_as`, the text that sizes its batch and output
+        limit (the sentence an annotated line annotates); `first_line_number`: what warnings
+        call lines[0], or each line's number. `done(n)`: told as each batch of n lines ends;
+        `alignments`, `scores`: word alignments, token log-probs; `stop()`: asked before each
+        batch, True raises Stopped; `hypotheses`: a beam gives up to this many it finished."""
         self.check(search)
         search = self.runnable(search)[0]
         constrained = bool(constraints and any(constraints))
         if constrained and not steer:
             self.check_constraints(search)
         results: list[list[Hypothesis]] = [[] for _ in lines]
-        more = hypotheses > search.nbest  # the cache holds n-best lists of nbest
-        keys = None
-        if self.cache is not None and self.cache.caches(search) and not (constrained or more):
-            keys = [
-                self.cache.key(
-                    line,
-                    prefixes[i] if prefixes else "",
-                    search,
-                    alignments,
-                    scores,
-                    sized_as[i] if sized_as else "",
-                )
-                for i, line in enumerate(lines)
-            ]
+        uncached = constrained or hypotheses > search.nbest  # the cache holds lists of nbest
+        keys = (
+            None
+            if uncached
+            else self.cache_keys(lines, search, prefixes, sized_as, alignments, scores)
+        )
         todo = self.from_cache(lines, keys, results)
         if done is not None and len(todo) < len(lines):
             done(len(lines) - len(todo))
@@ -164,23 +146,55 @@ class Engine(ABC):
             steer,
         )
         found = self.search_batches(batches, search, alignments, scores, hypotheses=hypotheses)
-        pieces = self.tokenizer.pieces
         for batch in batches:
             if stop is not None and stop():
                 raise Stopped(f"stopped before {len(batch.lines)} of {len(lines)} lines")
-            nbests = next(found)
-            for line, source, nbest in zip(batch.lines, batch.sources, nbests, strict=True):
+            nbests = self.with_alignments(batch, next(found)) if alignments else next(found)
+            for line, nbest in zip(batch.lines, nbests, strict=True):
                 results[todo[line]] = nbest
-                for hyp in nbest if alignments else []:
-                    hyp.alignment = word_alignment(
-                        pieces(source[:-1]), pieces(hyp.tokens), hyp.attention
-                    )
-                    hyp.attention = None
                 if keys is not None:
                     self.cache.put(keys[todo[line]], nbest)
             if done is not None:
                 done(len(batch.lines))
         return results
+
+    def cache_keys(
+        self,
+        lines: list[str],
+        search: DecodeConfig,
+        prefixes: list[str] | None,
+        sized_as: list[str] | None,
+        alignments: bool,
+        scores: bool,
+    ) -> list | None:
+        """Each line's key in the translation cache, or None where there is no cache or it
+        does not keep this search's answers."""
+        if self.cache is None or not self.cache.caches(search):
+            return None
+        return [
+            self.cache.key(
+                line,
+                prefixes[i] if prefixes else "",
+                search,
+                alignments,
+                scores,
+                sized_as[i] if sized_as else "",
+            )
+            for i, line in enumerate(lines)
+        ]
+
+    def with_alignments(
+        self, batch: LineBatch, nbests: list[list[Hypothesis]]
+    ) -> list[list[Hypothesis]]:
+        """Each hypothesis's word alignment from its attention, which it then drops."""
+        pieces = self.tokenizer.pieces
+        for source, nbest in zip(batch.sources, nbests, strict=True):
+            for hyp in nbest:
+                hyp.alignment = word_alignment(
+                    pieces(source[:-1]), pieces(hyp.tokens), hyp.attention
+                )
+                hyp.attention = None
+        return nbests
 
     def from_cache(
         self, lines: list[str], keys: list | None, results: list[list[Hypothesis]]

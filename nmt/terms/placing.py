@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Hypothesis
@@ -168,92 +168,129 @@ def place_terms(
     # length (GNMT alpha > 1) the exact stop runs it to its maximum length, where it finds
     # long, worse translations (val BLEU 39.9 placed so, 42.9 by first_k: docs/benchmarks.md)
     redo = replace(search, stop="first_k") if search.strategy == "beam" else search
-    # of the hypotheses the beam finished from the prefix, the best that uses the most terms:
-    # the beam's own best may have glued the term into a longer word ("Reh" + "a")
-    choosing = redo.strategy == "beam" and redo.beam_size > redo.nbest and redo.term_choice
-
-    def best(j: int) -> str:
-        return best_text(engine.tokenizer, [found[j]])[0]
-
     held = [j for j, m in enumerate(matches) if m]  # their bests decoded in one call
     texts = dict(zip(held, best_text(engine.tokenizer, [found[j] for j in held]), strict=True))
     read = [a.text if a else line for a, line in zip(annotated, sources, strict=True)]
-    tried: dict[int, Counter[Entry]] = {j: Counter() for j in texts}  # times each was placed
+    state = TermRound(engine, glossary, sources, read, annotated, matches, found, numbers, texts)
     if glued_only:  # the others count as placed twice: never placed
         for j, text in texts.items():
             for m in matches[j]:
-                tried[j][m.entry] = 1 if glossary.glued(text, m.entry.target) else 2
+                state.tried[j][m.entry] = 1 if glossary.glued(text, m.entry.target) else 2
     for _ in range(MAX_ROUNDS):
+        todo = state.lacking()
+        if not todo:
+            break
+        links = state.links(todo)
+        if search.term_place != "edit":
+            decode_from_terms(state, redo, todo, links, alignments, scores, stop)
+            continue
+        rate = scores or search.nbest > 1
+        write_terms(
+            engine, redo, sources, read, found, todo, links, numbers, alignments, glossary,
+            matches, rate=rate,
+        )  # fmt: skip
+        for j, lacking in todo:
+            state.tried[j].update(m.entry for m in lacking)
+            texts[j] = state.best(j)
+
+
+@dataclass
+class TermRound:
+    """What place_terms' rounds share: the sentences (`sources`; `read`, as the model reads
+    them), their terms (`matches`), their n-best lists (`found`, replaced in place), the
+    best texts of those holding terms (`texts`) and how often each term was placed
+    (`tried`)."""
+
+    engine: Engine
+    glossary: Glossary
+    sources: list[str]
+    read: list[str]
+    annotated: list[Annotated | None]
+    matches: list[list[Match]]
+    found: list[list]
+    numbers: list[int]
+    texts: dict[int, str]
+    tried: dict[int, Counter[Entry]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.tried = {j: Counter() for j in self.texts}
+
+    def best(self, j: int) -> str:
+        return best_text(self.engine.tokenizer, [self.found[j]])[0]
+
+    def lacking(self) -> list[tuple[int, list[Match]]]:
+        """The sentences still lacking terms that may be placed again, with those terms."""
         todo = []
-        for j, text in texts.items():
-            used = glossary.used(text, targets(matches[j]))
+        for j, text in self.texts.items():
+            used = self.glossary.used(text, targets(self.matches[j]))
             lacking = [
                 m
-                for m, is_used in zip(matches[j], used, strict=True)
-                if tried[j][m.entry] < 2 and not is_used
+                for m, is_used in zip(self.matches[j], used, strict=True)
+                if self.tried[j][m.entry] < 2 and not is_used
             ]
             if lacking and text:
                 todo.append((j, lacking))
-        if not todo:
-            break
-        # the word alignment the search gave with its translation (alignments asked for), else
-        # the translation forced through the model (the search's attention costs CTranslate2
-        # its sources encoded again, for lines most of which need no other round)
-        links = [links_of(found[j][0], annotated[j]) for j, _ in todo]
+        return todo
+
+    def links(self, todo: list[tuple[int, list[Match]]]) -> list[list[tuple[int, int]]]:
+        """Each best's word alignment: the one the search gave with it (alignments asked
+        for), else the translation forced through the model (the search's attention costs
+        CTranslate2 its sources encoded again, for lines most of which need no other round)."""
+        links = [links_of(self.found[j][0], self.annotated[j]) for j, _ in todo]
         unaligned = [i for i, pairs in enumerate(links) if pairs is None]
-        forced = engine.align(
-            [sources[todo[i][0]] for i in unaligned],
-            [texts[todo[i][0]] for i in unaligned],
-            [numbers[todo[i][0]] for i in unaligned],
+        forced = self.engine.align(
+            [self.sources[todo[i][0]] for i in unaligned],
+            [self.texts[todo[i][0]] for i in unaligned],
+            [self.numbers[todo[i][0]] for i in unaligned],
         )
         for i, pairs in zip(unaligned, forced, strict=True):
             links[i] = pairs
-        if search.term_place == "edit":
-            write_terms(
-                engine,
-                redo,
-                sources,
-                read,
-                found,
-                todo,
-                links,
-                numbers,
-                alignments,
-                glossary,
-                matches,
-                rate=scores or search.nbest > 1,
-            )
-            for j, lacking in todo:
-                tried[j].update(m.entry for m in lacking)
-                texts[j] = best(j)
-            continue
-        placing = [
-            prefix_for(texts[j], lacking, pairs or [], held_words(glossary, texts[j], matches[j]))
-            for (j, lacking), pairs in zip(todo, links, strict=True)
-        ]
-        # placed again, a term glued into a longer word ("Reh" + "a") ends its word: a prefix
-        # ending in a space (one before the last ends its word in the prefix)
-        prefixes = [
-            prefix + " " * (placed[-1].entry in tried[j])
-            for (j, _), (prefix, placed) in zip(todo, placing, strict=True)
-        ]
-        redone = engine.translate(
-            [read[j] for j, _ in todo],
-            redo,
-            [numbers[j] for j, _ in todo],
-            prefixes,
-            alignments=alignments,
-            scores=scores,
-            stop=stop,
-            sized_as=[sources[j] for j, _ in todo],  # an annotated line as its sentence
-            hypotheses=redo.beam_size if choosing else 0,
-        )
-        redone = terms_first(engine, redone, [matches[j] for j, _ in todo], glossary, redo.nbest)
-        for (j, _), (_, placed), nbest in zip(todo, placing, redone, strict=True):
-            tried[j].update(m.entry for m in placed)
-            if nbest:
-                found[j] = nbest
-                texts[j] = best(j)
+        return links
+
+
+def decode_from_terms(
+    state: TermRound,
+    search: DecodeConfig,
+    todo: list[tuple[int, list[Match]]],
+    links: list[list[tuple[int, int]]],
+    alignments: bool,
+    scores: bool,
+    stop,
+) -> None:
+    """decode.term_place=decode, one round: each best up to its last lacking term forced as
+    a prefix, the search writing the rest."""
+    texts, tried, glossary = state.texts, state.tried, state.glossary
+    # of the hypotheses the beam finished from the prefix, the best that uses the most terms:
+    # the beam's own best may have glued the term into a longer word ("Reh" + "a")
+    choosing = search.strategy == "beam" and search.beam_size > search.nbest and search.term_choice
+    placing = [
+        prefix_for(texts[j], lacking, pairs or [], held_words(glossary, texts[j], state.matches[j]))
+        for (j, lacking), pairs in zip(todo, links, strict=True)
+    ]
+    # placed again, a term glued into a longer word ("Reh" + "a") ends its word: a prefix
+    # ending in a space (one before the last ends its word in the prefix)
+    prefixes = [
+        prefix + " " * (placed[-1].entry in tried[j])
+        for (j, _), (prefix, placed) in zip(todo, placing, strict=True)
+    ]
+    redone = state.engine.translate(
+        [state.read[j] for j, _ in todo],
+        search,
+        [state.numbers[j] for j, _ in todo],
+        prefixes,
+        alignments=alignments,
+        scores=scores,
+        stop=stop,
+        sized_as=[state.sources[j] for j, _ in todo],  # an annotated line as its sentence
+        hypotheses=search.beam_size if choosing else 0,
+    )
+    matches = [state.matches[j] for j, _ in todo]
+    redone = terms_first(state.engine, redone, matches, glossary, search.nbest)
+    for (j, _), (_, placed), nbest in zip(todo, placing, redone, strict=True):
+        tried[j].update(m.entry for m in placed)
+        if nbest:
+            state.found[j] = nbest
+            texts[j] = state.best(j)
 
 
 def write_terms(

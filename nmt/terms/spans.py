@@ -288,49 +288,85 @@ def restore(
     words = translation.split()
     if not protected.spans:
         return Restored(translation, list(range(len(words))), [frozenset()] * len(words))
-    links = links or []
     aligned: dict[int, list[int]] = {}
-    for s, t in links:
+    for s, t in links or []:
         if t < len(words):
             aligned.setdefault(s, []).append(t)
+    found = find_placeholders(protected, words, aligned)
+    place_lost(protected, words, aligned, found)
+    pieces = restored_pieces(protected, words, found)
+    origin: list[int | None] = []
+    spans_of: list[frozenset[int]] = []
+    for text, came_from, held in pieces:
+        count = len(text.split())
+        origin += [came_from] * count
+        spans_of += [held] * count
+    text = " ".join(text for text, _, _ in pieces)
+    return Restored(text, origin, spans_of, found.warnings)
+
+
+@dataclass
+class Placement:
+    """Where `restore` puts each span back: `keep[(word, match start)]` the span whose
+    placeholder stays there; `drop` the placeholders that go (a span's second writing);
+    `lost` the spans with no placeholder; `replace[word]` the span a garbled placeholder's
+    word becomes; `after[j]` the spans put in after word j (-1: before the first)."""
+
+    keep: dict[tuple[int, int], int] = field(default_factory=dict)
+    drop: set[tuple[int, int]] = field(default_factory=set)
+    lost: list[int] = field(default_factory=list)
+    replace: dict[int, int] = field(default_factory=dict)
+    after: dict[int, list[int]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def find_placeholders(
+    protected: Protected, words: list[str], aligned: dict[int, list[int]]
+) -> Placement:
+    """Each span's placeholder in `words`: kept once (the one aligned to its source word,
+    else the first), the others dropped; spans with none are `lost`."""
     index = {p: k for k, (p, _) in enumerate(protected.spans)}
     where: dict[int, list[tuple[int, re.Match]]] = {}
     for j, word in enumerate(words):
         for m in PLACEHOLDER.finditer(word):
             if m.group(0) in index:
                 where.setdefault(index[m.group(0)], []).append((j, m))
-    warnings = []
-    keep: dict[tuple[int, int], int] = {}  # (word, match start) -> span kept there
-    drop: set[tuple[int, int]] = set()
-    lost = []
+    found = Placement()
     for k, (_, span) in enumerate(protected.spans):
         places = where.get(k, [])
         if not places:
-            lost.append(k)
+            found.lost.append(k)
             continue
         mine = set(aligned.get(protected.placeholder_words[k], []))
         chosen = next((p for p in places if p[0] in mine), places[0])
-        keep[(chosen[0], chosen[1].start())] = k
-        drop |= {(j, m.start()) for j, m in places if (j, m) != chosen}
+        found.keep[(chosen[0], chosen[1].start())] = k
+        found.drop |= {(j, m.start()) for j, m in places if (j, m) != chosen}
         if len(places) > 1:
-            warnings.append(f"span {span!r} was written {len(places)} times: kept once")
-    replace: dict[int, int] = {}  # a garbled placeholder's word -> the span it becomes
-    after: dict[int, list[int]] = {}  # spans put in after word j (-1: before the first)
-    for k in lost:
+            found.warnings.append(f"span {span!r} was written {len(places)} times: kept once")
+    return found
+
+
+def place_lost(
+    protected: Protected, words: list[str], aligned: dict[int, list[int]], found: Placement
+) -> None:
+    """Where each lost span goes: in place of a garbled placeholder aligned to it, else
+    after the words aligned to the nearest source word before it, else before those of the
+    nearest after it, else at the end."""
+    for k in found.lost:
         s, span = protected.placeholder_words[k], protected.spans[k][1]
         if protected.taken_out:  # where it goes is the alignment's call: said so
-            warnings.append(f"span {span!r} put in at its aligned position")
+            found.warnings.append(f"span {span!r} put in at its aligned position")
         else:  # a placeholder the model lost
-            warnings.append(f"span {span!r} was lost: put back at its aligned position")
+            found.warnings.append(f"span {span!r} was lost: put back at its aligned position")
             garbled = [
                 t
                 for t in sorted(aligned.get(s, []))
                 if re.search(r"[#\d]", words[t])
-                and t not in replace
+                and t not in found.replace
                 and not PLACEHOLDER.search(words[t])
             ]
             if garbled:
-                replace[garbled[0]] = k
+                found.replace[garbled[0]] = k
                 continue
         position = len(words) - 1
         before = [max(aligned[i]) for i in range(s - 1, -1, -1) if aligned.get(i)]
@@ -342,39 +378,33 @@ def restore(
             position = before[0]
         elif later:
             position = later[0] - 1
-        after.setdefault(position, []).append(k)
-    # the restored translation as pieces joined by spaces: a word as the model wrote it, or a
-    # span as the source has it (spaces inside kept), each with the word it came from (None
-    # for a span put in) and the spans it holds
+        found.after.setdefault(position, []).append(k)
+
+
+def restored_pieces(protected: Protected, words: list[str], found: Placement) -> list[list]:
+    """The restored translation as pieces joined by spaces: a word as the model wrote it, or
+    a span as the source has it (spaces inside kept), each with the word it came from (None
+    for a span put in) and the spans it holds."""
     pieces: list[list] = []
 
     def put(text: str, came_from: int | None, held: set[int]) -> None:
         pieces.append([text, came_from, frozenset(held)])
 
-    for k in after.get(-1, []):
+    for k in found.after.get(-1, []):
         put(protected.written[k], None, {k})
     for j, word in enumerate(words):
-        if j in replace:
-            k = replace[j]
+        if j in found.replace:
+            k = found.replace[j]
             core = re.match(r"^(\W*?)([#\w].*?)(\W*)$", word)
             head, tail = (core.group(1), core.group(3)) if core else ("", "")
             put(head + protected.written[k] + tail, j, {k})
         else:
-            parts, at, held = [], 0, set()
-            for m in PLACEHOLDER.finditer(word):
-                if (j, m.start()) in keep:
-                    held.add(keep[(j, m.start())])
-                    parts += [word[at : m.start()], protected.written[keep[(j, m.start())]]]
-                    at = m.end()
-                elif (j, m.start()) in drop:
-                    parts.append(word[at : m.start()])
-                    at = m.end()
-            rest = "".join(parts) + word[at:]
+            rest, held = without_placeholders(protected, word, j, found)
             if held or any(c.isalnum() for c in rest) or rest == word:
                 put(rest, j, held)
             elif rest and pieces:  # a dropped placeholder's punctuation: onto the word before
                 pieces[-1][0] += rest
-        for k in after.get(j, []):
+        for k in found.after.get(j, []):
             last = pieces[-1] if pieces else None
             if j == len(words) - 1 and last and not last[2] and last[0][-1:] in ".!?":
                 mark = last[0][-1]
@@ -384,13 +414,24 @@ def restore(
                 put(protected.written[k] + mark, None, {k})
             else:
                 put(protected.written[k], None, {k})
-    origin: list[int | None] = []
-    spans_of: list[frozenset[int]] = []
-    for text, came_from, held in pieces:
-        count = len(text.split())
-        origin += [came_from] * count
-        spans_of += [held] * count
-    return Restored(" ".join(text for text, _, _ in pieces), origin, spans_of, warnings)
+    return pieces
+
+
+def without_placeholders(
+    protected: Protected, word: str, j: int, found: Placement
+) -> tuple[str, set[int]]:
+    """Word j with its kept placeholders written as their spans and its dropped ones gone,
+    and the spans it now holds."""
+    parts, at, held = [], 0, set()
+    for m in PLACEHOLDER.finditer(word):
+        if (j, m.start()) in found.keep:
+            held.add(found.keep[(j, m.start())])
+            parts += [word[at : m.start()], protected.written[found.keep[(j, m.start())]]]
+            at = m.end()
+        elif (j, m.start()) in found.drop:
+            parts.append(word[at : m.start()])
+            at = m.end()
+    return "".join(parts) + word[at:], held
 
 
 def restored_links(
