@@ -11,6 +11,10 @@ the offline output (both must be 0), and BLEU. Servers listen on 127.0.0.1 only;
 has a timeout.
 
     python bench/bench_serve.py --ckpt outputs/<run>/model.pt [--backend ctranslate2]
+
+With `--against OLD_CHECKOUT` it measures a change instead: this checkout's server against
+that checkout's (its `nmt` first on the path), both at their defaults, alternating, and
+prints the ratio (now / before) with its spread.
 """
 
 from __future__ import annotations
@@ -123,14 +127,15 @@ class Served:
     lines, stops it (never two servers at once: an idle one still takes CPU), and keeps what
     a skeptic checks: answers missing or differing from offline, and latencies."""
 
-    def __init__(self, args, settings: list[str], lines: list[str], expected: list[str]):
+    def __init__(self, args, settings: list[str], lines: list[str], expected: list[str], root=ROOT):
         self.args, self.settings, self.lines, self.expected = args, settings, lines, expected
+        self.root = root  # the checkout whose nmt.serve runs
         self.missing = self.differing = 0
         self.p50: list[float] = []
         self.p99: list[float] = []
 
     def run(self) -> Run:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONPATH": str(self.root)}
         command = [
             f"ckpt={self.args.ckpt}",
             f"backend={self.args.backend}",
@@ -157,6 +162,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--server", nargs="*", default=[], help="nmt.serve settings, every run")
+    parser.add_argument("--against", help="another checkout: its server against this one's")
     args = parser.parse_args()
     if not args.ckpt:
         raise SystemExit("--ckpt (or NMT_BENCH_CKPT): a trained model.pt, e.g. of make train")
@@ -171,6 +177,9 @@ def main() -> None:
     # the offline answers every served one must equal; computing them warms offline up on the
     # exact work it is timed on (the servers warm themselves: 2 x CLIENTS requests first)
     expected = offline().output
+    if args.against:
+        against(args, lines, refs, expected)
+        return
     sample = lines[:SWEEP_LINES]
     offs = {" ".join(o): Served(args, o, sample, expected[:SWEEP_LINES]) for o in OFF}
     best = sweep(f"{args.backend} batching off", {k: s.run for k, s in offs.items()}, warm=False)
@@ -219,6 +228,31 @@ def main() -> None:
             }
         )
     save_records(records, f"serve/{args.backend}")
+
+
+def against(args, lines: list[str], refs: list[str], expected: list[str]) -> None:
+    """This checkout's server against --against's, both at their defaults, alternating."""
+    servers = {
+        "now": Served(args, [], lines, expected),
+        "before": Served(args, [], lines, expected, root=args.against),
+    }
+    sides = [
+        Side("now", str(ROOT), servers["now"].run),
+        Side("before", args.against, servers["before"].run),
+    ]
+    timings = alternate(sides, "sent/s", args.rounds, same_work=False, warm=False)
+    ratio = timings.ratio("now", "before", f"serve/{args.backend}/now_vs_before")
+    print(f"\n{len(lines)} lines, {CLIENTS} clients, one line per request, {args.backend}")
+    for mode, server in servers.items():
+        rate = statistics.median(timings.rates[mode])
+        bleu = sacrebleu.corpus_bleu(timings.outputs[mode], [refs]).score
+        p50, p99 = (1000 * statistics.median(v) for v in (server.p50, server.p99))
+        print(
+            f"{mode:8} {rate:8.1f} sent/s  p50 {p50:.1f} ms  p99 {p99:.1f} ms  "
+            f"missing {server.missing}  differ {server.differing}  BLEU {bleu:.2f}"
+        )
+    print(f"  {ratio.line()}", flush=True)
+    save_records([ratio.record()], f"serve/{args.backend}_against")
 
 
 if __name__ == "__main__":

@@ -374,3 +374,47 @@ def translated_html(engine, documents: list[str], search, segment="sentences", s
 def translated_docx(engine, data: bytes, search, segment="sentences") -> bytes:
     """A Word file translated on `engine`, as `translate input=a.docx` does."""
     return document_result(on_engine(engine, search, segment), "docx", data=data).data
+
+
+def worker_takes(api, bodies: list[dict]) -> tuple[list, list]:
+    """The /translate request bodies as a model worker takes them: read and checked as the
+    door does, then each plan's Works (nmt.serving.dispatch), taken by TranslationAPI:
+    (request, plan, its count of works) per body, and the works taken."""
+    from nmt.jobs.check import check
+    from nmt.jobs.job import Limits
+    from nmt.serving.dispatch import works
+    from nmt.serving.schema import TranslateRequest, request_job
+
+    plans, taken = [], []
+    for body in bodies:
+        request = TranslateRequest.model_validate(body)
+        plan = check(request_job(request, api.search, api.cfg), Limits.unbounded())
+        mine = works(plan, api.cfg.max_lines, api.cfg.glossary)
+        plans.append((request, plan, len(mine)))
+        taken += [api.decode_request(work) for work in mine]
+    return plans, taken
+
+
+def worker_answers(api, bodies: list[dict]) -> list:
+    """TranslationAPI.predict on these request bodies taken together (`worker_takes`), as
+    a worker's batch, each answered in its shape as the server's /translate answers: a dict,
+    or the Failure of its work."""
+    from nmt.jobs.run import finished
+    from nmt.serving.api import Failure
+    from nmt.serving.schema import response
+
+    plans, mine = worker_takes(api, bodies)
+    found = iter(api.predict(mine))
+    answers = []
+    for request, plan, count in plans:
+        parts = [next(found) for _ in range(count)]
+        failed = next((part for part in parts if isinstance(part, Failure)), None)
+        if failed is not None:
+            answers.append(failed)
+            continue
+        result = finished(plan, [t for part in parts for t in part])
+        search = api.engine.runnable(plan.job.search)[0]
+        answers.append(
+            response(request, result.translations, api.model_name, api.engine.name, search)
+        )
+    return answers

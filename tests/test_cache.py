@@ -78,10 +78,9 @@ def test_the_least_recently_used_goes_and_sampling_is_never_cached(overfit_engin
 
 
 def test_the_server_answers_from_its_cache_as_fresh(model_pt, overfit_pairs):
-    from conftest import compose
+    from conftest import compose, worker_answers
 
     from nmt.serving.api import TranslationAPI
-    from nmt.serving.schema import TranslateRequest
 
     cfg = compose("serve", [f"ckpt={model_pt}", "threads=1", "cache_sentences=50"])
     api = TranslationAPI(cfg, [], "overfit")
@@ -90,8 +89,7 @@ def test_the_server_answers_from_its_cache_as_fresh(model_pt, overfit_pairs):
     body = {"text": overfit_pairs[0][:4], "scores": True}
 
     def served():
-        job = api.decode_request(TranslateRequest.model_validate(body))
-        return api.predict([job])[0]
+        return worker_answers(api, [body])[0]
 
     fresh = served()
     again = served()

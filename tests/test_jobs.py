@@ -117,17 +117,41 @@ def test_decoding_stops_between_batches_when_told(overfit_engine, overfit_pairs)
         engine.planner.max_tokens = tokens
 
 
-def test_a_request_past_its_time_is_answered_504_and_not_decoded(api_model, overfit_pairs):
-    from nmt.serving.api import TimedOut
-    from nmt.serving.schema import TranslateRequest
+def test_a_request_past_its_time_or_whose_client_left_is_answered_504(api_model, overfit_pairs):
+    """Its decoding stops: past its deadline, its client gone as the batcher's threads see
+    it (`gone`), or as a LitServe worker reads it on the departure board in shared memory."""
+    from dataclasses import replace
 
-    taken = api_model.decode_request(TranslateRequest(text=overfit_pairs[0][:4]))
+    from conftest import worker_takes
+
+    from nmt.serving.api import TimedOut
+    from nmt.serving.dispatch import Departures
+
+    body = {"text": overfit_pairs[0][:4]}
+    _, (taken,) = worker_takes(api_model, [body])
     taken.deadline = time.monotonic() - 1
     (answer,) = api_model.predict([taken])
     assert isinstance(answer, TimedOut) and answer.status == 504
-    gone = api_model.decode_request(TranslateRequest(text=overfit_pairs[0][:4]))
+    _, (gone,) = worker_takes(api_model, [body])
     gone.gone = lambda: True
     assert isinstance(api_model.predict([gone])[0], TimedOut)
+    board = Departures(2)
+    api_model.departures = board
+    try:
+        _, (work,) = worker_takes(api_model, [body])
+        stays, leaves = board.take(), board.take()
+        assert board.take() == -1  # no slot left: such work cannot be told of a departure
+        board.leave(leaves)
+        left = api_model.decode_request(replace(work.work, slot=leaves))
+        still = api_model.decode_request(replace(work.work, slot=stays))
+        assert isinstance(api_model.predict([left])[0], TimedOut)
+        assert [t.text for t in api_model.predict([still])[0]] == [
+            t.text for t in api_model.predict([work])[0]
+        ]
+        board.release(leaves)
+        assert board.take() == leaves and not board.gone(leaves)  # a slot taken is fresh
+    finally:
+        api_model.departures = None
 
 
 @pytest.fixture(scope="module")

@@ -449,10 +449,9 @@ def test_imported_model_serves_scores_aligns_and_translates_pages(opus_dir, sent
     """The imported model.pt where ours goes: translate's scores and alignments (one line out
     per line in, each word linked within the sentence), the server's API giving translate's
     text, and an HTML page coming back with its tags."""
-    from conftest import compose
+    from conftest import compose, worker_answers
 
     from nmt.serving.api import TranslationAPI
-    from nmt.serving.schema import TranslateRequest
 
     out = tmp_path / "model.pt"
     save_checkpoint(out, import_marian(str(opus_dir)))
@@ -479,8 +478,7 @@ def test_imported_model_serves_scores_aligns_and_translates_pages(opus_dir, sent
     api.setup("cpu")
 
     def served(body: dict) -> list[str]:
-        request = api.decode_request(TranslateRequest.model_validate(body))
-        return api.predict([request])[0]["translation"]
+        return worker_answers(api, [body])[0]["translation"]
 
     assert served({"text": lines}) == offline
     page = served({"text": f"<p>{lines[0]} <b>{lines[1]}</b></p>", "format": "html"})

@@ -78,12 +78,11 @@ def offline(model_pt: Path, lines: list[str], tmp_path_factory) -> list[str]:
     return result.stdout.decode().splitlines()
 
 
-def served_with(api, jobs: list[dict]) -> list:
-    """TranslationAPI.predict on these request bodies, as LitServe's batch loop calls it."""
-    from nmt.serving.schema import TranslateRequest
+def served_with(api, bodies: list[dict]) -> list:
+    """TranslationAPI.predict on these request bodies, as a worker's batch of them."""
+    from conftest import worker_answers
 
-    decoded = [api.decode_request(TranslateRequest.model_validate(body)) for body in jobs]
-    return api.predict(decoded)
+    return worker_answers(api, bodies)
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +180,12 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
     }
     assert info["numbers"] == "keep"  # numbers come back as written unless one asks
     assert info["glossary_exact"] is False  # torch: a request may ask for exact terms
+    assert info["routes"] == [  # the translating routes, as the door and metrics read them
+        "/translate",
+        "/translate_file",
+        "/libretranslate/translate",
+        "/libretranslate/detect",
+    ]
     schema = httpx.get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("/TranslateRequest")
@@ -542,7 +547,7 @@ def test_a_search_is_checked_whole_against_the_servers_default(api) -> None:
     the engine, once, and refused with a 422 for the requests that asked for it."""
     from dataclasses import fields as dataclass_fields
 
-    from nmt.serving.api import Refusal, TranslationAPI
+    from nmt.serving.api import Refusal
     from nmt.serving.schema import SearchSettings, TranslateRequest, request_search
 
     assert set(SearchSettings.model_fields) == {f.name for f in dataclass_fields(DecodeConfig)}
@@ -557,7 +562,7 @@ def test_a_search_is_checked_whole_against_the_servers_default(api) -> None:
     answers = served_with(api, bodies)
     for answer, (_, message) in zip(answers, bad, strict=False):
         assert isinstance(answer, Refusal) and message in answer
-        assert TranslationAPI.encode_response(api, answer).status_code == 422
+        assert route_answer(answer) == (422, str(answer))
     assert answers[-1]["translation"]
 
 
@@ -612,11 +617,21 @@ def test_a_failure_inside_a_batch_fails_only_its_request(api, lines, monkeypatch
     assert isinstance(answers[1], Failure)
     assert answers[0] == served_with(api, [bodies[0]])[0]
     assert answers[2] == served_with(api, [bodies[2]])[0]
-    reply = api.encode_response(answers[1])
-    assert reply.status_code == 500
-    assert json.loads(reply.body) == {
-        "detail": "translation failed: RuntimeError a fault in this batch"
-    }
+    assert route_answer(answers[1]) == (
+        500,
+        "translation failed: RuntimeError a fault in this batch",
+    )
+
+
+def route_answer(failure) -> tuple[int, str]:
+    """What a route answers for a worker's Failure (nmt.serving.dispatch): its status and
+    its one line, {"detail": line}."""
+    from nmt.errors import JobError
+    from nmt.serving.dispatch import answered_texts
+
+    with pytest.raises(JobError) as refused:
+        answered_texts(failure)
+    return refused.value.status, str(refused.value)
 
 
 # --- bad input: one line, 413 or 422, and nothing broken ---
@@ -713,6 +728,27 @@ def test_a_disconnected_client_and_a_timed_out_request_affect_only_themselves(
                 s.sendall(head.encode() + (body[: len(body) // 2] if cut else body))
         assert httpx.get(url + "/health", timeout=10).status_code == 200
         assert post(url, {"text": lines}).json()["translation"] == offline
+
+
+@pytest.mark.parametrize("backend", ["torch", "ctranslate2"])
+def test_a_client_that_leaves_stops_its_decoding(backend, request, model_pt, lines, tmp_path):
+    """On both servers the decoding of a request whose client has gone stops at its next
+    batch, long before its timeout (the worker logs why it stopped); the server answers on."""
+    ckpt = model_pt if backend == "torch" else request.getfixturevalue("ct2_f32").path
+    log = tmp_path / "serve.log"
+    settings = ["timeout=60", "batch_requests=1", "max_lines=256", "max_tokens=256"]
+    with serving(ckpt, f"backend={backend}", "workers=1", *settings, log_path=log) as url:
+        slow = {"text": lines * 16, "search": {"min_len": 150, "max_len_b": 150}}
+        body = json.dumps(slow).encode()
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as s:
+            head = f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
+            s.sendall(head.encode() + body)
+            time.sleep(1)  # its decoding is under way
+        deadline = time.monotonic() + 30
+        while "their clients left" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.1)
+        assert post(url, {"text": lines[:2]}).status_code == 200
 
 
 def bodies() -> st.SearchStrategy:

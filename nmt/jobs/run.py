@@ -4,7 +4,7 @@ A translator takes texts (plain: the job's lines, a text file's lines, or an HTM
 file's segments) and gives one Translation each, with its alignment when asked (documents
 always ask: the alignment places their tags and runs). `engine_translator` is the one that
 decodes in this process; the server's routes use the server's own, which shares its batches
-(nmt.serving.submit). Each document is put back together by its format's reader
+(nmt.serving.dispatch). Each document is put back together by its format's reader
 (nmt.documents.formats), for every door alike.
 """
 
@@ -60,13 +60,26 @@ def engine_translator(
     return translate
 
 
-def run(plan: Plan, translate: Translator, first_line_number: int = 1) -> Result:
-    """The job of `plan`, translated (see the module docstring)."""
+def wanted(plan: Plan) -> tuple[list[str], list[str] | None, bool, bool]:
+    """What a translator is asked for a plan: its segments, their forced prefixes, and
+    whether alignments and scores come with them (a document's: the alignments where its
+    format places tags or runs by them, and no scores)."""
     job = plan.job
-    numbers = list(range(first_line_number, first_line_number + len(plan.segments)))
     if plan.parsed is None:  # plain texts
-        found = translate(plan.segments, numbers, job.prefixes, job.alignments, job.scores)
+        return plan.segments, job.prefixes, job.alignments, job.scores
+    return plan.segments, None, plan.parsed.aligned, False
+
+
+def finished(plan: Plan, found: list[Translation]) -> Result:
+    """The plan's Result from its segments' translations: a document rendered back."""
+    if plan.parsed is None:
         return Result(translations=found)
-    found = translate(plan.segments, numbers, None, plan.parsed.aligned, False)
     out = plan.parsed.render(found)
     return Result(data=out) if isinstance(out, bytes) else Result(translations=out)
+
+
+def run(plan: Plan, translate: Translator, first_line_number: int = 1) -> Result:
+    """The job of `plan`, translated (see the module docstring)."""
+    texts, prefixes, alignments, scores = wanted(plan)
+    numbers = list(range(first_line_number, first_line_number + len(texts)))
+    return finished(plan, translate(texts, numbers, prefixes, alignments, scores))

@@ -1,22 +1,23 @@
-"""The model behind `POST /translate`: a LitServe API run by the inference worker.
+"""The model's side of every translating route: a LitServe API run by each model worker
+(or, on the CTranslate2 server, by the batcher's threads: inprocess.py).
 
-LitServe hands `predict` the requests that waited together: up to batch_requests, gathered
-until batch_wait_ms after the first of them arrived (batching.py). Their lines are decoded
-together: requests with the same search are one call of the backend's `translate`, which
+A worker takes `Work` (nmt.serving.dispatch): a checked request's texts, never its body.
+LitServe hands `predict` the works that waited together: up to batch_requests, gathered
+until batch_wait_ms after the first of them arrived (batching.py). Their texts are decoded
+together: works with the same search are one call of the backend's `translate`, which
 sorts all their lines by length into batches under max_tokens, so a line's translation does
 not depend on who else asked (tests/test_serve.py).
-Sampling requests are decoded one by one, so a seed gives the same samples however they arrive;
-requests asking for alignments, scores, another segmenting or format are decoded apart from
-the rest.
-The requests of one group are one job (nmt.jobs), run here; each text is cut into sentences
-(or not) as nmt.translation.texts says. Decoding stops between two batches once every
-request of the group is past `timeout` since it was taken (or, in-process, its client gone):
-a 504. A search that is no search as a whole (the engine's SearchError) is a 422 for the
-requests that asked for it. If a call fails otherwise, its requests are retried one by one: only a
-request that fails alone gets a 500, the others their translations, and the model stays loaded.
+Sampling works are decoded one by one, so a seed gives the same samples however they arrive;
+works asking for alignments, scores, another segmenting or format are decoded apart from
+the rest. Each text is cut into sentences (or not) as nmt.translation.texts says. Decoding
+stops between two batches once every work of the group is past `timeout` since it was taken
+or its client gone: a 504. A search that is no search as a whole (the engine's SearchError)
+is a 422 for the works that asked for it. If a call fails otherwise, its works are retried
+one by one: only a work that fails alone gets a 500, the others their translations, and the
+model stays loaded. An answer is the work's Translations, one per text, or a `Failure`.
 
-No `from __future__ import annotations` here: LitServe reads decode_request's and
-encode_response's annotations as the endpoint's request and response types (OpenAPI).
+LitServe reads decode_request's annotation as its endpoint's request type: none here (the
+route is ours, nmt.serving.server, and LitServe's own is removed).
 """
 
 import logging
@@ -25,23 +26,23 @@ from collections.abc import Callable
 from dataclasses import astuple, dataclass, replace
 
 import litserve as ls
-from fastapi.responses import JSONResponse
 
+from nmt.cli import setup_logging
 from nmt.config import ServeConfig
 from nmt.decoding.settings import SearchError
 from nmt.inference.cache import TranslationCache
 from nmt.inference.engine import Stopped
 from nmt.inference.loading import load
 from nmt.inference.search_choice import choose_search
-from nmt.jobs.check import check
-from nmt.jobs.job import Job, Limits
-from nmt.jobs.run import engine_translator, run
+from nmt.jobs.job import Job
+from nmt.jobs.run import engine_translator
 from nmt.serving.batching import FirstArrivalLoop
+from nmt.serving.dispatch import Departures, Work
 from nmt.serving.metrics import batch_metrics
-from nmt.serving.schema import TranslateRequest, TranslateResponse, request_job, response
 from nmt.terms import lemmas
 from nmt.terms.glossary import LANGS
 from nmt.translation.sentences import SentenceSplitter
+from nmt.translation.translated import Translation
 
 log = logging.getLogger("nmt.serve")
 
@@ -66,17 +67,24 @@ class TimedOut(Failure):
 
 @dataclass
 class Taken:
-    """A request a worker took: its job, when its decoding must end, and whether its client
-    has gone (`gone`: set by the in-process server; LitServe's workers cannot tell)."""
+    """Work a worker took: when its decoding must end, and whether its client has gone."""
 
-    request: TranslateRequest
+    work: Work
     job: Job
     deadline: float
     gone: Callable[[], bool] = lambda: False
 
 
 class TranslationAPI(ls.LitAPI):
-    def __init__(self, cfg: ServeConfig, overrides: list[str], model_name: str):
+    def __init__(
+        self,
+        cfg: ServeConfig,
+        overrides: list[str],
+        model_name: str,
+        departures: Departures | None = None,
+    ):
+        """`departures`: where LitServe's workers read that a client has gone (None in the
+        HTTP process's own batcher, which sees it directly)."""
         super().__init__(
             max_batch_size=cfg.batch_requests,
             batch_timeout=cfg.batch_wait_ms / 1000,
@@ -84,29 +92,39 @@ class TranslationAPI(ls.LitAPI):
             loop=FirstArrivalLoop(),  # predict gets a list, even of one request
         )
         self.cfg, self.overrides, self.model_name = cfg, overrides, model_name
+        self.departures = departures
 
     def setup(self, device: str) -> None:
-        """Load the model once; `device` is LitServe's ("cpu", "cuda:0", ...)."""
+        """Load the model once; `device` is LitServe's ("cpu", "cuda:0", ...). A worker
+        process of LitServe's logs as the server does (stderr, INFO)."""
+        setup_logging()
         if self.cfg.device == "auto":
             self.cfg.device = device
         self.engine = load(self.cfg)
         if self.cfg.cache_sentences:
             self.engine.cache = TranslationCache(self.cfg.cache_sentences, self.cfg.cache_bytes)
         self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)
+        # the search a request starts from (the door's, nmt.serving.schema): logged, and
+        # for library callers that build requests as the server does
         self.search, line = choose_search(self.engine.card, self.cfg.decode, self.overrides)
         self.batches = batch_metrics() if self.cfg.metrics else None
         lemmas.load(LANGS)  # any request may bring a glossary
         log.info("%s on %s; default %s", self.model_name, self.engine.describe(), line)
 
-    def decode_request(self, request: TranslateRequest) -> Taken:
-        """The request as this worker takes it: its job (checked by the server's door as it
-        came in) and the time its decoding must end by (timeout from now)."""
-        job = request_job(request, self.search, self.cfg)
-        job.search = self.engine.runnable(job.search)[0]
-        return Taken(request, job, time.monotonic() + self.cfg.timeout)
+    def decode_request(self, request) -> Taken:  # no annotation: the module docstring
+        """Work as this worker takes it (`request`: a Work, checked by the server's door as
+        it came in), with the time its decoding must end by (timeout from now)."""
+        job = request.decoded_job(self.cfg.glossary)
+        job = replace(job, search=self.engine.runnable(job.search)[0])
+        departures = self.departures
+
+        def gone() -> bool:
+            return departures is not None and departures.gone(request.slot)
+
+        return Taken(request, job, time.monotonic() + self.cfg.timeout, gone)
 
     def predict(self, taken: list[Taken]) -> list:
-        """One answer (a dict) or Failure per request, in order."""
+        """One answer (the work's Translations) or Failure per work, in order."""
         if self.batches is not None:
             self.batches.observe(len(taken), sum(len(t.job.texts) for t in taken))
         answers: list = [None] * len(taken)
@@ -119,8 +137,8 @@ class TranslationAPI(ls.LitAPI):
             # and for another segmenting, format or protection
             alike = (
                 astuple(job.search),
-                job.alignments,
-                job.scores,
+                one.work.alignments,
+                one.work.scores,
                 job.segment,
                 job.format,
                 job.protect,
@@ -138,6 +156,9 @@ class TranslationAPI(ls.LitAPI):
                 for i in members:
                     answers[i] = Refusal(f"search: {error}")
             except Stopped:
+                in_time = time.monotonic() <= max(taken[i].deadline for i in members)
+                if in_time and all(taken[i].gone() for i in members):
+                    log.info("stopped decoding %d requests: their clients left", len(members))
                 for i in members:
                     answers[i] = self.timed_out()
             except Exception:  # noqa: BLE001 - isolate it: retry its requests one by one
@@ -156,34 +177,27 @@ class TranslationAPI(ls.LitAPI):
     def timed_out(self) -> TimedOut:
         return TimedOut(f"request timed out: not translated within timeout={self.cfg.timeout:g} s")
 
-    def decode(self, taken: list[Taken]) -> list[dict]:
-        """Requests alike (`predict`) run as one job; its decoding stops between batches once
-        every one of them is past its time (or, in-process, gone: `gone`)."""
-        first = taken[0].job
-        job = replace(
-            first,
-            texts=[text for t in taken for text in t.job.texts],
-            prefixes=None,
-        )
+    def decode(self, taken: list[Taken]) -> list[list[Translation]]:
+        """Works alike (`predict`) run as one job; its decoding stops between batches once
+        every one of them is past its time or gone (`gone`)."""
+        first, work = taken[0].job, taken[0].work
+        texts = [text for t in taken for text in t.job.texts]
+        prefixes = None
         if any(t.job.prefixes for t in taken):
-            job.prefixes = [p for t in taken for p in (t.job.prefixes or [""] * len(t.job.texts))]
+            prefixes = [p for t in taken for p in (t.job.prefixes or [""] * len(t.job.texts))]
         last = max(t.deadline for t in taken)
 
         def stop() -> bool:
             return time.monotonic() > last or all(t.gone() for t in taken)
 
-        plan = check(job, Limits.unbounded())
-        found = run(plan, engine_translator(self.engine, job, self.splitter, stop)).translations
+        translate = engine_translator(self.engine, first, self.splitter, stop)
+        numbers = list(range(1, len(texts) + 1))
+        found = translate(texts, numbers, prefixes, work.alignments, work.scores)
         answers, at = [], 0
         for one in taken:
-            mine = found[at : at + len(one.job.texts)]
+            answers.append(found[at : at + len(one.job.texts)])
             at += len(one.job.texts)
-            answers.append(
-                response(one.request, mine, self.model_name, self.engine.name, one.job.search)
-            )
         return answers
 
-    def encode_response(self, answer) -> TranslateResponse:
-        if isinstance(answer, Failure):
-            return JSONResponse({"detail": str(answer)}, status_code=answer.status)
+    def encode_response(self, answer):  # no annotation: the answer goes back as it is
         return answer

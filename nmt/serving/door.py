@@ -13,14 +13,12 @@ before any costly work:
    limits (429).
 The route then finds what was read and checked in `scope["nmt"]` (an `Admitted`) and parses
 nothing again. Refusals are one line in the route's shape: {"error"} under /libretranslate,
-{"detail"} elsewhere; none is logged. A hop of the server's own (a checked job's texts sent to
-LitServe's model workers: submit.py) carries the server's secret and passes at once.
+{"detail"} elsewhere; none is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -35,7 +33,6 @@ from nmt.jobs.job import Job, JobError, Limits
 from nmt.serving.access import Access
 
 LIBRETRANSLATE = "/libretranslate"
-INTERNAL = b"x-nmt-internal"  # the header of the server's own hops
 FORM_OVERHEAD = 64 << 10  # a file's multipart form: its boundaries and other fields
 LINGER_SECONDS = 10.0  # after a 413 for its size, a body is read this long (20 MB at 2 MB/s)
 LINGER_BYTES = 64 << 20  # and this far; a client still sending after either may see a reset
@@ -80,11 +77,10 @@ class Door:
         routes: dict[str, Route],
         limits: Limits,
         access: Access | None,
-        internal: str,
         body_seconds: float = 30.0,
     ):
         self.app, self.routes, self.limits, self.access = app, routes, limits, access
-        self.internal, self.body_seconds = internal.encode(), body_seconds
+        self.body_seconds = body_seconds
 
     async def __call__(self, scope, receive, send) -> None:
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -92,9 +88,6 @@ class Door:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        if hmac.compare_digest(headers.get(INTERNAL, b""), self.internal):
-            await self.app(scope, receive, send)
-            return
         shape = "error" if scope["path"].startswith(LIBRETRANSLATE) else "detail"
         bearer = headers.get(b"authorization", b"")
         key = bearer[7:].strip() if bearer[:7].lower() == b"bearer " else None

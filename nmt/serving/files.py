@@ -3,9 +3,9 @@ optional fields `segment` and `api_key`), the same kind of file out, translated.
 
 The door (door.py) reads the form (`read_file_form`), checks the file's job and counts its
 text against the limits before this route runs; the route runs the checked job
-(nmt.jobs.run) with the server's translator (submit.py), so a file's texts are translated
-exactly as the same texts sent to /translate, in the same batches and queue, and puts the
-file back together. Refused in one line by the door: a type we do not read (415), a file over
+through the server's dispatch (dispatch.py), so a file's texts are translated exactly as
+the same texts sent to /translate, in the same batches and queue, and puts the file back
+together. Refused in one line by the door: a type we do not read (415), a file over
 max_file_bytes, a Word file that would inflate past max_inflated_bytes or max_zip_ratio,
 more than max_file_segments segments, a segment over max_line_chars, max_segment_words or
 max_segment_tags (413), a file that cannot be read (422). Nothing is sent back until the
@@ -20,15 +20,14 @@ from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from nmt.config import SEGMENTS
+from nmt.decoding.settings import DecodeConfig
 from nmt.documents.formats import FORMATS, of_file
 from nmt.jobs.job import Job, JobError
-from nmt.jobs.run import run
+from nmt.serving.dispatch import Dispatch
 from nmt.serving.door import Asked, check_unicode, read_form
-from nmt.serving.submit import Submit, translator
 from nmt.terms.glossary import read_glossary
 from nmt.terms.spans import Rules
 
@@ -52,10 +51,12 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
 }
 
 
-async def read_file_form(body: bytes, content_type: str, server, protect: Rules) -> Asked:
+async def read_file_form(
+    body: bytes, content_type: str, server, protect: Rules, search: DecodeConfig
+) -> Asked:
     """The door's reader of /translate_file: the form's file as a Job, read with the
     `server`'s (a ServeConfig's) segmenting and its protected spans `protect` (checked once,
-    as the server starts)."""
+    as the server starts), searched (and priced) with the server's `search`."""
     form = await read_form(body, content_type, max_files=1, status=422)
     try:
         upload, segment = form.get("file"), form.get("segment")
@@ -66,6 +67,7 @@ async def read_file_form(body: bytes, content_type: str, server, protect: Rules)
         name = upload.filename or ""
         check_unicode({"file name": name, "segment": segment, "api_key": form.get("api_key")}, 422)
         job = Job(
+            search=search,
             data=await upload.read(),
             name=name,
             format=of_file(name).name,
@@ -96,14 +98,14 @@ def disposition(name: str, target_lang: str) -> str:
     )
 
 
-def add_file_route(app: FastAPI, submit: Submit, max_lines: int, target_lang: str) -> None:
+def add_file_route(app: FastAPI, dispatch: Dispatch, target_lang: str) -> None:
     @app.post("/translate_file", openapi_extra=FORM)
     async def translate_file(request: Request) -> Response:
         """The file, translated: the same type, its shape, tags or formatting kept."""
         admitted = request.scope["nmt"]
         plan = admitted.plan
         try:
-            result = await run_in_threadpool(run, plan, translator(submit, plan.job, max_lines))
+            result = await dispatch.run(plan, request.receive)
         except JobError as error:
             return JSONResponse({"detail": str(error)}, status_code=error.status)
         return Response(

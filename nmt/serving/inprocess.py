@@ -2,8 +2,8 @@
 
 CTranslate2 decodes in its own threads and lets go of the GIL while it does, so it needs no
 worker processes; under LitServe a third of a model worker's time went into passing requests
-and answers through multiprocessing queues (docs/benchmarks.md). Here the HTTP handlers put
-each request on an asyncio queue and a Batcher hands batches to `workers` threads, each
+and answers through multiprocessing queues (docs/benchmarks.md). Here the routes put
+each request's work on an asyncio queue and a Batcher hands batches to `workers` threads, each
 running the same `TranslationAPI.predict` as LitServe's workers (so the answers are the
 same). One CTranslate2 Translator decodes them, with workers x threads single-threaded
 workers of its own on the CPU (one request's batches can then use more than one; a
@@ -17,7 +17,6 @@ request that waited longer than `timeout` before a worker took it is answered 50
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -26,12 +25,12 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 
 import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi import FastAPI
+from fastapi.responses import PlainTextResponse
 
-from nmt.jobs.job import JobError
-from nmt.serving.api import Failure
-from nmt.serving.schema import TranslateRequest, TranslateResponse
+from nmt.serving.api import TimedOut
+from nmt.serving.dispatch import Work, answered_texts
+from nmt.translation.translated import Translation
 
 log = logging.getLogger("nmt.serve")
 
@@ -121,12 +120,6 @@ class Batcher:
             free.release()
 
 
-async def client_left(request: Request) -> None:
-    """Return once the client has gone (its body is read: what comes next is the disconnect)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
 class InProcessServer:
     """The FastAPI app (`app`, for build_server to add the page and the gate) and its run."""
 
@@ -146,32 +139,17 @@ class InProcessServer:
             batch_requests,
             wait_s,
             timeout_s,
-            lambda: JSONResponse(
-                {"detail": f"request timed out: not taken within timeout={timeout_s:g} s"},
-                status_code=504,
-            ),
+            lambda: TimedOut(f"request timed out: not taken within timeout={timeout_s:g} s"),
         )
 
         @asynccontextmanager
         async def lifespan(app: FastAPI):
-            self.loop = asyncio.get_running_loop()
             task = asyncio.create_task(self.batcher.run())
             yield
             task.cancel()
             self.batcher.pool.shutdown(wait=False, cancel_futures=True)
 
         self.app = app = FastAPI(lifespan=lifespan)
-
-        @app.post("/translate")
-        async def translate(request: TranslateRequest, raw: Request) -> TranslateResponse:
-            taken = api.decode_request(request)
-            watcher = asyncio.create_task(client_left(raw))
-            taken.gone = watcher.done
-            try:
-                answer = await self.batcher.answer(taken)
-            finally:
-                watcher.cancel()
-            return answer if isinstance(answer, JSONResponse) else api.encode_response(answer)
 
         @app.get("/health", response_class=PlainTextResponse)
         async def health() -> str:
@@ -181,16 +159,13 @@ class InProcessServer:
         async def info() -> dict:
             return {"model": metadata, "server": {"in_process": True, "workers": workers}}
 
-    def submit(self, request: dict) -> dict:
-        """A /translate request's answer, from a thread of a route that runs a checked job
-        (nmt.serving.submit): queued to the batcher as any request is, no HTTP hop."""
-        taken = self.api.decode_request(TranslateRequest.model_validate(request))
-        answer = asyncio.run_coroutine_threadsafe(self.batcher.answer(taken), self.loop).result()
-        if isinstance(answer, JSONResponse):
-            raise JobError(answer.status_code, json.loads(answer.body)["detail"])
-        if isinstance(answer, Failure):
-            raise JobError(answer.status, str(answer))
-        return answer
+    async def submit(self, work: Work, gone: asyncio.Future | None) -> list[Translation]:
+        """Work queued to the batcher (nmt.serving.dispatch's Submit); its threads see the
+        client leave through `gone`."""
+        taken = self.api.decode_request(work)
+        if gone is not None:
+            taken.gone = gone.done
+        return answered_texts(await self.batcher.answer(taken))
 
     def run(
         self, host: str, port: int, log_level: str, drain_seconds: float, connections: dict

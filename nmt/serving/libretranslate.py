@@ -15,8 +15,8 @@ Errors have LibreTranslate's shape, {"error": "one line"}: 400 for a body that i
 a form, a missing field, a language the model does not serve (naming the pair), a format or
 an alternatives count it cannot take; the door's refusals (limits, keys) keep their status.
 The door (door.py) reads each body with this module's readers and checks its job before the
-route runs; texts are translated through the server's Submit (submit.py), in the same batches
-and under the same limits as /translate's; language detection runs in a thread.
+route runs; its checked job runs through the server's dispatch (dispatch.py), in the same
+batches and under the same limits as /translate's; language detection runs in a thread.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from starlette.concurrency import run_in_threadpool
 from nmt.config import CONF_DIR, ServeConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.jobs.job import Job, JobError
+from nmt.serving.dispatch import Dispatch
+from nmt.serving.door import Admitted, Reader, check_unicode, read_form
 from nmt.serving.door import Asked as DoorAsked
-from nmt.serving.door import Reader, check_unicode, read_form
 from nmt.serving.schema import TranslateRequest, request_job
-from nmt.serving.submit import Submit
 
 PREFIX = "/libretranslate"
 NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian"}
@@ -111,12 +111,17 @@ async def fields(body: bytes, content_type: str) -> dict:
 
 class LibreRoutes:
     """The work of the LibreTranslate routes of one server: their bodies read into jobs (the
-    door's readers), and a checked request translated through `submit`."""
+    door's readers), and a checked request translated through `dispatch`."""
 
     def __init__(
-        self, cfg: ServeConfig, src_lang: str, tgt_lang: str, search: DecodeConfig, submit: Submit
+        self,
+        cfg: ServeConfig,
+        src_lang: str,
+        tgt_lang: str,
+        search: DecodeConfig,
+        dispatch: Dispatch,
     ):
-        self.cfg, self.search, self.submit = cfg, search, submit
+        self.cfg, self.search, self.dispatch = cfg, search, dispatch
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.identify = LanguageID([src_lang, tgt_lang])
         self.pair = f"this server translates {src_lang} to {tgt_lang}"
@@ -164,22 +169,22 @@ class LibreRoutes:
         key = given.get("api_key")
         return DoorAsked(q, Job(texts=[q]), key if isinstance(key, str) else None)
 
-    def translate(self, asked: LibreAsked) -> dict:
-        texts = asked.body["text"]
+    async def translate(self, admitted: Admitted, receive) -> dict:
+        """The answer to a checked request (`receive`: its client's, as Dispatch.run's)."""
+        asked: LibreAsked = admitted.request
         detected = None
         if asked.detect:
-            ranked = self.identify.rank(" ".join(texts))
+            ranked = await run_in_threadpool(self.identify.rank, " ".join(asked.body["text"]))
             detected = {"language": ranked[0][0], "confidence": ranked[0][1]}
             if ranked[0][0] != self.src_lang:
                 raise JobError(
                     400, f"{ranked[0][0]} to {self.tgt_lang} is not available: {self.pair}"
                 )
-        found = self.submit(asked.body)
-        result: dict = {
-            "translatedText": found["translation"] if asked.listed else found["translation"][0]
-        }
+        found = (await self.dispatch.run(admitted.plan, receive)).translations
+        texts = [t.text for t in found]
+        result: dict = {"translatedText": texts if asked.listed else texts[0]}
         if asked.alternatives:
-            others = [[h["text"] for h in nbest[1:]] for nbest in found["nbest"]]
+            others = [[text for text, _ in t.alternatives[1:]] for t in found]
             result["alternatives"] = others if asked.listed else others[0]
         if detected:
             result["detectedLanguage"] = detected
@@ -192,17 +197,17 @@ def add_libretranslate(
     src_lang: str,
     tgt_lang: str,
     search: DecodeConfig,
-    submit: Submit,
+    dispatch: Dispatch,
 ) -> dict[str, Reader]:
     """The routes of the module docstring on `app`; returns the door's readers of their
     bodies, by path."""
-    libre = LibreRoutes(cfg, src_lang, tgt_lang, search, submit)
+    libre = LibreRoutes(cfg, src_lang, tgt_lang, search, dispatch)
 
     @app.post(PREFIX + "/translate", tags=["LibreTranslate"])
     async def libretranslate_translate(request: Request):
         """LibreTranslate's POST /translate."""
         try:
-            return await run_in_threadpool(libre.translate, request.scope["nmt"].request)
+            return await libre.translate(request.scope["nmt"], request.receive)
         except JobError as error:
             return JSONResponse({"error": str(error)}, status_code=error.status)
 

@@ -6,8 +6,7 @@ token when one is set), through prometheus-client, kept by the HTTP process:
 - nmt_requests_in_flight{route}: accepted and not yet answered (queued or decoding);
 - nmt_request_texts{route}: texts (a file's segments) per admitted request, a histogram;
 - nmt_characters_total: characters of the texts translated (a file's text, not its bytes).
-A route's own hops to /translate (submit.py) are not counted again. And from the model
-workers, where the batches are made:
+And from the model workers, where the batches are made:
 - nmt_batch_requests, nmt_batch_lines: requests and lines per decoded batch, histograms.
 LitServe's model workers are processes of their own: they write these to files in a folder
 (`PROMETHEUS_MULTIPROC_DIR`, prometheus-client's multiprocess mode, set for them by
@@ -36,8 +35,6 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
-
-from nmt.serving.door import INTERNAL
 
 TEXTS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 LINES_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
@@ -123,18 +120,14 @@ class MetricsGate:
     counts what the door refuses too); the texts and characters of an admitted request are
     read from what the door left in the scope, so the body is not read again."""
 
-    def __init__(self, app, *, metrics: Metrics, routes: dict, internal: str):
+    def __init__(self, app, *, metrics: Metrics, routes: dict):
         # the door's own table of translating routes (filled in as they are added)
         self.app, self.metrics, self.routes = app, metrics, routes
-        self.internal = internal.encode()
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path")
         if scope["type"] != "http" or scope["method"] != "POST" or path not in self.routes:
             await self.app(scope, receive, send)
-            return
-        if hmac.compare_digest(dict(scope["headers"]).get(INTERNAL, b""), self.internal):
-            await self.app(scope, receive, send)  # a hop of the server's own
             return
         status = 500
 

@@ -15,7 +15,6 @@ page, page.html), and FastAPI's /docs and /openapi.json.
 from __future__ import annotations
 
 import html
-import secrets
 from dataclasses import asdict, fields, replace
 from importlib import resources
 from importlib.metadata import version
@@ -30,21 +29,21 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from nmt.config import RequestLimits, ServeConfig
 from nmt.decoding.settings import check_search, describe_search
 from nmt.documents.formats import FORMATS, TEXT_FORMATS
-from nmt.errors import UsageError
+from nmt.errors import JobError, UsageError
 from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
 from nmt.jobs.job import Limits
 from nmt.model import ModelConfig
 from nmt.serving.access import Access, parse_limit, read_keys
 from nmt.serving.api import TranslationAPI
+from nmt.serving.dispatch import Departures, Dispatch, LitServeSubmit
 from nmt.serving.door import FORM_OVERHEAD, Asked, Door, Route
 from nmt.serving.files import add_file_route, read_file_form
 from nmt.serving.inprocess import InProcessServer
 from nmt.serving.libretranslate import add_libretranslate
 from nmt.serving.limit_storage import limit_storage
 from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
-from nmt.serving.schema import translate_reader
-from nmt.serving.submit import hop
+from nmt.serving.schema import TranslateRequest, TranslateResponse, response, translate_reader
 from nmt.serving.workers import ModelWorkers, watch_workers
 from nmt.terms.glossary import GlossaryError, read_glossary
 from nmt.translation.settings import checked_rules
@@ -108,12 +107,11 @@ def build_server(
     check_search(search, card.vocab_size)  # the default every request starts from, at start
     limits = Limits.of(cfg, ModelConfig(**card.shape).max_positions)
     metadata = server_info(cfg, card, search, limits)
-    internal = secrets.token_urlsafe(24)  # marks the routes' own hops to /translate
     routes: dict[str, Route] = {}  # the door's, filled in as the routes are added
-    door = {"routes": routes, "limits": limits, "access": access(cfg), "internal": internal}
+    door = {"routes": routes, "limits": limits, "access": access(cfg)}
     door["body_seconds"] = cfg.body_seconds
     metrics = Metrics()
-    middlewares = [(Door, door), *outer_middlewares(cfg, metrics, internal, routes)]
+    middlewares = [(Door, door), *outer_middlewares(cfg, metrics, routes)]
     if engine_class(cfg.backend).releases_gil:
         # one engine, workers x threads single-threaded decoders; `workers` batches at once
         api = TranslationAPI(replace(cfg, threads=cfg.workers * cfg.threads), overrides, card.name)
@@ -122,13 +120,16 @@ def build_server(
         )
         for middleware, settings in middlewares:
             server.app.add_middleware(middleware, **settings)
-        add_routes(server.app, cfg, card, search, server.submit, routes, metrics)
+        dispatch = Dispatch(server.submit, cfg.max_lines, cfg.glossary)
+        add_routes(server.app, cfg, card, search, dispatch, routes, metrics)
+        metadata["routes"] = list(routes)  # /info's list: the door's own
         return server, f"{card.name}: {search_line}"
     if cfg.metrics:
         share_worker_metrics()  # the model workers' batch sizes reach /metrics
-    workers = ModelWorkers(cfg.workers)
+    workers, departures = ModelWorkers(cfg.workers), Departures()
+    api = TranslationAPI(cfg, overrides, card.name, departures)
     server = ls.LitServer(
-        TranslationAPI(cfg, overrides, card.name),
+        api,
         accelerator=accelerator(cfg.device),
         devices=1,
         workers_per_device=cfg.workers,
@@ -140,8 +141,19 @@ def build_server(
     )
     server.uvicorn_graceful_timeout = cfg.drain_seconds  # how long its HTTP process drains
     watch_workers(server, workers)  # its requests answered, /health telling
-    add_routes(server.app, cfg, card, search, hop(cfg, internal), routes, metrics)
+    # the works reach LitServe's workers through its queue, never through its own route
+    without_route(server.app, api.api_path)
+    dispatch = Dispatch(
+        LitServeSubmit(server, api.api_path, departures), cfg.max_lines, cfg.glossary
+    )
+    add_routes(server.app, cfg, card, search, dispatch, routes, metrics)
+    metadata["routes"] = list(routes)  # /info's list: the door's own
     return server, f"{card.name}: {search_line}"
+
+
+def without_route(app, path: str) -> None:
+    """Drop `app`'s routes at `path` (LitServe's own, for a route of ours in their place)."""
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != path]
 
 
 def server_info(cfg: ServeConfig, card, search, limits: Limits) -> dict:
@@ -182,19 +194,20 @@ def server_info(cfg: ServeConfig, card, search, limits: Limits) -> dict:
     }
 
 
-def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metrics) -> None:
-    """The routes beside /translate, the same for both servers (the page, files,
-    LibreTranslate's API, /metrics when asked, one-line 422s), and the door's readers of
-    every translating route's body."""
+def add_routes(app, cfg: ServeConfig, card, search, dispatch: Dispatch, routes: dict, metrics):
+    """The routes of both servers (/translate, the page, files, LibreTranslate's API,
+    /metrics when asked, one-line 422s), and the door's readers of every translating route's
+    body."""
 
     rules = checked_rules(cfg, cfg.backend)  # every file's, checked at start-up
 
     async def read_file(body: bytes, content_type: str) -> Asked:
-        return await read_file_form(body, content_type, cfg, rules)
+        return await read_file_form(body, content_type, cfg, rules, search)
 
+    add_translate_route(app, dispatch, card.name, engine_class(cfg.backend))
     add_page(app, card)
-    add_file_route(app, submit, cfg.max_lines, card.tgt_lang)
-    readers = add_libretranslate(app, cfg, card.src_lang, card.tgt_lang, search, submit)
+    add_file_route(app, dispatch, card.tgt_lang)
+    readers = add_libretranslate(app, cfg, card.src_lang, card.tgt_lang, search, dispatch)
     read_translate = translate_reader(search, cfg)
     routes["/translate"] = Route(read_translate, cfg.max_body_bytes, "max_body_bytes")
     file_body = cfg.max_file_bytes + FORM_OVERHEAD
@@ -204,6 +217,50 @@ def add_routes(app, cfg: ServeConfig, card, search, submit, routes: dict, metric
     if cfg.metrics:
         add_metrics(app, metrics, cfg.metrics_token)
     app.add_exception_handler(RequestValidationError, one_line_422)
+
+
+def add_translate_route(app: FastAPI, dispatch: Dispatch, model_name: str, engine) -> None:
+    """POST /translate: the door's checked request run by the workers, answered in its
+    shape (its body documented as TranslateRequest, which the door has read)."""
+
+    @app.post("/translate", response_model=TranslateResponse, openapi_extra=TRANSLATE_BODY)
+    async def translate(request: Request):
+        """Translate a text, or a list of texts, with the server's model."""
+        admitted = request.scope["nmt"]
+        try:
+            result = await dispatch.run(admitted.plan, request.receive)
+        except JobError as error:
+            return JSONResponse({"detail": str(error)}, status_code=error.status)
+        search = engine.runnable(admitted.plan.job.search)[0]
+        return response(admitted.request, result.translations, model_name, engine.name, search)
+
+    documented(app, TranslateRequest)
+
+
+TRANSLATE_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/TranslateRequest"}}
+        },
+    }
+}
+
+
+def documented(app: FastAPI, model) -> None:
+    """`model`'s JSON schema among the app's OpenAPI components (a body the door reads)."""
+    build = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = build()
+            found = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(found.pop("$defs", {}))
+            components[model.__name__] = found
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def uvicorn_settings(cfg: ServeConfig) -> dict:
@@ -229,14 +286,12 @@ def access(cfg: ServeConfig) -> Access | None:
     return Access(keys, requests, chars, limit_storage(cfg.limits_storage))
 
 
-def outer_middlewares(
-    cfg: ServeConfig, metrics: Metrics, internal: str, routes: dict
-) -> list[tuple]:
+def outer_middlewares(cfg: ServeConfig, metrics: Metrics, routes: dict) -> list[tuple]:
     """The metrics (around the door: they count its refusals too) and CORS, outermost last
     (Starlette runs the last added first)."""
     found = []
     if cfg.metrics:
-        found.append((MetricsGate, {"metrics": metrics, "routes": routes, "internal": internal}))
+        found.append((MetricsGate, {"metrics": metrics, "routes": routes}))
     if cfg.cors_origins:
         cors = {"allow_origins": list(cfg.cors_origins), "allow_methods": ["GET", "POST"]}
         found.append((CORSMiddleware, cors | {"allow_headers": ["Authorization", "Content-Type"]}))
