@@ -159,15 +159,19 @@ class LitServeSubmit:
         queue.put(
             (self.server.app.response_queue_id, uid, time.monotonic(), replace(work, slot=slot))
         )
+
+        def left(_) -> None:  # told to the worker as soon as the client has gone
+            if not event.is_set():
+                self.departures.leave(slot)
+
+        if gone is not None:
+            gone.add_done_callback(left)
         try:
-            answered = asyncio.ensure_future(event.wait())
-            if gone is not None:
-                await asyncio.wait({answered, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not event.is_set():
-                    self.departures.leave(slot)
-            await answered
+            await event.wait()
             answer, status = buffer[uid].response
         finally:
+            if gone is not None:
+                gone.remove_done_callback(left)
             buffer.pop(uid, None)
             self.departures.release(slot)
         if status == LitAPIStatus.ERROR:
