@@ -345,6 +345,7 @@ class DataConfig:
     num_proc: int = 1  # processes for tokenization (Dataset.map)
     num_workers: int = 0  # DataLoader workers
     max_train_pairs: int | None = None  # keep only the first N training pairs (tests, smoke runs)
+    max_eval_pairs: int | None = None  # and the first N validation and test pairs (a quick look)
     # files: training pairs set aside as the validation split when data_files names none
     carve_valid: int = 1000
     # Also dropped from the training pairs (and counted): repeats of an earlier pair, and
@@ -626,6 +627,10 @@ class RequestLimits(ArchiveLimits):
     # An HTML text's or file's tags (its "<"s) or a Word file's runs, counted before parsing
     max_file_tags: int = 50_000
     max_search_cost: int = 20_000_000
+    # The decoder state one batch may hold (the self-attention keys and values of every row
+    # at its longest output): the planner cuts batches to it, and a single sentence's search
+    # that would pass it on its own is refused (nmt/inference/planner.py, nmt/jobs/check.py)
+    max_decoder_bytes: int = 1 << 30
     # Seconds a request's own protect_patterns may take on all its texts together, tried before
     # any translation (they run on RE2, in linear time: nmt/terms/spans.py); over it, a 422
     max_pattern_seconds: float = 0.5
@@ -782,6 +787,9 @@ class ServeConfig(DocumentConfig, InferenceConfig, RequestLimits):
     api_keys_file: str | None = None
     limit_requests: str | None = None
     limit_chars: str | None = None
+    # refused requests per client address (bad keys, bodies, limits passed): past it a 429
+    # before the body is read; None: as limit_requests
+    limit_refused: str | None = None
     cors_origins: list[str] = field(default_factory=list)
     # Where those limits are counted: memory:// (this process alone), or redis://host:port/db
     # (rediss:// with TLS), one count for every replica that names the same store

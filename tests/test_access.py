@@ -44,6 +44,7 @@ def server(model_pt: Path, server_log: Path, tmp_path_factory) -> Iterator[str]:
         f"api_keys_file={keys}",
         "limit_requests=5/minute",
         "limit_chars=100000/hour",
+        "limit_refused=1000/minute",  # the tests below send a hundred refused requests
         "cors_origins=[http://example.org]",
         "metrics=true",
         "metrics_token=m-secret",
@@ -229,7 +230,7 @@ def access_gate(**settings):
     from fastapi import FastAPI
     from limits.storage import MemoryStorage
 
-    from nmt.config import DecodeConfig, ServeConfig
+    from nmt.config import DecodeConfig, ModelConfig, ServeConfig
     from nmt.jobs.job import Limits
     from nmt.serving.access import Access, parse_limit
     from nmt.serving.door import Door, Route
@@ -244,7 +245,7 @@ def access_gate(**settings):
     readers["/translate"] = translate_reader(DecodeConfig(), cfg)
     routes = {path: Route(read, 1 << 20, "max_body_bytes") for path, read in readers.items()}
     access = Access(**settings, storage=MemoryStorage())
-    limits = Limits.of(cfg, 1024)
+    limits = Limits.of(cfg, ModelConfig(max_positions=1024))
     return Door(answer_ok, routes=routes, limits=limits, access=access)
 
 
@@ -306,6 +307,50 @@ def test_a_multipart_form_names_its_key():
     for key, status in ((KEYS[0], 200), ("x", 403)):
         reply = call(gate, PREFIX + "/translate", data=lt | {"api_key": key}, files=multipart)
         assert reply.status_code == status
+
+
+def test_refused_requests_count_toward_limit_requests_and_then_go_unread():
+    """An address whose refused requests fill limit_requests (limit_refused's default) is
+    answered 429 before its body is read, even with a right key; admitted requests are not
+    counted there."""
+    gate = access_gate(keys=[KEYS[0].encode()], requests="3/minute")
+    right, wrong = {"Authorization": f"Bearer {KEYS[0]}"}, {"Authorization": "Bearer x"}
+    assert call(gate, "/translate", json={"text": "A."}, headers=right).status_code == 200
+    for _ in range(3):
+        assert call(gate, "/translate", json={"text": "A."}, headers=wrong).status_code == 403
+    blocked = call(gate, "/translate", content=b"{not JSON", headers=right)
+    assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) >= 1
+    assert "over limit_refused=3 per 1 minute for this address" in blocked.json()["detail"]
+    busy = access_gate(keys=[KEYS[0].encode()], requests="3/minute")
+    codes = []
+    for _ in range(4):
+        codes.append(call(busy, "/translate", json={"text": "A."}, headers=right).status_code)
+    assert codes == [200, 200, 200, 429]  # the 429 is this address's first refusal
+    assert call(busy, "/translate", content=b"{", headers=right).status_code == 422  # second
+
+
+def test_a_requests_glossary_is_built_only_for_a_key_that_passes(monkeypatch):
+    """A client the key refuses costs no glossary work (its terms are never read, merged or
+    lemmatised); one it admits gets its glossary, through either route."""
+    from nmt.terms.glossary import Glossary
+
+    built = []
+    of_request = Glossary.of_request.__func__
+
+    def counting(cls, pairs, exact=False):
+        built.append(pairs)
+        return of_request(cls, pairs, exact)
+
+    monkeypatch.setattr(Glossary, "of_request", classmethod(counting))
+    gate = access_gate(keys=[KEYS[0].encode()])
+    terms = {"dog": "Hund"}
+    body = {"text": "A dog.", "glossary": terms}
+    for key, status in (("x", 403), (None, 401)):
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        assert call(gate, "/translate", json=body, headers=headers).status_code == status
+    assert built == []
+    reply = call(gate, "/translate", json=body, headers={"Authorization": f"Bearer {KEYS[0]}"})
+    assert reply.status_code == 200 and built == [terms]
 
 
 def test_every_translating_request_is_counted_once_whatever_its_headers():

@@ -756,3 +756,34 @@ def test_beams_are_dealt_out_by_constraint_tokens_written() -> None:
     assert place[0].tolist() == [2, 0] and real[0].all()
     assert place[1, 0].item() == 1 and real[1].tolist() == [True, False]
     assert allocate(valid, bank, 3)[0][0].tolist() == [2, 0, 1]
+
+
+def test_a_batch_holds_no_more_decoder_state_than_its_budget_and_translates_alike(
+    overfit_engine, overfit_pairs
+) -> None:
+    """The planner cuts a batch where its rows x longest output x one row's state per
+    token would pass max_state_bytes; the lines translate as in the unbounded batches."""
+    from dataclasses import replace as replaced
+
+    from nmt.config import ModelConfig
+    from nmt.inference.planner import rows_per_sentence
+    from nmt.jobs.job import state_bytes_per_token
+
+    lines = overfit_pairs[0][:24]
+    search = DecodeConfig(strategy="beam", beam_size=4, nbest=2, len_penalty=1.0)
+    planner = overfit_engine.planner
+    per_token = state_bytes_per_token(ModelConfig(**overfit_engine.card.shape))
+    unbounded = planner.plan(lines, search)
+    budget = 8 * rows_per_sentence(search) * per_token * 40  # 8 sentences of 40 tokens
+    bounded = replaced(planner, max_state_bytes=budget, state_bytes_per_token=per_token)
+    batches = bounded.plan(lines, search)
+    assert len(batches) > len(unbounded)
+    for batch in batches:
+        state = len(batch.lines) * 4 * per_token * (max(batch.max_lengths) + 1)
+        assert state <= budget or len(batch.lines) == 1
+    overfit_engine.planner = bounded
+    try:
+        cut = overfit_engine.translate(lines, search)
+    finally:
+        overfit_engine.planner = planner
+    assert tokens_of(cut) == tokens_of(overfit_engine.translate(lines, search))

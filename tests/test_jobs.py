@@ -70,6 +70,46 @@ def test_a_search_costs_its_worst_case_and_a_plain_request_passes():
     assert plan.segments == ["A man rides a bike."] * 16
 
 
+def test_the_search_is_priced_per_sentence_as_the_translator_cuts_them():
+    """Each sentence of a line is searched with its own limit, at least min_len: a line of
+    200 short sentences costs 200 searches (priced as one line it was ~15x under), while
+    segment=lines prices the line once; an empty text costs nothing."""
+    from nmt.translation.sentences import SentenceSplitter
+
+    beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0, min_len=100)
+    line = "A dog runs. " * 200  # 2,400 characters
+    per_sentence = search_cost(Job(search=beam), [line], 255)
+    assert per_sentence == 200 * 4 * 100  # each "A dog runs." at least min_len
+    assert search_cost(Job(search=beam, segment="lines"), [line], 255) == 4 * 255
+    assert search_cost(Job(search=beam), ["", "  "], 255) == 0
+    # captions run together, no stop between them: the server's max_words cuts them
+    run = "A man rides a bike A woman walks a dog A child plays with a ball A cat sleeps"
+    assert search_cost(Job(search=beam), [run], 255, SentenceSplitter(max_words=10)) == (
+        4 * 4 * 100
+    )
+    limits = replace(LIMITS, max_line_chars=3000, max_search_cost=50_000)
+    error = refused(Job(texts=[line], search=beam), limits)
+    assert error.status == 413 and "80,000 tokens" in str(error)
+    assert check(Job(texts=[line], search=beam, segment="lines"), limits).segments == [line]
+
+
+def test_a_search_whose_decoder_state_passes_the_budget_is_refused_before_it_runs():
+    """One sentence's rows x its longest output x the model's state per token (keys and
+    values of every decoder layer): over max_decoder_bytes, a 413 naming it."""
+    from nmt.config import ModelConfig
+    from nmt.jobs.job import state_bytes_per_token
+
+    shape = ModelConfig(d_model=64, decoder_layers=2, max_positions=256)
+    per_token = state_bytes_per_token(shape)
+    assert per_token == 2 * 2 * 64 * 4
+    beam = DecodeConfig(strategy="beam", beam_size=8, len_penalty=1.0, min_len=200)
+    budget = 8 * 150 * per_token  # 8 rows of 150 tokens
+    limits = replace(LIMITS, state_bytes_per_token=per_token, max_decoder_bytes=budget)
+    error = refused(Job(texts=["A man."], search=beam), limits)
+    assert error.status == 413 and "max_decoder_bytes" in str(error)
+    assert check(Job(texts=["A man."], search=replace(beam, min_len=100)), limits)
+
+
 def test_a_word_zip_bomb_is_refused_before_it_is_unzipped():
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:

@@ -202,7 +202,11 @@ def test_each_rule_has_one_home():
         ]
         assert holders == [home], (text, holders)
     limits = [f.name for f in fields(RequestLimits)]
-    assert [f.name for f in fields(Limits)] == [*limits, "max_output_tokens"]
+    assert [f.name for f in fields(Limits)] == [
+        *limits,
+        "max_output_tokens",
+        "state_bytes_per_token",
+    ]
     assert set(limits) <= {f.name for f in fields(ServeConfig)}
     for path in (ROOT / "nmt" / "serving").glob("*.py"):  # no hand-kept list of limit names
         assert '"max_file_segments"' not in path.read_text(encoding="utf-8"), path

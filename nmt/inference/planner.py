@@ -3,7 +3,8 @@
 Empty or whitespace-only lines are not decoded (their n-best list is empty). The others are
 encoded with the model's sentencepiece model (EOS appended; a line longer than the model's
 positions is cut, with a warning naming its line number), their prefixes too, and grouped
-into length-sorted batches of at most `max_tokens` padded source tokens x search rows. A
+into length-sorted batches of at most `max_tokens` padded source tokens x search rows, and,
+given `max_state_bytes`, of at most that much decoder state (`within_state`). A
 line annotated with glossary terms is sized as the sentence it annotates (`sized_as`): its
 marks and terms (a few pieces each) add nothing more to translate, yet would split its batch
 and raise its output limit, which the beam runs near. It is sized at half its own pieces
@@ -65,6 +66,28 @@ def length_batches(lengths: list[int], max_tokens: int) -> list[list[int]]:
     return batches
 
 
+def within_state(
+    group: list[int], limits: list[int], row_bytes: int, budget: int
+) -> list[list[int]]:
+    """A batch cut, in order, into parts whose decoder state stays within `budget` bytes:
+    its sentences x `row_bytes` (the rows of one sentence, per output token) x the longest
+    output its sentences allow (`limits`, plus EOS). A sentence over it alone gets a part of
+    its own (the server's door refuses such a search: nmt.jobs.check)."""
+    parts: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in group:
+        widest = max(longest, limits[i] + 1)
+        if current and (len(current) + 1) * row_bytes * widest > budget:
+            parts.append(current)
+            current, widest = [], limits[i] + 1
+        current.append(i)
+        longest = widest
+    if current:
+        parts.append(current)
+    return parts
+
+
 def encode_sources(
     tokenizer: Tokenizer, lines: list[str], max_positions: int, numbers: list[int]
 ) -> list[list[int]]:
@@ -117,6 +140,9 @@ class Planner:
     max_positions: int
     max_tokens: int
     one_length_per_batch: bool = False
+    # the decoder state a batch may hold (0: no bound), and one row's per output token
+    max_state_bytes: int = 0
+    state_bytes_per_token: int = 0
 
     def plan(
         self,
@@ -151,15 +177,7 @@ class Planner:
             max_output_length(search, size, p, self.max_positions - 1)
             for size, p in zip(sizes, forced, strict=True)
         ]
-        groups = length_batches(sizes, max(1, self.max_tokens // rows_per_sentence(search)))
-        if self.one_length_per_batch:
-            groups = [same for group in groups for same in same_limit(group, limits)]
-        # a batch's sentences without terms stay in it: the constrained search, and a steered
-        # one stopping by first_k, are the plain search for them, and a batch split in two
-        # takes two runs of the decoder (docs/benchmarks.md, stop 73); but a search steered
-        # under the exact stop, which it ends by first_k, leaves them to the plain search
-        if any(required) and steer and search.stop != "first_k":
-            groups = [part for group in groups for part in by_constraints(group, required)]
+        groups = self.groups(sizes, limits, required, search, steer)
         return [
             LineBatch(
                 lines=[todo[i] for i in group],
@@ -176,6 +194,35 @@ class Planner:
             )
             for group in groups
         ]
+
+    def groups(
+        self,
+        sizes: list[int],
+        limits: list[int],
+        required: list[list[list[int]]],
+        search: DecodeConfig,
+        steer: bool,
+    ) -> list[list[int]]:
+        """The lines' batches (as indices): length-sorted under max_tokens, then cut to one
+        output limit each (an engine that takes one), to the decoder state budget, and by
+        their terms where a steered search leaves the others to the plain search."""
+        groups = length_batches(sizes, max(1, self.max_tokens // rows_per_sentence(search)))
+        if self.one_length_per_batch:
+            groups = [same for group in groups for same in same_limit(group, limits)]
+        if self.max_state_bytes:
+            row_bytes = rows_per_sentence(search) * self.state_bytes_per_token
+            groups = [
+                part
+                for group in groups
+                for part in within_state(group, limits, row_bytes, self.max_state_bytes)
+            ]
+        # a batch's sentences without terms stay in it: the constrained search, and a steered
+        # one stopping by first_k, are the plain search for them, and a batch split in two
+        # takes two runs of the decoder (docs/benchmarks.md, stop 73); but a search steered
+        # under the exact stop, which it ends by first_k, leaves them to the plain search
+        if any(required) and steer and search.stop != "first_k":
+            groups = [part for group in groups for part in by_constraints(group, required)]
+        return groups
 
     def forced(
         self, prefixes: list[str] | None, numbers: list[int]

@@ -4,10 +4,11 @@ A file is bounded by its bytes; then its format's reader (nmt.documents.formats)
 only that format has before parsing (a Word file's inflated size and runs, an HTML page's
 `<`s: `max_file_tags`) and parses it once, in linear time, into the segments that will be
 translated; each segment's characters, words and inline tags are counted before alignment
-and tag projection ever see them. Then the search's worst case is priced: per segment, the
-rows the search keeps (beams, or one) x the n-best x the longest output it allows
-(a * (characters + 1) + b tokens, at least min_len, at most the model's positions: a token
-holds at least a character), summed over the segments. The `Plan` keeps what was parsed, so
+and tag projection ever see them. Then the search's worst case is priced: per sentence, as
+the translator cuts the segments (or per segment with segment=lines), the rows the search
+keeps (beams, or one) x the n-best x the longest output it allows (a * (characters + 1) + b
+tokens, at least min_len, at most the model's positions: a token holds at least a
+character), summed over the sentences. The `Plan` keeps what was parsed, so
 running the job parses nothing again.
 """
 
@@ -20,9 +21,11 @@ from nmt.decoding.penalties import output_length
 from nmt.documents.formats import named
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
+from nmt.inference.planner import rows_per_sentence
 from nmt.jobs.job import Job, Limits
 from nmt.terms.placing import MAX_ROUNDS
 from nmt.terms.spans import SpanError
+from nmt.translation.sentences import SentenceSplitter
 
 
 @dataclass
@@ -40,11 +43,12 @@ class Plan:
         return sum(len(s) for s in self.segments)
 
 
-def check(job: Job, limits: Limits) -> Plan:
-    """The job's Plan, or JobError naming the first limit or rule it breaks."""
+def check(job: Job, limits: Limits, splitter: SentenceSplitter | None = None) -> Plan:
+    """The job's Plan, or JobError naming the first limit or rule it breaks. `splitter`: how
+    the translator cuts sentences (its max_words), so the search is priced per sentence."""
     job.check_options()
     plan = read(job, limits)
-    count(plan, limits)
+    count(plan, limits, splitter)
     if limits.max_pattern_seconds < sys.maxsize:
         try:
             job.protect.check_texts(plan.segments, limits.max_pattern_seconds)
@@ -78,7 +82,7 @@ def read(job: Job, limits: Limits) -> Plan:
     return Plan(job, parsed.segments, parsed)
 
 
-def count(plan: Plan, limits: Limits) -> None:
+def count(plan: Plan, limits: Limits, splitter: SentenceSplitter | None = None) -> None:
     """Refuse a plan over the segment limits or the search's cost budget."""
     job, segments = plan.job, plan.segments
     if job.data is not None and len(segments) > limits.max_file_segments:
@@ -99,12 +103,24 @@ def count(plan: Plan, limits: Limits) -> None:
                 raise JobError(
                     413, f"segment {i + 1} has {found} {name}: the limit is {setting}={limit}"
                 )
-    cost = search_cost(job, segments, limits.max_output_tokens)
+    if limits.max_search_cost == sys.maxsize and limits.max_decoder_bytes == sys.maxsize:
+        return  # unbounded: nothing to price
+    searches = sentence_searches(job, segments, limits.max_output_tokens, splitter)
+    cost = search_cost(job, segments, limits.max_output_tokens, splitter, searches)
     if cost > limits.max_search_cost:
         raise JobError(
             413,
             f"the search could cost {cost:,} tokens (segments x beams x n-best x longest output): "
             f"the limit is max_search_cost={limits.max_search_cost}",
+        )
+    longest = max((most for _, most in searches), default=0)
+    state = rows_per_sentence(job.search) * (longest + 1) * limits.state_bytes_per_token
+    if state > limits.max_decoder_bytes:
+        raise JobError(
+            413,
+            f"a sentence's search could hold {state:,} bytes of decoder state (rows x longest "
+            f"output x layers x width, keys and values): the limit is "
+            f"max_decoder_bytes={limits.max_decoder_bytes}",
         )
 
 
@@ -117,18 +133,43 @@ def check_characters(name: str, texts: list[str], limit: int) -> None:
             )
 
 
-def search_cost(job: Job, segments: list[str], max_output: int) -> int:
-    """The most tokens the search may generate for these segments (the module docstring);
-    with a glossary, a segment holding terms may be decoded again from each, up to MAX_ROUNDS
-    times (nmt.terms.placing), unless the terms are hard constraints of one search
-    (glossary_exact, nmt.decoding.constrained: its rows and lengths are the same)."""
+def sentence_searches(
+    job: Job, segments: list[str], max_output: int, splitter: SentenceSplitter | None = None
+) -> list[tuple[int, int]]:
+    """Per sentence, as the translator cuts the segments (segment=sentences; else each
+    segment whole): how many times it may be searched (with a glossary, a sentence holding
+    terms may be decoded again from each, up to MAX_ROUNDS times: nmt.terms.placing, unless
+    they are hard constraints of one search, glossary_exact: nmt.decoding.constrained), and
+    the longest output its search allows (at least min_len, at most `max_output`)."""
     search = job.search
-    rows = (search.beam_size if search.strategy == "beam" else 1) * search.nbest
     placed = job.glossary is not None and len(job.glossary) and not job.glossary.exact
     glossary = job.glossary if placed else None
-    total = 0
+    cut = splitter or SentenceSplitter()
+    found = []
     for text in segments:
-        longest = output_length(search.max_len_a, len(text) + 1, search.max_len_b)
+        if job.segment == "sentences":
+            sizes = [end - start for start, end in cut.spans(text)]
+        else:
+            sizes = [len(text)] if text.strip() else []
         decodes = 1 + min(len(glossary.find(text)), MAX_ROUNDS) if glossary else 1
-        total += decodes * rows * min(max_output, max(longest, search.min_len, 1))
-    return total
+        for size in sizes:
+            longest = output_length(search.max_len_a, size + 1, search.max_len_b)
+            found.append((decodes, min(max_output, max(longest, search.min_len, 1))))
+    return found
+
+
+def search_cost(
+    job: Job,
+    segments: list[str],
+    max_output: int,
+    splitter: SentenceSplitter | None = None,
+    searches: list[tuple[int, int]] | None = None,
+) -> int:
+    """The most tokens the search may generate for these segments (the module docstring):
+    over their sentences (`sentence_searches`, or those given), the times each is searched x
+    the rows the search keeps x the n-best x its longest output."""
+    search = job.search
+    rows = (search.beam_size if search.strategy == "beam" else 1) * search.nbest
+    if searches is None:
+        searches = sentence_searches(job, segments, max_output, splitter)
+    return sum(decodes * rows * longest for decodes, longest in searches)

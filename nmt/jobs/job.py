@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field, fields
 
-from nmt.config import SEGMENTS, RequestLimits
+from nmt.config import SEGMENTS, ModelConfig, RequestLimits
 from nmt.decoding.settings import DecodeConfig
 from nmt.documents.formats import named
 from nmt.errors import JobError, SpanError
@@ -33,12 +33,18 @@ class Limits(RequestLimits):
     `max_inflated_bytes` or `max_zip_ratio`."""
 
     max_output_tokens: int = sys.maxsize  # the model's positions less one: no output is longer
+    # the decoder state of one output token of one row: keys and values of every layer
+    state_bytes_per_token: int = 0
 
     @classmethod
-    def of(cls, cfg: RequestLimits, max_positions: int) -> Limits:
-        """The limits a config sets (a ServeConfig's RequestLimits fields)."""
+    def of(cls, cfg: RequestLimits, shape: ModelConfig) -> Limits:
+        """The limits a config sets (a ServeConfig's RequestLimits fields) for a model."""
         names = [f.name for f in fields(RequestLimits)]
-        return cls(**{n: getattr(cfg, n) for n in names}, max_output_tokens=max_positions - 1)
+        return cls(
+            **{n: getattr(cfg, n) for n in names},
+            max_output_tokens=shape.max_positions - 1,
+            state_bytes_per_token=state_bytes_per_token(shape),
+        )
 
     @classmethod
     def unbounded(cls, **given) -> Limits:
@@ -46,6 +52,12 @@ class Limits(RequestLimits):
         a file bounded by its settings), or a model worker's, whose jobs were checked as the
         server took them."""
         return cls(**{f.name: sys.maxsize for f in fields(cls)} | given)
+
+
+def state_bytes_per_token(shape: ModelConfig) -> int:
+    """The self-attention cache of one row, per output token: keys and values of every
+    decoder layer, in float32 (the widest an engine keeps them)."""
+    return 2 * shape.decoder_layers * shape.d_model * 4
 
 
 @dataclass

@@ -15,6 +15,11 @@ The door (door.py) asks `Access` twice for each request of a translating route:
   either: 429 naming the limit, with Retry-After in seconds, and counted against none; more
   characters than a whole window: 413. Characters are the text the job translates (a file's
   text, not its bytes).
+- `refused` counts each refusal against `limit_refused` (limit_requests unless set) in a
+  window of the client's address of its own, and `check_refusals` answers 429 before the
+  body is read once it is full: a client that only sends what is refused (bad keys,
+  malformed bodies, limits passed) is held to it too, without counting against anyone's
+  admitted requests.
 - A key sent in the Authorization header is checked before the body is read.
 """
 
@@ -67,11 +72,15 @@ class Refused(JobError):
         self.headers = headers or []
 
 
+class TooManyRefused(Refused):
+    """A 429 for an address whose refused requests fill limit_requests (not counted again)."""
+
+
 class Access:
     """The keys and limits of the module docstring; `storage`: the limits library's."""
 
-    def __init__(self, keys: list[bytes] | None, requests, chars, storage):
-        self.keys = keys
+    def __init__(self, keys: list[bytes] | None, requests, chars, storage, refused=None):
+        self.keys, self.refused_limit = keys, refused or requests  # limit_refused's default
         self.limits = [
             (name, item)
             for name, item in (("limit_requests", requests), ("limit_chars", chars))
@@ -92,6 +101,33 @@ class Access:
         if not known:
             raise Refused(403, "invalid API key")
 
+    def check_refusals(self, address: str) -> None:
+        """TooManyRefused (429) once the address's refused requests fill limit_refused: it
+        is answered before its body is read, parsed or checked."""
+        item = self.refused_limit
+        who = "refused " + address
+        if item is not None and not self.guarded(lambda: self.limiter.test(item, who)):
+            reset = self.limiter.get_window_stats(item, who).reset_time
+            wait = max(1, math.ceil(reset - time.time()))
+            message = f"over limit_refused={item} for this address: retry in {wait} s"
+            raise TooManyRefused(429, message, [(b"retry-after", str(wait).encode())])
+
+    def refused(self, address: str) -> None:
+        """Count a refused request of `address` against limit_refused (its own window)."""
+        item = self.refused_limit
+        if item is not None:
+            self.guarded(lambda: self.limiter.hit(item, "refused " + address))
+
+    def guarded(self, call):
+        """The store's answer; 503 (one line) where the store (Redis) failed, not the client."""
+        try:
+            return call()
+        except Refused:  # the client's own refusal
+            raise
+        except Exception as error:  # noqa: BLE001
+            log.warning("the rate-limit store failed: %s", type(error).__name__)
+            raise Refused(503, "the rate limits cannot be counted now: try again") from None
+
     def admit(self, key: bytes | None, address: str, characters: int) -> None:
         """Count a request of `characters` against every limit, or refuse it counting none."""
         if self.keys is not None:  # a key checked above; without keys, any name would do
@@ -99,13 +135,7 @@ class Access:
         else:
             who = "address " + address
         costs = {"limit_requests": 1, "limit_chars": max(characters, 1)}
-        try:
-            self.count(who, costs)
-        except Refused:
-            raise
-        except Exception as error:  # noqa: BLE001 - the store (Redis) failed, not the client
-            log.warning("the rate-limit store failed: %s", type(error).__name__)
-            raise Refused(503, "the rate limits cannot be counted now: try again") from None
+        self.guarded(lambda: self.count(who, costs))
 
     def count(self, who: str, costs: dict) -> None:
         for name, item in self.limits:

@@ -28,13 +28,13 @@ from dataclasses import astuple, dataclass, replace
 import litserve as ls
 
 from nmt.cli import setup_logging
-from nmt.config import ServeConfig
+from nmt.config import ModelConfig, ServeConfig
 from nmt.decoding.settings import SearchError
 from nmt.inference.cache import TranslationCache
 from nmt.inference.engine import Stopped
 from nmt.inference.loading import load
 from nmt.inference.search_choice import choose_search
-from nmt.jobs.job import Job
+from nmt.jobs.job import Job, state_bytes_per_token
 from nmt.jobs.run import engine_translator
 from nmt.serving.batching import FirstArrivalLoop
 from nmt.serving.dispatch import Departures, Work
@@ -101,6 +101,9 @@ class TranslationAPI(ls.LitAPI):
         if self.cfg.device == "auto":
             self.cfg.device = device
         self.engine = load(self.cfg)
+        planner = self.engine.planner  # its batches bounded in decoder state too
+        planner.max_state_bytes = self.cfg.max_decoder_bytes
+        planner.state_bytes_per_token = state_bytes_per_token(ModelConfig(**self.engine.card.shape))
         if self.cfg.cache_sentences:
             self.engine.cache = TranslationCache(self.cfg.cache_sentences, self.cfg.cache_bytes)
         self.splitter = SentenceSplitter(max_words=self.cfg.segment_max_words)

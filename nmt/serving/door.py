@@ -4,13 +4,14 @@ before any costly work:
 1. its body is read once, counted while it streams: past its route's limit (max_body_bytes,
    or max_file_bytes and a form's overhead for a file) it is a 413 at once, and the rest is
    read and dropped, never kept (a lingering close: `refuse`);
-2. its route's reader (`Reader`) turns the body into the route's request and a Job (422 for
-   a malformed body);
-3. its key is checked (401, 403: access.py);
+2. its route's reader (`Reader`) turns the body into the route's request (422 for a
+   malformed body);
+3. its key is checked (401, 403: access.py), then its Job built (a request's glossary);
 4. the job is checked against the limits (nmt.jobs.check, in a worker thread: parsing a
    document is CPU work, and the event loop only waits): 413, 415 or 422 naming the rule;
 5. its requests and characters (a file's text, not its bytes) are counted against the rate
-   limits (429).
+   limits (429). A refusal counts against limit_requests of the client's address, checked
+   before step 1: refused requests too are bounded in the parsing they cost.
 The route then finds what was read and checked in `scope["nmt"]` (an `Admitted`) and parses
 nothing again. Refusals are one line in the route's shape: {"error"} under /libretranslate,
 {"detail"} elsewhere; none is logged.
@@ -30,7 +31,8 @@ from starlette.requests import Request
 
 from nmt.jobs.check import Plan, check
 from nmt.jobs.job import Job, JobError, Limits
-from nmt.serving.access import Access
+from nmt.serving.access import Access, TooManyRefused
+from nmt.translation.sentences import SentenceSplitter
 
 LIBRETRANSLATE = "/libretranslate"
 FORM_OVERHEAD = 64 << 10  # a file's multipart form: its boundaries and other fields
@@ -40,11 +42,13 @@ LINGER_BYTES = 64 << 20  # and this far; a client still sending after either may
 
 @dataclass
 class Asked:
-    """What a reader made of a body: the route's own request (its fields), the job, and the
+    """What a reader made of a body: the route's own request (its fields), the job (or how
+    to build it, called after the key check in a thread: a request's glossary is merged and
+    lemmatised there, never for a client the key refuses, nor on the event loop), and the
     API key named in the body (LibreTranslate's `api_key`, /translate's too)."""
 
     request: object
-    job: Job
+    job: Job | Callable[[], Job]
     key: str | None = None
 
 
@@ -78,9 +82,11 @@ class Door:
         limits: Limits,
         access: Access | None,
         body_seconds: float = 30.0,
+        splitter: SentenceSplitter | None = None,
     ):
         self.app, self.routes, self.limits, self.access = app, routes, limits, access
         self.body_seconds = body_seconds
+        self.splitter = splitter  # the workers' (segment_max_words): the search priced per sentence
 
     async def __call__(self, scope, receive, send) -> None:
         route = self.routes.get(scope.get("path", "")) if scope["type"] == "http" else None
@@ -93,8 +99,10 @@ class Door:
         key = bearer[7:].strip() if bearer[:7].lower() == b"bearer " else None
         address, body = client_address(scope), None
         try:
-            if key is not None and self.access is not None:  # before a byte of the body
-                self.access.check_key(key)
+            if self.access is not None:  # before a byte of the body
+                await run_in_threadpool(self.access.check_refusals, address)
+                if key is not None:
+                    self.access.check_key(key)
             body = await read_body(headers, receive, route, self.body_seconds)
             if body is None:  # the client left before sending it all
                 return
@@ -103,6 +111,8 @@ class Door:
             key = key or (asked.key.encode() if asked.key else None)
             plan = await run_in_threadpool(self.admit, asked.job, key, address)
         except JobError as error:
+            if self.access is not None and not isinstance(error, TooManyRefused):
+                await run_in_threadpool(self.access.refused, address)
             unread = receive if body is None else None  # a body not read to its end
             extra = getattr(error, "headers", [])
             await refuse(send, error.status, {shape: str(error)}, unread, extra)
@@ -113,12 +123,12 @@ class Door:
             scope["headers"] = [*kept, (b"content-type", b"application/json")]
         await self.app(scope, replaying(body, receive), send)
 
-    def admit(self, job: Job, key: bytes | None, address: str) -> Plan:
-        """Steps 3 to 5 (in a thread: a document's parsing and a Redis store's answers
-        take time)."""
+    def admit(self, job: Job | Callable[[], Job], key: bytes | None, address: str) -> Plan:
+        """Steps 3 to 5 (in a thread: building a job's glossary, a document's parsing and a
+        Redis store's answers take time)."""
         if self.access is not None:
             self.access.check_key(key)
-        plan = check(job, self.limits)
+        plan = check(job() if callable(job) else job, self.limits, self.splitter)
         if self.access is not None:
             self.access.admit(key, address, plan.characters)
         return plan

@@ -155,10 +155,10 @@ class LibreRoutes:
         texts, alternatives, fmt = self.checked(given)
         translate = translate_body(texts, fmt, alternatives, self.search)
         request = TranslateRequest.model_validate(translate)
-        job = request_job(request, self.search, self.cfg)
         listed = isinstance(given["q"], list)
         asked = LibreAsked(translate, listed, alternatives, given["source"] == "auto")
         key = given.get("api_key")
+        job = lambda: request_job(request, self.search, self.cfg)  # noqa: E731 - after the key
         return DoorAsked(asked, job, key if isinstance(key, str) else None)
 
     async def read_detect(self, body: bytes, content_type: str) -> DoorAsked:

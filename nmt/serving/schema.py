@@ -244,8 +244,7 @@ def translate_reader(default: DecodeConfig, server):
 
     async def read(body: bytes, content_type: str) -> Asked:
         request = parse_request(body)
-        job = request_job(request, default, server)
-        return Asked(request, job, request.api_key)
+        return Asked(request, lambda: request_job(request, default, server), request.api_key)
 
     return read
 

@@ -46,6 +46,7 @@ from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_
 from nmt.serving.schema import TranslateRequest, TranslateResponse, response, translate_reader
 from nmt.serving.workers import ModelWorkers, watch_workers
 from nmt.terms.glossary import GlossaryError, read_glossary
+from nmt.translation.sentences import SentenceSplitter
 from nmt.translation.settings import checked_rules
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
@@ -105,11 +106,12 @@ def build_server(
     card = read_card(cfg)
     search, search_line = choose_search(card, cfg.decode, overrides)
     check_search(search, card.vocab_size)  # the default every request starts from, at start
-    limits = Limits.of(cfg, ModelConfig(**card.shape).max_positions)
+    limits = Limits.of(cfg, ModelConfig(**card.shape))
     metadata = server_info(cfg, card, search, limits)
     routes: dict[str, Route] = {}  # the door's, filled in as the routes are added
     door = {"routes": routes, "limits": limits, "access": access(cfg)}
     door["body_seconds"] = cfg.body_seconds
+    door["splitter"] = SentenceSplitter(max_words=cfg.segment_max_words)
     metrics = Metrics()
     middlewares = [(Door, door), *outer_middlewares(cfg, metrics, routes)]
     if engine_class(cfg.backend).releases_gil:
@@ -189,6 +191,7 @@ def server_info(cfg: ServeConfig, card, search, limits: Limits) -> dict:
             "keys": cfg.api_keys_file is not None,
             "limit_requests": cfg.limit_requests,
             "limit_chars": cfg.limit_chars,
+            "limit_refused": cfg.limit_refused or cfg.limit_requests,
         },
         "version": version("nmt"),
     }
@@ -281,9 +284,10 @@ def access(cfg: ServeConfig) -> Access | None:
     keys = read_keys(cfg.api_keys_file) if cfg.api_keys_file else None
     requests = parse_limit("limit_requests", cfg.limit_requests)
     chars = parse_limit("limit_chars", cfg.limit_chars)
-    if keys is None and not requests and not chars:
+    refused = parse_limit("limit_refused", cfg.limit_refused)
+    if keys is None and not requests and not chars and not refused:
         return None
-    return Access(keys, requests, chars, limit_storage(cfg.limits_storage))
+    return Access(keys, requests, chars, limit_storage(cfg.limits_storage), refused)
 
 
 def outer_middlewares(cfg: ServeConfig, metrics: Metrics, routes: dict) -> list[tuple]:
