@@ -394,6 +394,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "trainer.max_steps=20",  # in the first band: chosen at the first update, timer or not
         "trainer.enable_progress_bar=false",
         "final_evaluation.splits=[]",  # it has its own test (the overfit run's)
+        "data.max_eval_pairs=100",  # the checkpoints chosen on 100 val lines: the same path
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -435,6 +436,10 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
         "nmt.train",
         "experiment=smoke",
         f"hydra.run.dir={tmp_path / 'run'}",
+        # the recipe's whole path, shorter: 10 updates over 500 pairs (its own 50 over 2,000
+        # take twice as long and check nothing more)
+        "data.max_train_pairs=500",
+        "trainer.max_steps=10",
     ]
     cmd += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
     result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -446,7 +451,7 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
     assert "litlogger" not in result.stderr and "GPU available" in result.stderr
     assert not any(line.startswith("INFO: ") for line in result.stderr.splitlines())
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["global_step"] == 50 and list(metrics["final_evaluation"]) == ["test"]
+    assert metrics["global_step"] == 10 and list(metrics["final_evaluation"]) == ["test"]
     last = messages[-1]
     assert last.startswith("Finished in ") and str(tmp_path / "run" / "model.pt") in last
     assert "(test BLEU " in last

@@ -51,7 +51,8 @@ def load_splits(cfg: DataConfig) -> dict[str, datasets.Dataset]:
 
 
 def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
-    """The split that cfg.splits[role] names; training keeps its first cfg.max_train_pairs."""
+    """The split that cfg.splits[role] names; training keeps its first cfg.max_train_pairs,
+    validation and test their first cfg.max_eval_pairs."""
     split = cfg.splits[role]
     if cfg.source == "hub":
         ds = _load_hub(cfg, split)
@@ -61,8 +62,9 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
         ds = _load_files_split(cfg, split)
     else:
         raise ValueError(f"data.source must be multi30k, files or hub, not {cfg.source!r}")
-    if role == "train" and cfg.max_train_pairs is not None:
-        ds = ds.select(range(min(cfg.max_train_pairs, len(ds))))
+    kept = cfg.max_train_pairs if role == "train" else cfg.max_eval_pairs
+    if kept is not None:
+        ds = ds.select(range(min(kept, len(ds))))
     if role == "train" and cfg.replay.share > 0:
         ds = with_replay(ds, cfg)
     return ds
