@@ -426,7 +426,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
 
 
 def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_dir, tmp_path):
-    """`make smoke` (experiment=smoke): 50 updates, model.pt, test translated greedily; every
+    """`make smoke` (experiment=smoke), shortened: model.pt, test translated greedily; every
     log line once (Lightning's too, through Hydra's handler; no cloud-logger advertisement),
     on stderr; the last line says how long it took, where model.pt is and its test BLEU."""
     env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
