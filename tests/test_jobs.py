@@ -135,26 +135,29 @@ def test_a_files_characters_are_its_texts_not_its_bytes():
     assert plan.characters == len("A man.")
 
 
-def test_decoding_stops_between_batches_when_told(overfit_engine, overfit_pairs):
-    from nmt.inference.engine import Stopped
+def test_decoding_stops_between_batches_and_within_one_when_told(overfit_engine, overfit_pairs):
+    """`stop` is asked before each batch and, on our engine, every STOP_EVERY decoder steps
+    within one; asked and never true, it changes nothing."""
+    from nmt.decoding.state import STOP_EVERY, Stopped
 
     lines = overfit_pairs[0][:8]
-    engine = overfit_engine
-    tokens = engine.planner.max_tokens
-    engine.planner.max_tokens = 40  # a batch or two a line
+    engine, beam = overfit_engine, DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0)
+    with pytest.raises(Stopped, match="stopped before"):
+        engine.translate(lines, DecodeConfig(), stop=lambda: True)
     asked = []
 
     def stop() -> bool:
         asked.append(True)
-        return len(asked) > 1  # let the first batch through
+        return len(asked) > 1  # the one batch starts, and stops at its first check within
 
-    try:
-        with pytest.raises(Stopped):
-            engine.translate(lines, DecodeConfig(), stop=stop)
+    for search in (DecodeConfig(), beam):
+        asked.clear()
+        with pytest.raises(Stopped, match=f"after {STOP_EVERY} decoder steps"):
+            engine.translate(lines, search, stop=stop)
         assert len(asked) == 2
-        assert engine.translate(lines, DecodeConfig(), stop=lambda: False)
-    finally:
-        engine.planner.max_tokens = tokens
+        assert engine.translate(lines, search, stop=lambda: False) == engine.translate(
+            lines, search
+        )
 
 
 def test_a_request_past_its_time_or_whose_client_left_is_answered_504(api_model, overfit_pairs):

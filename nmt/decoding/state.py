@@ -8,6 +8,7 @@ S source length, t tokens generated so far, V vocabulary.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -19,6 +20,13 @@ from nmt.decoding.penalties import max_output_lengths
 from nmt.decoding.settings import DecodeConfig
 from nmt.model import Ensemble, Transformer
 from nmt.vocabulary import SpecialIds
+
+STOP_EVERY = 8  # decoder steps between two asks of a search's `stop` (SearchOptions)
+
+
+class Stopped(Exception):
+    """A search ended early: its `stop()` said so (its request's time ran out, or its client
+    left), asked between batches (Engine.translate) and every STOP_EVERY steps within one."""
 
 
 @dataclass
@@ -52,7 +60,8 @@ class SearchOptions:
     this many of the hypotheses it finished (at least nbest), its stopping rule unchanged;
     prefix_ends_word (B,) bool: the token after a sentence's prefix starts a word (the prefix
     ends one), with ends_word (V,) bool the ids that may (a word's start, punctuation alone,
-    EOS), or None."""
+    EOS), or None; stop: asked every STOP_EVERY decoder steps, True ends the search with
+    Stopped, or None."""
 
     target_prefix: Tensor | None = None
     record_attention: bool = False
@@ -60,6 +69,7 @@ class SearchOptions:
     hypotheses: int = 0
     prefix_ends_word: Tensor | None = None
     ends_word: Tensor | None = None
+    stop: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -168,7 +178,9 @@ class StepDecoder:
         src_pad_mask: Tensor,
         record_attention: bool,
         use_cache: bool,
+        stop: Callable[[], bool] | None = None,
     ):
+        self.stop, self.steps = stop, 0  # asked every STOP_EVERY steps (SearchOptions.stop)
         self.members = members = list(model.members) if isinstance(model, Ensemble) else [model]
         self.src_pad_mask = src_pad_mask
         self.memories = [member.encode(src, src_pad_mask) for member in members]
@@ -184,7 +196,11 @@ class StepDecoder:
 
     def step(self, prefix: Tensor) -> tuple[Tensor, Tensor | None]:
         """prefix (N, t + 1) = BOS y_1..y_t -> log-probs of y_{t+1} (N, V) float32, and the
-        cross-attention of this position (N, S), averaged over members, if recorded."""
+        cross-attention of this position (N, S), averaged over members, if recorded; Stopped
+        where `stop` says so."""
+        self.steps += 1
+        if self.stop is not None and self.steps % STOP_EVERY == 0 and self.stop():
+            raise Stopped(f"stopped after {self.steps} decoder steps")
         log_probs, attentions = [], []
         for i, (member, memory) in enumerate(zip(self.members, self.memories, strict=True)):
             if self.caches is not None:
@@ -308,7 +324,7 @@ def start_search(
         options.ends_word,
     )
     record, cache = options.record_attention, options.use_cache
-    decoder = StepDecoder(model, src, batch.src_pad_mask, record, cache)
+    decoder = StepDecoder(model, src, batch.src_pad_mask, record, cache, options.stop)
     n = src.size(0)
     sentence = torch.arange(n, device=src.device)
     return SearchStart(

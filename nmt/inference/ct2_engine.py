@@ -192,6 +192,7 @@ class CTranslate2Engine(Engine):
         attention: bool = False,
         log_probs: bool = False,
         hypotheses: int = 0,
+        stop=None,  # CTranslate2 decodes a batch whole: asked between batches alone
     ) -> Iterator[list]:
         import ctranslate2
 

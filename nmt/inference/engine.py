@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from nmt.decoding.penalties import normalized_score
 from nmt.decoding.settings import DecodeConfig, SearchError, check_search
-from nmt.decoding.state import Hypothesis
+from nmt.decoding.state import Hypothesis, Stopped
 from nmt.inference.alignment import word_alignment
 from nmt.inference.cache import TranslationCache
 from nmt.inference.calibration import INFO_KEY, Calibration
@@ -43,11 +43,6 @@ class ModelCard:
     vocab_size: int
     info: dict  # provenance stored with the model
     search: DecodeConfig | None  # the search stored with the model; None: none stored
-
-
-class Stopped(Exception):
-    """Decoding ended between two batches: its `stop()` said so (the client left, or its
-    request's time ran out)."""
 
 
 class Engine(ABC):
@@ -145,7 +140,7 @@ class Engine(ABC):
             [sized_as[i] for i in todo] if sized_as else None,
             steer,
         )
-        found = self.search_batches(batches, search, alignments, scores, hypotheses=hypotheses)
+        found = self.search_batches(batches, search, alignments, scores, hypotheses, stop)
         for batch in batches:
             if stop is not None and stop():
                 raise Stopped(f"stopped before {len(batch.lines)} of {len(lines)} lines")
@@ -247,8 +242,11 @@ class Engine(ABC):
         attention: bool = False,
         log_probs: bool = False,
         hypotheses: int = 0,
+        stop: Callable[[], bool] | None = None,
     ) -> Iterator[list]:
         """Per batch, in order, per sentence its n-best list: the one step an engine supplies.
+        `stop`: asked within a batch where the engine can (ours, every few decoder steps:
+        nmt.decoding.state.Stopped);
         `attention`: each hypothesis holds its alignment layer's cross-attention, at least
         (len(tokens), len(source) - 1) (a row per output token, a column per source token);
         `log_probs`: each holds its token_log_probs (an engine may keep them anyway);

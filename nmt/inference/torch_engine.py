@@ -129,11 +129,13 @@ class TorchEngine(Engine):
         attention: bool = False,
         log_probs: bool = False,  # our searches keep them always
         hypotheses: int = 0,
+        stop=None,
     ) -> Iterator[list]:
         with self.evaluating():
             for batch in batches:
                 src, options = self.tensors(batch)
                 options.record_attention, options.hypotheses = attention, hypotheses
+                options.stop = stop
                 if batch.constraints is None:
                     yield translate_batch(self.model, src, search, options)
                     continue

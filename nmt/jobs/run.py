@@ -39,7 +39,8 @@ def engine_translator(
     stop: Callable[[], bool] | None = None,
 ) -> Translator:
     """Decode on `engine` with the job's search and segmenting; `stop()`, asked between
-    batches, ends the decoding early (nmt.inference.engine.Stopped)."""
+    batches (and within one every few decoder steps, on our engine), ends the decoding early
+    (nmt.decoding.state.Stopped)."""
 
     def translate(texts, numbers, prefixes, alignments, scores) -> list[Translation]:
         return translate_texts(

@@ -10,7 +10,8 @@ not depend on who else asked (tests/test_serve.py).
 Sampling works are decoded one by one, so a seed gives the same samples however they arrive;
 works asking for alignments, scores, another segmenting or format are decoded apart from
 the rest. Each text is cut into sentences (or not) as nmt.translation.texts says. Decoding
-stops between two batches once every work of the group is past `timeout` since it was taken
+stops between two batches (and, on torch, every few decoder steps within one) once every
+work of the group is past `timeout` since it was taken
 or its client gone: a 504. A search that is no search as a whole (the engine's SearchError)
 is a 422 for the works that asked for it. If a call fails otherwise, its works are retried
 one by one: only a work that fails alone gets a 500, the others their translations, and the
@@ -181,8 +182,8 @@ class TranslationAPI(ls.LitAPI):
         return TimedOut(f"request timed out: not translated within timeout={self.cfg.timeout:g} s")
 
     def decode(self, taken: list[Taken]) -> list[list[Translation]]:
-        """Works alike (`predict`) run as one job; its decoding stops between batches once
-        every one of them is past its time or gone (`gone`)."""
+        """Works alike (`predict`) run as one job; its decoding stops (between batches, and on
+        torch within one) once every one of them is past its time or gone (`gone`)."""
         first, work = taken[0].job, taken[0].work
         texts = [text for t in taken for text in t.job.texts]
         prefixes = None
