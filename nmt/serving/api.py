@@ -11,9 +11,9 @@ Sampling works are decoded one by one, so a seed gives the same samples however 
 works asking for alignments, scores, another segmenting or format are decoded apart from
 the rest. Each text is cut into sentences (or not) as nmt.translation.texts says. Decoding
 stops between two batches (and, on torch, every few decoder steps within one) once every
-work of the group is past `timeout` since it was taken
-or its client gone: a 504. A search that is no search as a whole (the engine's SearchError)
-is a 422 for the works that asked for it. If a call fails otherwise, its works are retried
+work of the group is past `timeout` since it was taken or its client gone: a 504. A search
+that is no search as a whole (the engine's SearchError) is a 422 for the works that asked
+for it. If a call fails otherwise, its works are retried
 one by one: only a work that fails alone gets a 500, the others their translations, and the
 model stays loaded. An answer is the work's Translations, one per text, or a `Failure`.
 
