@@ -73,7 +73,7 @@ class Refused(JobError):
 
 
 class TooManyRefused(Refused):
-    """A 429 for an address whose refused requests fill limit_requests (not counted again)."""
+    """A 429 for an address whose refused requests fill limit_refused (not counted again)."""
 
 
 class Access:
@@ -105,18 +105,23 @@ class Access:
         """TooManyRefused (429) once the address's refused requests fill limit_refused: it
         is answered before its body is read, parsed or checked."""
         item = self.refused_limit
-        who = "refused " + address
+        who = "refused address " + address
         if item is not None and not self.guarded(lambda: self.limiter.test(item, who)):
-            reset = self.limiter.get_window_stats(item, who).reset_time
-            wait = max(1, math.ceil(reset - time.time()))
-            message = f"over limit_refused={item} for this address: retry in {wait} s"
-            raise TooManyRefused(429, message, [(b"retry-after", str(wait).encode())])
+            raise self.too_many(TooManyRefused, "limit_refused", item, who)
+
+    def too_many(self, kind: type[Refused], name: str, item, who: str) -> Refused:
+        """The 429 for `who` over the limit `name`, saying in Retry-After when its window
+        lets it in again."""
+        reset = self.limiter.get_window_stats(item, who).reset_time
+        wait = max(1, math.ceil(reset - time.time()))
+        message = f"over {name}={item} for this {who.split()[-2]}: retry in {wait} s"
+        return kind(429, message, [(b"retry-after", str(wait).encode())])
 
     def refused(self, address: str) -> None:
         """Count a refused request of `address` against limit_refused (its own window)."""
         item = self.refused_limit
         if item is not None:
-            self.guarded(lambda: self.limiter.hit(item, "refused " + address))
+            self.guarded(lambda: self.limiter.hit(item, "refused address " + address))
 
     def guarded(self, call):
         """The store's answer; 503 (one line) where the store (Redis) failed, not the client."""
@@ -142,9 +147,6 @@ class Access:
             if costs[name] > item.amount:
                 raise Refused(413, f"{costs[name]} characters: over {name}={item} at once")
             if not self.limiter.test(item, who, cost=costs[name]):
-                reset = self.limiter.get_window_stats(item, who).reset_time
-                wait = max(1, math.ceil(reset - time.time()))
-                message = f"over {name}={item} for this {who.split()[0]}: retry in {wait} s"
-                raise Refused(429, message, [(b"retry-after", str(wait).encode())])
+                raise self.too_many(Refused, name, item, who)
         for name, item in self.limits:  # counted once every limit lets it through
             self.limiter.hit(item, who, cost=costs[name])

@@ -11,7 +11,7 @@ process (inprocess.py), or LitServe's model worker processes through LitServe's 
 queue (`LitServeSubmit`). Either way a client that goes away reaches its decoding: its `gone`
 future is done once it has left; the batcher's threads read the future, a LitServe worker
 the request's place on a `Departures` board in shared memory. The decoding stops between
-two of its batches (nmt.serving.api).
+two of its batches, and on torch within one (nmt.serving.api).
 """
 
 from __future__ import annotations
