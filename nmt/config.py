@@ -766,13 +766,21 @@ class ServeConfig(DocumentConfig, InferenceConfig, RequestLimits):
     # On SIGTERM or SIGINT, the requests in flight get this long to finish before every
     # process stops (nmt/serve.py)
     drain_seconds: float = 30.0
-    # Connections (uvicorn's, and the door's): a request whose body takes longer than
-    # body_seconds to arrive is answered 408 (a client sending a byte a second holds nothing
-    # for long); past max_connections at once, uvicorn answers 503; an idle kept-alive
-    # connection is closed after keep_alive_seconds. X-Forwarded-For is read only from the
-    # addresses in trusted_proxies (e.g. [127.0.0.1] behind a proxy on this machine); by
-    # default no client can name its own address (and so get a fresh rate-limit window).
+    # Connections (uvicorn's, and the door's): a connection that has not sent a request's
+    # headers within header_seconds of opening (or of its last answer) is answered 408 and
+    # closed (nmt/serving/connections.py); a request whose body takes longer than body_seconds
+    # to arrive is answered 408 (a client sending a byte a second holds nothing for long); the
+    # bodies being read or answered hold at most max_bodies_bytes together, past which a 503;
+    # one client address holds at most max_client_connections, past which a 429; past
+    # max_connections at once, uvicorn answers 503; an idle kept-alive connection is closed
+    # after keep_alive_seconds. X-Forwarded-For is read only from the addresses in
+    # trusted_proxies (e.g. [127.0.0.1] behind a proxy on this machine), which the per-client
+    # cap does not count; by default no client can name its own address (and so get a fresh
+    # rate-limit window).
+    header_seconds: float = 10.0
     body_seconds: float = 30.0
+    max_bodies_bytes: int = 256 << 20
+    max_client_connections: int = 64
     max_connections: int = 1000
     keep_alive_seconds: float = 5.0
     trusted_proxies: list[str] = field(default_factory=list)

@@ -97,10 +97,31 @@ def test_lemmas_come_from_a_trie_cached_whole_on_disk_and_match_simplemmas_own(
 def test_a_later_entry_and_a_requests_win_a_shared_source_term():
     server = Glossary([Entry("bike", "Rad"), Entry("bike", "Fahrrad"), Entry("dog", "Hund")])
     assert [e.target for e in server.entries] == ["Fahrrad", "Hund"]
-    mine = server.merged(Glossary.of_request({"dog": "Köter"}))
-    assert {e.source: e.target for e in mine.entries} == {"bike": "Fahrrad", "dog": "Köter"}
+    mine = server.under(Glossary.of_request({"dog": "Köter", "cat": "Katze"}))
+    found = mine.find("A dog, a bike and a cat.")
+    assert [(m.entry.source, m.entry.target) for m in found] == [
+        ("dog", "Köter"),
+        ("bike", "Fahrrad"),
+        ("cat", "Katze"),
+    ]
+    assert len(mine) == 3 and mine.base is server  # the server's, neither copied nor re-indexed
     with pytest.raises(GlossaryError, match="at most 1000"):
         Glossary.of_request({f"w{i}": "x" for i in range(1001)})
+
+
+def test_a_request_glossary_over_the_servers_finds_what_one_glossary_of_both_finds(
+    overfit_pairs,
+):
+    """On real sentences: the server's entries then the request's, some overriding, some
+    overlapping (longer terms, other forms), layered or built as one glossary."""
+    server = Glossary.of_request(
+        {"man": "Mann", "men": "Männer", "two young": "zwei junge", "shirt": "Hemd", "a": "ein"}
+    )
+    own = Glossary.of_request({"man": "Herr", "young guys": "junge Kerle", "Two": "Zwei"})
+    layered, whole = server.under(own), Glossary(server.entries + own.entries)
+    for sentence in overfit_pairs[0]:
+        assert layered.find(sentence) == whole.find(sentence), sentence
+    assert len(layered) == len(whole) == 7
 
 
 def test_a_glossary_that_would_make_finding_terms_costly_is_refused():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
 import threading
 import time
 import zipfile
@@ -35,6 +36,9 @@ MEMORY_MB = 400  # the server's processes grow by at most this much over a case
 TMP_MB = 20  # and its temporary files by at most this much
 SERVER_TMP: list[Path] = []  # the temporary folder (TMPDIR) of the server under test
 BODY_SECONDS = 3  # the servers' body_seconds: a body must arrive within this
+HEADER_SECONDS = 2  # and header_seconds: a request's headers within this of its connection
+CLIENT_CONNECTIONS = 6  # max_client_connections: what one address may hold at once
+BODIES_BYTES = 2_200_000  # max_bodies_bytes: one largest upload and a little more
 
 
 @pytest.fixture(scope="module", params=["torch", "ctranslate2"])
@@ -57,7 +61,9 @@ def server(request, model_pt: Path, tmp_path_factory) -> Iterator[str]:
         engine = TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
         out = export(engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
         args = [f"ckpt={out}", "backend=ctranslate2", "workers=1", "threads=1"]
-    with launched([*args, "timeout=20", f"body_seconds={BODY_SECONDS}"], env) as url:
+    args += ["timeout=20", f"body_seconds={BODY_SECONDS}", f"header_seconds={HEADER_SECONDS}"]
+    args += [f"max_client_connections={CLIENT_CONNECTIONS}", f"max_bodies_bytes={BODIES_BYTES}"]
+    with launched(args, env) as url:
         yield url
 
 
@@ -331,6 +337,96 @@ def test_a_body_that_trickles_in_is_a_408_within_body_seconds(server):
     assert message == f"the body took over body_seconds={BODY_SECONDS} to arrive"
     assert BODY_SECONDS - 0.5 < seconds < BODY_SECONDS + 5, seconds
     assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
+
+
+def connect(url: str):
+    """A plain socket to the server, with a timeout."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    return socket.create_connection((host, int(port)), timeout=HEADER_SECONDS + 10)
+
+
+def read_answer(client) -> bytes:
+    """The server's answer on a plain socket: its head and a body of its content-length (or
+    what came before the server closed)."""
+    answer = b""
+    while True:
+        head, _, body = answer.partition(b"\r\n\r\n")
+        if _ and b"content-length: " in head.lower():
+            size = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            if len(body) >= size:
+                return answer
+        chunk = client.recv(4096)
+        if not chunk:
+            return answer
+        answer += chunk
+
+
+def test_a_connection_without_a_whole_request_head_is_closed_within_header_seconds(server):
+    """One connection sends nothing, another a request's head a byte every half second: each
+    is answered 408 in one line and closed after header_seconds, never held; /health answers
+    meanwhile."""
+    silent, trickling = connect(server), connect(server)
+    start = time.perf_counter()
+    head = b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    for byte in head:  # a byte every half second until the server answers
+        trickling.send(bytes([byte]))
+        if select.select([trickling], [], [], 0.5)[0] or time.perf_counter() - start > 10:
+            break
+        if time.perf_counter() - start < HEADER_SECONDS - 0.5:
+            assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
+    answers = [read_answer(client) for client in (silent, trickling)]
+    seconds = time.perf_counter() - start
+    for answer in answers:
+        assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+        message = json.loads(answer.partition(b"\r\n\r\n")[2])["detail"]
+        assert message == f"no request within header_seconds={HEADER_SECONDS}"
+    assert seconds < HEADER_SECONDS + 3, seconds
+    silent.close(), trickling.close()
+
+
+def test_one_address_holds_at_most_max_client_connections(server):
+    """Past max_client_connections open connections from one address, the next is answered
+    429 at once and closed; once one of them closes, the address is served again."""
+    held = [connect(server) for _ in range(CLIENT_CONNECTIONS)]
+    try:
+        with connect(server) as extra:
+            answer = read_answer(extra)
+        assert answer.startswith(b"HTTP/1.1 429"), answer[:200]
+        message = json.loads(answer.partition(b"\r\n\r\n")[2])["detail"]
+        assert message == f"more than max_client_connections={CLIENT_CONNECTIONS} from one address"
+        held.pop().close()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:  # the server sees the close a moment later
+            try:
+                if httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
+    finally:
+        for client in held:
+            client.close()
+
+
+def test_bodies_in_flight_are_bounded_together_by_max_bodies_bytes(server):
+    """A body of 1.5 MB held unfinished by one client: a second body that would pass
+    max_bodies_bytes together with it is a 503 with Retry-After at once; once the first is
+    answered (408 after body_seconds), the second is translated."""
+    with connect(server) as slow:
+        head = "POST /translate_file HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        head += "Content-Type: multipart/form-data; boundary=x\r\nContent-Length: 2000000\r\n\r\n"
+        slow.sendall(head.encode() + b"a" * 1_500_000)
+        time.sleep(0.5)  # read by the door
+        text = "A dog runs. " * 60_000  # 720 kB
+        busy = httpx.post(server + "/translate", json={"text": text}, timeout=10)
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
+        assert set(busy.json()) == {"detail"} and "max_bodies_bytes" in busy.json()["detail"]
+        assert read_answer(slow).startswith(b"HTTP/1.1 408")
+    body = {"text": "A dog runs. " * 20}
+    assert httpx.post(server + "/translate", json=body, timeout=30).status_code == 200
 
 
 def test_a_huge_detect_query_is_refused_and_health_does_not_wait(server):

@@ -160,6 +160,31 @@ def test_decoding_stops_between_batches_and_within_one_when_told(overfit_engine,
         )
 
 
+def test_ctranslate2_stops_a_greedy_or_sampled_batch_within_it_when_told(ct2_f32, overfit_pairs):
+    """On CTranslate2, `stop` is asked within a batch too where it can end one (its step
+    callback, beam_size 1): the batch ends at its first check, its partial translations are
+    not kept; asked and never true, it changes nothing."""
+    from nmt.decoding.state import Stopped
+
+    lines = overfit_pairs[0][:8]
+    long = DecodeConfig(min_len=200)  # a batch of 200 steps at least: stopped at step 0
+    for search in (long, replace(long, strategy="sample", seed=3)):
+        asked = []
+
+        def stop() -> bool:
+            asked.append(True)
+            return len(asked) > 1  # the batch starts, and stops at its first check within
+
+        with pytest.raises(Stopped, match="stopped within a batch"):
+            ct2_f32.translate(lines, search, stop=stop)
+        # before; each queued batch (a line each, at this length) once, at its step 0, where
+        # it ends; after. Decoded whole, each would be asked at 25 steps.
+        assert len(asked) <= 2 + len(lines), len(asked)
+        assert ct2_f32.translate(lines, search, stop=lambda: False) == ct2_f32.translate(
+            lines, search
+        )
+
+
 def test_a_request_past_its_time_or_whose_client_left_is_answered_504(api_model, overfit_pairs):
     """Its decoding stops: past its deadline, its client gone as the batcher's threads see
     it (`gone`), or as a LitServe worker reads it on the departure board in shared memory."""

@@ -623,6 +623,30 @@ def test_a_failure_inside_a_batch_fails_only_its_request(api, lines, monkeypatch
     )
 
 
+def test_a_poisoned_request_among_eight_is_found_in_halves(api, lines, monkeypatch):
+    """The call of eight works fails on one: they are decoded again in halves (4 + 4, then
+    2 + 2, then 1 + 1 around it): 7 calls, not the 9 of one at a time, and each of the
+    others gets its own translation."""
+    from nmt.serving.api import Failure
+
+    translate, calls = api.engine.translate, []
+
+    def failing(batch_lines, *args, **kwargs):
+        calls.append(len(batch_lines))
+        if any("kaboom" in line for line in batch_lines):
+            raise RuntimeError("a fault in this batch")
+        return translate(batch_lines, *args, **kwargs)
+
+    bodies = [{"text": lines[i]} for i in range(8)]
+    alone = [served_with(api, [body])[0] for body in bodies]
+    bodies[5] = {"text": "kaboom"}
+    monkeypatch.setattr(api.engine, "translate", failing)
+    answers = served_with(api, bodies)
+    assert isinstance(answers[5], Failure)
+    assert [a for i, a in enumerate(answers) if i != 5] == alone[:5] + alone[6:]
+    assert calls == [8, 4, 4, 2, 1, 1, 2], calls  # all, halves, the poisoned half's halves...
+
+
 def route_answer(failure) -> tuple[int, str]:
     """What a route answers for a worker's Failure (nmt.serving.dispatch): its status and
     its one line, {"detail": line}."""

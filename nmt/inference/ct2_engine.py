@@ -30,7 +30,7 @@ from pathlib import Path
 from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_info, store_dir_search
 from nmt.decoding.penalties import gnmt_as_power
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis
+from nmt.decoding.state import STOP_EVERY, Hypothesis
 from nmt.inference.alignment import word_alignment
 from nmt.inference.engine import WHOLE_TARGET, Engine, ModelCard
 from nmt.inference.planner import LineBatch, Planner
@@ -192,11 +192,16 @@ class CTranslate2Engine(Engine):
         attention: bool = False,
         log_probs: bool = False,
         hypotheses: int = 0,
-        stop=None,  # CTranslate2 decodes a batch whole: asked between batches alone
+        stop=None,
     ) -> Iterator[list]:
+        """`stop` is asked between batches, and within one every STOP_EVERY steps where
+        CTranslate2 can stop it (its step callback, beam_size 1: greedy and sampling); a beam
+        search's batch is decoded whole."""
         import ctranslate2
 
         options = self.options(search) | {"return_attention": attention}
+        if stop is not None and options["beam_size"] == 1:
+            options["callback"] = step_callback(stop)
         if search.strategy == "beam":  # more returned; the stopping rule is patience's
             options["num_hypotheses"] = max(search.nbest, hypotheses)
         engine = self.engine
@@ -404,3 +409,13 @@ class CTranslate2Engine(Engine):
         for hyp, weights in zip(found, output.attention or [], strict=False):
             hyp.attention = torch.tensor(weights)
         return found
+
+
+def step_callback(stop):
+    """CTranslate2's step callback (called per generated token of each row) that ends the
+    batch once `stop()` is True, asked at every STOP_EVERY-th step."""
+
+    def callback(step) -> bool:
+        return step.step % STOP_EVERY == 0 and stop()
+
+    return callback

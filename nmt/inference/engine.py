@@ -114,8 +114,9 @@ class Engine(ABC):
         (with `steer`: is steered to); `sized_as`, the text that sizes its batch and output
         limit (the sentence an annotated line annotates); `first_line_number`: what warnings
         call lines[0], or each line's number. `done(n)`: told as each batch of n lines ends;
-        `alignments`, `scores`: word alignments, token log-probs; `stop()`: asked before each
-        batch, True raises Stopped; `hypotheses`: a beam gives up to this many it finished."""
+        `alignments`, `scores`: word alignments, token log-probs; `stop()`: asked before and
+        after each batch (and within one, as the engine can), True raises Stopped;
+        `hypotheses`: a beam gives up to this many it finished."""
         self.check(search)
         search = self.runnable(search)[0]
         constrained = bool(constraints and any(constraints))
@@ -145,6 +146,8 @@ class Engine(ABC):
             if stop is not None and stop():
                 raise Stopped(f"stopped before {len(batch.lines)} of {len(lines)} lines")
             nbests = self.with_alignments(batch, next(found)) if alignments else next(found)
+            if stop is not None and stop():  # it may have ended the batch early: not kept
+                raise Stopped(f"stopped within a batch of {len(batch.lines)} lines")
             for line, nbest in zip(batch.lines, nbests, strict=True):
                 results[todo[line]] = nbest
                 if keys is not None:

@@ -13,9 +13,9 @@ the rest. Each text is cut into sentences (or not) as nmt.translation.texts says
 stops between two batches (and, on torch, every few decoder steps within one) once every
 work of the group is past `timeout` since it was taken or its client gone: a 504. A search
 that is no search as a whole (the engine's SearchError) is a 422 for the works that asked
-for it. If a call fails otherwise, its works are retried
-one by one: only a work that fails alone gets a 500, the others their translations, and the
-model stays loaded. An answer is the work's Translations, one per text, or a `Failure`.
+for it. If a call fails otherwise, its works are retried in halves (`isolate`): only a work
+that fails alone gets a 500, the others their translations, and the model stays loaded.
+An answer is the work's Translations, one per text, or a `Failure`.
 
 LitServe reads decode_request's annotation as its endpoint's request type: none here (the
 route is ours, nmt.serving.server, and LitServe's own is removed).
@@ -165,18 +165,32 @@ class TranslationAPI(ls.LitAPI):
                     log.info("stopped decoding %d requests: their clients left", len(members))
                 for i in members:
                     answers[i] = self.timed_out()
-            except Exception:  # noqa: BLE001 - isolate it: retry its requests one by one
-                log.exception("a batch of %d requests failed; retrying each alone", len(members))
-                for i in members:
-                    try:
-                        answers[i] = self.decode([taken[i]])[0]
-                    except Stopped:
-                        answers[i] = self.timed_out()
-                    except Exception as error:  # noqa: BLE001 - this request's own failure
-                        log.exception("a request failed")
-                        first = str(error).splitlines()[0] if str(error) else ""
-                        answers[i] = Failure(f"translation failed: {type(error).__name__} {first}")
+            except Exception:  # noqa: BLE001 - isolate it: retry its requests in halves
+                log.exception("a batch of %d requests failed; retrying it in halves", len(members))
+                self.isolate(taken, members, answers)  # one alone: decoded once more, alone
         return answers
+
+    def isolate(self, taken: list[Taken], members: list[int], answers: list) -> None:
+        """Answers for works whose call failed, decoded again in halves, each half that fails
+        halved again: a work that fails alone gets its Failure. One poisoned work among n
+        costs about 2 log2(n) more calls, not n, and the others keep being decoded in
+        batches."""
+        for half in (members[: len(members) // 2], members[len(members) // 2 :]):
+            if not half:
+                continue
+            try:
+                for i, answer in zip(half, self.decode([taken[i] for i in half]), strict=True):
+                    answers[i] = answer
+            except Stopped:
+                for i in half:
+                    answers[i] = self.timed_out()
+            except Exception as error:  # noqa: BLE001 - the poisoned work is in this half
+                if len(half) > 1:
+                    self.isolate(taken, half, answers)
+                    continue
+                log.exception("a request failed")
+                first = str(error).splitlines()[0] if str(error) else ""
+                answers[half[0]] = Failure(f"translation failed: {type(error).__name__} {first}")
 
     def timed_out(self) -> TimedOut:
         return TimedOut(f"request timed out: not translated within timeout={self.cfg.timeout:g} s")

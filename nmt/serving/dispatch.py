@@ -32,7 +32,7 @@ from nmt.errors import JobError
 from nmt.jobs.check import Plan
 from nmt.jobs.job import Job
 from nmt.jobs.run import Result, finished, wanted
-from nmt.terms.glossary import read_glossary
+from nmt.terms.glossary import Layered, read_glossary
 from nmt.translation.translated import Translation
 
 SLOTS = 4096  # requests in flight whose client's departure a LitServe worker can see
@@ -42,8 +42,9 @@ SLOTS = 4096  # requests in flight whose client's departure a LitServe worker ca
 class Work:
     """One request's texts for a model worker: `job`, its texts a plan's segments (or some of
     them); what to give back with each translation (`alignments`, `scores`); `server_glossary`:
-    None, or the exactness of the server's own glossary, which each worker holds, in place of
-    the job's (never sent); `slot`: its client's place on the departure board (-1: none)."""
+    None, or the exactness of the server's own glossary, which each worker holds, under the
+    job's (a request's own, or none: the server's is never sent); `slot`: its client's place
+    on the departure board (-1: none)."""
 
     job: Job
     alignments: bool
@@ -52,10 +53,12 @@ class Work:
     slot: int = -1
 
     def decoded_job(self, glossary_path: str | None) -> Job:
-        """The job as a worker decodes it, with the server's glossary where it is that."""
+        """The job as a worker decodes it, with the server's glossary where it is that (and
+        the request's own, if any, over it)."""
         if self.server_glossary is None:
             return self.job
-        return replace(self.job, glossary=read_glossary(glossary_path, self.server_glossary))
+        server = read_glossary(glossary_path, self.server_glossary)
+        return replace(self.job, glossary=server.under(self.job.glossary))
 
 
 # (work, the client's departure: a future done once it has gone, or None) -> translations,
@@ -66,10 +69,11 @@ Submit = Callable[[Work, asyncio.Future | None], Awaitable[list[Translation]]]
 def works(plan: Plan, max_lines: int, glossary_path: str | None) -> list[Work]:
     """The plan's segments as Works of at most max_lines texts each (none for no text)."""
     texts, prefixes, alignments, scores = wanted(plan)
-    job, shared = plan.job, None
-    if glossary_path and job.glossary is not None:
-        if job.glossary is read_glossary(glossary_path, job.glossary.exact):
-            shared = job.glossary.exact
+    job, shared, own = plan.job, None, plan.job.glossary
+    if glossary_path and own is not None:
+        server = read_glossary(glossary_path, own.exact)
+        if own is server or (isinstance(own, Layered) and own.base is server):
+            shared, own = own.exact, own.own if isinstance(own, Layered) else None
     found = []
     for at in range(0, len(texts), max_lines):
         chunk = replace(
@@ -77,7 +81,7 @@ def works(plan: Plan, max_lines: int, glossary_path: str | None) -> list[Work]:
             texts=texts[at : at + max_lines],
             data=None,
             prefixes=prefixes[at : at + max_lines] if prefixes else None,
-            glossary=None if shared is not None else job.glossary,
+            glossary=own,
         )
         found.append(Work(chunk, alignments, scores, shared))
     return found

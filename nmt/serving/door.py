@@ -3,7 +3,8 @@
 before any costly work:
 1. its body is read once, counted while it streams: past its route's limit (max_body_bytes,
    or max_file_bytes and a form's overhead for a file) it is a 413 at once, and the rest is
-   read and dropped, never kept (a lingering close: `refuse`);
+   read and dropped, never kept (a lingering close: `refuse`); past the bytes all bodies in
+   flight may hold together (max_bodies_bytes, until their answers are sent) a 503;
 2. its route's reader (`Reader`) turns the body into the route's request (422 for a
    malformed body);
 3. its key is checked (401, 403: access.py), then its Job built (a request's glossary);
@@ -82,10 +83,12 @@ class Door:
         limits: Limits,
         access: Access | None,
         body_seconds: float = 30.0,
+        max_bodies: int = 256 << 20,
         splitter: SentenceSplitter | None = None,
     ):
         self.app, self.routes, self.limits, self.access = app, routes, limits, access
         self.body_seconds = body_seconds
+        self.bodies = Bodies(max_bodies)
         self.splitter = splitter  # the workers' (segment_max_words): the search priced per sentence
 
     async def __call__(self, scope, receive, send) -> None:
@@ -93,6 +96,14 @@ class Door:
         if route is None or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        held = Held(self.bodies)
+        try:
+            await self.answer(scope, receive, send, route, held)
+        finally:
+            held.release()
+
+    async def answer(self, scope, receive, send, route: Route, held: Held) -> None:
+        """The module's steps, then the route, for one request; its body's bytes in `held`."""
         headers = dict(scope["headers"])
         shape = "error" if scope["path"].startswith(LIBRETRANSLATE) else "detail"
         bearer = headers.get(b"authorization", b"")
@@ -103,7 +114,7 @@ class Door:
                 await run_in_threadpool(self.access.check_refusals, address)
                 if key is not None:
                     self.access.check_key(key)
-            body = await read_body(headers, receive, route, self.body_seconds)
+            body = await read_body(headers, receive, route, self.body_seconds, held)
             if body is None:  # the client left before sending it all
                 return
             content_type = headers.get(b"content-type", b"").decode("latin-1")
@@ -166,18 +177,54 @@ def client_address(scope) -> str:
 
 
 class BodyTooBig(JobError):
-    """A 413 raised before the body has been read to its end."""
+    """A 413 (or a 503, 408) raised before the body has been read to its end."""
 
 
-async def read_body(headers: dict, receive, route: Route, seconds: float = 30.0) -> bytes | None:
-    """The whole body, or BodyTooBig as soon as it passes the route's limit (Content-Length
-    tells first where it is given), or a 408 once it has taken `seconds` to arrive; None if
-    the client left."""
+class Bodies:
+    """The bytes of the bodies being read or answered now, all requests together, under a
+    budget: what slow or many clients can make the server hold is bounded by a setting."""
+
+    def __init__(self, budget: int):
+        self.budget, self.held = budget, 0
+
+    def check(self, size: int) -> None:
+        if self.held + size > self.budget:
+            busy = BodyTooBig(
+                503, f"the bodies in flight would pass max_bodies_bytes={self.budget}: try again"
+            )
+            busy.headers = [(b"retry-after", b"1")]
+            raise busy
+
+
+class Held:
+    """One request's share of `Bodies`, given back once its answer is sent."""
+
+    def __init__(self, bodies: Bodies):
+        self.bodies, self.size = bodies, 0
+
+    def take(self, size: int) -> None:
+        self.bodies.check(size)
+        self.bodies.held += size
+        self.size += size
+
+    def release(self) -> None:
+        self.bodies.held -= self.size
+        self.size = 0
+
+
+async def read_body(
+    headers: dict, receive, route: Route, seconds: float = 30.0, held: Held | None = None
+) -> bytes | None:
+    """The whole body, or BodyTooBig as soon as it passes the route's limit or the bodies'
+    budget (`held`; Content-Length tells first where it is given), or a 408 once it has taken
+    `seconds` to arrive; None if the client left."""
     limit = route.max_body
     too_big = BodyTooBig(413, f"the body exceeds {route.setting}={limit}")
     length = headers.get(b"content-length")
     if length is not None and length.isdigit() and int(length) > limit:
         raise too_big
+    if held is not None and length is not None and length.isdigit():
+        held.bodies.check(int(length))
     chunks, size = [], 0
     deadline = asyncio.get_running_loop().time() + seconds
     while True:
@@ -194,6 +241,8 @@ async def read_body(headers: dict, receive, route: Route, seconds: float = 30.0)
         size += len(chunks[-1])
         if size > limit:
             raise too_big
+        if held is not None:
+            held.take(len(chunks[-1]))
         if not message.get("more_body", False):
             return b"".join(chunks)
 

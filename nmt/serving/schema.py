@@ -211,7 +211,7 @@ def request_job(request: TranslateRequest, default: DecodeConfig, server) -> Job
     shared = read_glossary(server.glossary, exact) if server.glossary else None
     try:
         own = Glossary.of_request(request.glossary, exact) if request.glossary else None
-        glossary = shared.merged(own) if shared is not None else own
+        glossary = shared.under(own) if shared is not None else own
     except GlossaryError as error:
         raise JobError(422, str(error)) from None
     search = request_search(default, request)

@@ -36,6 +36,7 @@ from nmt.jobs.job import Limits
 from nmt.model import ModelConfig
 from nmt.serving.access import Access, parse_limit, read_keys
 from nmt.serving.api import TranslationAPI
+from nmt.serving.connections import Guard
 from nmt.serving.dispatch import Departures, Dispatch, LitServeSubmit
 from nmt.serving.door import FORM_OVERHEAD, Asked, Door, Route
 from nmt.serving.files import add_file_route, read_file_form
@@ -50,6 +51,17 @@ from nmt.translation.sentences import SentenceSplitter
 from nmt.translation.settings import checked_rules
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # what LitServe binds to
+
+
+# ServeConfig's bounds on connections: each above 0
+CONNECTION_BOUNDS = (
+    "header_seconds",
+    "body_seconds",
+    "keep_alive_seconds",
+    "max_bodies_bytes",
+    "max_client_connections",
+    "max_connections",
+)
 
 
 def check_serve(cfg: ServeConfig) -> None:
@@ -70,12 +82,17 @@ def check_serve(cfg: ServeConfig) -> None:
             read_glossary(cfg.glossary)
         except GlossaryError as error:
             raise UsageError(str(error)) from None
-    for name in ["batch_requests", *(f.name for f in fields(RequestLimits))]:
+    for name in ["batch_requests", *CONNECTION_BOUNDS, *(f.name for f in fields(RequestLimits))]:
         value = getattr(cfg, name)
         if isinstance(value, float) and not value > 0:
             raise UsageError(f"{name} must be above 0, not {value}")
         if isinstance(value, int) and value < 1:
             raise UsageError(f"{name} must be at least 1, not {value}")
+    if cfg.max_bodies_bytes < cfg.max_file_bytes + FORM_OVERHEAD:
+        raise UsageError(
+            f"max_bodies_bytes={cfg.max_bodies_bytes} must hold one file's body: at least "
+            f"max_file_bytes + {FORM_OVERHEAD} (a form's overhead)"
+        )
     if cfg.workers < 0 or cfg.threads < 0:
         raise UsageError("workers and threads must not be negative (0: one per core)")
     if cfg.cache_sentences < 0:
@@ -110,7 +127,7 @@ def build_server(
     metadata = server_info(cfg, card, search, limits)
     routes: dict[str, Route] = {}  # the door's, filled in as the routes are added
     door = {"routes": routes, "limits": limits, "access": access(cfg)}
-    door["body_seconds"] = cfg.body_seconds
+    door["body_seconds"], door["max_bodies"] = cfg.body_seconds, cfg.max_bodies_bytes
     door["splitter"] = SentenceSplitter(max_words=cfg.segment_max_words)
     metrics = Metrics()
     middlewares = [(Door, door), *outer_middlewares(cfg, metrics, routes)]
@@ -267,12 +284,15 @@ def documented(app: FastAPI, model) -> None:
 
 
 def uvicorn_settings(cfg: ServeConfig) -> dict:
-    """What uvicorn holds for both servers: the connections at once, idle keep-alive, and
-    whose X-Forwarded-For it reads (none unless trusted_proxies names them)."""
+    """What uvicorn holds for both servers: the connections at once and per client, the time
+    a request's headers and an idle keep-alive may take, and whose X-Forwarded-For it reads
+    (none unless trusted_proxies names them)."""
     proxies = {"proxy_headers": bool(cfg.trusted_proxies)}
     if cfg.trusted_proxies:
         proxies["forwarded_allow_ips"] = ",".join(cfg.trusted_proxies)
+    guard = Guard(cfg.header_seconds, cfg.max_client_connections, cfg.trusted_proxies)
     return {
+        "http": guard,  # the protocol, bounded (nmt/serving/connections.py)
         "limit_concurrency": cfg.max_connections,
         "timeout_keep_alive": cfg.keep_alive_seconds,
         **proxies,

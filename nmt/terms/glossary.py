@@ -98,6 +98,7 @@ class Glossary:
         self.exact = exact
         by_source = {e.source: e for e in entries}
         self.entries = list(by_source.values())
+        self.sources = set(by_source)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self._words = [[core(w) for w in e.source.split()] for e in self.entries]
         # entries by the lemmas of their words: a run of a sentence's words looks up its own
@@ -149,17 +150,23 @@ class Glossary:
         entries = [checked_entry([s, t], f"glossary entry {s[:40]!r}") for s, t in pairs.items()]
         return cls(entries, exact=exact)
 
-    def merged(self, other: Glossary | None) -> Glossary:
-        """This glossary with `other`'s entries added (theirs win a shared source term)."""
-        if other is None or not len(other):
+    def under(self, own: Glossary | None) -> Glossary:
+        """This glossary (a server's) beneath a request's `own`, whose entries win a shared
+        source term: neither is copied nor indexed again (`Layered`)."""
+        if own is None or not len(own):
             return self
-        return Glossary(self.entries + other.entries, self.src_lang, self.tgt_lang, self.exact)
+        return Layered(own, self)
 
     def find(self, sentence: str) -> list[Match]:
         """The entries `sentence` holds (see the module docstring), in sentence order."""
         words = [core(w) for w in sentence.split()]
         lemmas = [lemma(w, self.src_lang) if w else "" for w in words]
-        found = []  # (match, whether it matches by form)
+        return chosen_matches(self.candidates(words, lemmas))
+
+    def candidates(self, words: list[str], lemmas: list[str]) -> list[tuple[Match, bool]]:
+        """Every entry a sentence's words (their cores, and lemmas) hold, overlapping or not,
+        each with whether it matches by form."""
+        found = []
         firsts = self._firsts
         for start in range(len(words)):
             if lemmas[start] not in firsts:  # (most words start no term)
@@ -173,13 +180,7 @@ class Glossary:
                     if all(word_matches(t, w, self.src_lang) for t, w in pairs):
                         form = all(t.lower() == w.lower() for t, w in pairs)
                         found.append((Match(self.entries[i], range(start, end)), form))
-        found.sort(key=lambda m: (-len(m[0].words), m[0].words.start, not m[1]))
-        chosen, taken = [], set()
-        for match, _ in found:
-            if taken.isdisjoint(match.words):
-                chosen.append(match)
-                taken.update(match.words)
-        return sorted(chosen, key=lambda m: m.words.start)
+        return found
 
     def uses(self, translation: str, target: str) -> bool:
         """Whether `translation` holds the target term, in any inflection (by lemma)."""
@@ -226,6 +227,40 @@ class Glossary:
         wanted = [self.lemmas(target) for target in targets]
         used = [sum(holds(self.lemmas(text), want) for want in wanted) for text in translations]
         return sorted(range(len(translations)), key=lambda h: -used[h])
+
+
+class Layered(Glossary):
+    """A request's glossary over a server's (`Glossary.under`): a sentence's terms are found
+    in both, the request's entry winning a source term both hold, as if they were one
+    glossary of the server's entries and then the request's."""
+
+    def __init__(self, own: Glossary, base: Glossary):
+        self.own, self.base, self.exact = own, base, own.exact
+        self.src_lang, self.tgt_lang = base.src_lang, base.tgt_lang
+        self.overridden = {e.source for e in own.entries}
+
+    def __len__(self) -> int:
+        return len(self.base) + sum(e.source not in self.base.sources for e in self.own.entries)
+
+    def candidates(self, words: list[str], lemmas: list[str]) -> list[tuple[Match, bool]]:
+        kept = [
+            (match, form)
+            for match, form in self.base.candidates(words, lemmas)
+            if match.entry.source not in self.overridden
+        ]
+        return kept + self.own.candidates(words, lemmas)
+
+
+def chosen_matches(found: list[tuple[Match, bool]]) -> list[Match]:
+    """Of overlapping candidates, the longest, then the first, then one by form (stable:
+    an earlier entry wins a tie), in sentence order."""
+    found = sorted(found, key=lambda m: (-len(m[0].words), m[0].words.start, not m[1]))
+    chosen, taken = [], set()
+    for match, _ in found:
+        if taken.isdisjoint(match.words):
+            chosen.append(match)
+            taken.update(match.words)
+    return sorted(chosen, key=lambda m: m.words.start)
 
 
 @lru_cache(maxsize=8192)
