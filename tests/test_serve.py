@@ -1047,3 +1047,20 @@ def test_serve_refuses_bad_settings_in_one_line(model_pt, tmp_path, args, messag
     assert (
         result.returncode == 2 and err[-1].startswith("nmt.serve: error: ") and message in err[-1]
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["header_seconds=0"], "header_seconds must be above 0"),
+        (["max_client_connections=0"], "max_client_connections must be at least 1"),
+        (["max_bodies_bytes=1000000"], "max_bodies_bytes=1000000 must hold one file's body"),
+    ],
+)
+def test_connection_bounds_that_cannot_work_are_refused_before_loading(model_pt, args, message):
+    """check_serve, as `nmt.serve` runs it first (the command's one line: the test above)."""
+    from nmt.errors import UsageError
+    from nmt.serving.server import check_serve
+
+    with pytest.raises(UsageError, match=message):
+        check_serve(compose("serve", [f"ckpt={model_pt}", *args]))
