@@ -168,13 +168,14 @@ def test_ctranslate2_stops_a_greedy_or_sampled_batch_within_it_when_told(ct2_f32
 
     lines = overfit_pairs[0][:8]
     long = DecodeConfig(min_len=200)  # a batch of 200 steps at least: stopped at step 0
+    asked = []
+
+    def stop() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # the batch starts, and stops at its first check within
+
     for search in (long, replace(long, strategy="sample", seed=3)):
-        asked = []
-
-        def stop() -> bool:
-            asked.append(True)
-            return len(asked) > 1  # the batch starts, and stops at its first check within
-
+        asked.clear()
         with pytest.raises(Stopped, match="stopped within a batch"):
             ct2_f32.translate(lines, search, stop=stop)
         # before; each queued batch (a line each, at this length) once, at its step 0, where
