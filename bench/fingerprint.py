@@ -3,12 +3,14 @@ change behaviour (a redesign), and compare the two lists.
 
     python bench/fingerprint.py --ckpt outputs/<run>/model.pt --work /tmp/fp > before.txt
 
-Each line is "<sha256>  <name>". The inputs are the first val lines plus lines of numbers,
-addresses, placeholders and capitals; HTML and Word inputs are built from them. The commands:
+Each line is "<sha256>  <name>". The inputs are the first val lines (or --split's) plus lines
+of numbers, addresses, placeholders and capitals; HTML and Word inputs are built from them.
+The commands (--offline: these alone):
 translate on both engines (greedy, beam n-best with scores and alignments, lines), HTML and
 Word files (the Word file's XML parts, since a zip's bytes hold times), a glossary (steered,
-placed and exact), spans off and localized numbers, nmt.score, evaluate's hypotheses and
-scores, and the served answers of both servers (/translate, /translate_file, LibreTranslate).
+placed and exact), spans off and localized numbers, nmt.score, seeded sampling; then
+evaluate's hypotheses and scores, and the served answers of both servers (/translate,
+/translate_file, LibreTranslate).
 """
 
 from __future__ import annotations
@@ -73,10 +75,10 @@ def answered(reply: httpx.Response) -> httpx.Response:
     return reply
 
 
-def make_inputs(work: Path, data_dir: Path, n: int) -> dict[str, Path]:
+def make_inputs(work: Path, data_dir: Path, n: int, split: str = "val") -> dict[str, Path]:
     import docx
 
-    val = (data_dir / "val.en").read_text(encoding="utf-8").splitlines()[:n]
+    val = (data_dir / f"{split}.en").read_text(encoding="utf-8").splitlines()[:n]
     lines = [*val, *EXTRA]
     paths = {"txt": work / "in.en", "html": work / "in.html", "docx": work / "in.docx"}
     paths["txt"].write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -92,7 +94,7 @@ def make_inputs(work: Path, data_dir: Path, n: int) -> dict[str, Path]:
     paths["glossary"] = work / "terms.tsv"
     paths["glossary"].write_text(GLOSSARY, encoding="utf-8")
     paths["de"] = work / "ref.de"
-    ref = (data_dir / "val.de").read_text(encoding="utf-8").splitlines()[:n]
+    ref = (data_dir / f"{split}.de").read_text(encoding="utf-8").splitlines()[:n]
     paths["de"].write_text("\n".join(ref) + "\n", encoding="utf-8")
     paths["val_en"] = work / "val.en"
     paths["val_en"].write_text("\n".join(val) + "\n", encoding="utf-8")
@@ -192,15 +194,25 @@ def main() -> None:
     parser.add_argument(
         "--data", type=Path, default=Path(os.environ.get("NMT_DATA_DIR", "../shared/data/multi30k"))
     )
-    parser.add_argument("--lines", type=int, default=40, help="val lines at the head of the input")
+    parser.add_argument(
+        "--lines", type=int, default=40, help="split lines at the head of the input"
+    )
+    parser.add_argument("--split", default="val", help="the split read: val or test_2016_flickr")
+    parser.add_argument(
+        "--offline", action="store_true", help="the commands only: no evaluate, no servers"
+    )
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to run")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    paths = make_inputs(args.work, args.data, args.lines)
+    paths = make_inputs(args.work, args.data, args.lines, args.split)
     ct2 = args.work / "ct2"
     if not ct2.exists():
         run(["nmt.export", f"ckpt={args.ckpt}", f"out={ct2}", "quantization=float32"])
     found = offline(args.ckpt, ct2, paths, args.work)
+    if args.offline:
+        for name, data in found.items():
+            print(f"{sha(data)}  {name}")
+        return
     evaluation = args.work / "evaluation"
     run(
         [
