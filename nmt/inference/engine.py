@@ -148,13 +148,18 @@ class Engine(ABC):
             nbests = self.with_alignments(batch, next(found)) if alignments else next(found)
             if stop is not None and stop():  # it may have ended the batch early: not kept
                 raise Stopped(f"stopped within a batch of {len(batch.lines)} lines")
-            for line, nbest in zip(batch.lines, nbests, strict=True):
-                results[todo[line]] = nbest
-                if keys is not None:
-                    self.cache.put(keys[todo[line]], nbest)
+            self.keep(batch.lines, nbests, todo, results, keys)
             if done is not None:
                 done(len(batch.lines))
         return results
+
+    def keep(self, batch_lines, nbests, todo, results, keys) -> None:
+        """A batch's n-best lists into `results` at the lines `todo` names, and into the
+        cache under their `keys` (None: no cache)."""
+        for line, nbest in zip(batch_lines, nbests, strict=True):
+            results[todo[line]] = nbest
+            if keys is not None:
+                self.cache.put(keys[todo[line]], nbest)
 
     def cache_keys(
         self,
