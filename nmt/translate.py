@@ -76,6 +76,23 @@ def check_request(cfg: TranslateConfig) -> None:
         path = getattr(cfg, name)
         if path is not None and not Path(path).exists():
             raise UsageError(f"{name}={path} not found")
+    if cfg.input and document_format(cfg) == "text" and (what := binary(cfg.input)):
+        raise UsageError(
+            f"input={cfg.input} is {what}, not text: the files read as documents are "
+            f"{', '.join(SUFFIXES)}"
+        )
+
+
+def binary(path: str) -> str:
+    """What a file read as lines is instead of text ("" when its start looks like text): a
+    presentation or a spreadsheet would otherwise be decoded as lines of bytes."""
+    with open(path, "rb") as file:
+        head = file.read(4096)
+    if head.startswith(b"PK\x03\x04"):
+        return "a zip archive"
+    if head.startswith(b"%PDF"):
+        return "a PDF file"
+    return "a binary file" if b"\0" in head else ""
 
 
 def command_job(
@@ -105,7 +122,8 @@ def limits(cfg: TranslateConfig) -> Limits:
 
 
 def document_format(cfg: TranslateConfig) -> str:
-    """text, html or docx: format=, or with format=auto the input file's suffix."""
+    """A format of the table (nmt.documents.formats): format=, or with format=auto the input
+    file's suffix (text for one the table does not name)."""
     if cfg.format != "auto":
         if cfg.format not in FORMATS:
             raise UsageError(
@@ -134,7 +152,7 @@ def prepare(cfg: TranslateConfig, overrides: list[str]):
         "alignment_heads"
     ):
         log.warning(
-            "alignments=true or format=html/docx: this model was trained without guided "
+            "alignments=true or a document format: this model was trained without guided "
             "alignment, so its alignments (which place tags and runs) come from the raw "
             "attention of decoder layer %d (averaged over heads), which aligns worse than a "
             "trained alignment head (docs/guide.md)",

@@ -27,7 +27,7 @@ from docx.oxml.ns import qn
 from docx.text.run import Run
 
 from nmt.documents.html_tree import Element, Text, parse
-from nmt.documents.markup import parsed, read_pages
+from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 
@@ -286,5 +286,5 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
         word_file = WordFile(data)
     except DocxError as error:
         raise JobError(422, where + str(error)) from None
-    pages = read_pages(word_file.fragments, name, sys.maxsize)  # its runs counted above
-    return parsed(pages, lambda found: word_file.translated([p.text for p in pages.render(found)]))
+    # its runs counted above
+    return fragment_file(word_file.fragments, name, sys.maxsize, word_file.translated)

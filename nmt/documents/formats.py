@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.documents import docx_file, markup, text_file
+from nmt.documents import docx_file, markup, subtitles, text_file
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 
@@ -47,6 +47,8 @@ FORMATS = {
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
             docx_file.read_file,
         ),
+        Format("srt", (".srt",), "application/x-subrip; charset=utf-8", subtitles.read("srt")),
+        Format("vtt", (".vtt",), "text/vtt; charset=utf-8", subtitles.read("vtt")),
     )
 }
 # what a request's texts may be: plain text, or a format with a reader of texts

@@ -265,6 +265,13 @@ def parsed(pages: Pages, render) -> Parsed:
     return Parsed([s.text for s in pages.segments], render, counted)
 
 
+def fragment_file(fragments: list[str], name: str, max_tags: int, write) -> Parsed:
+    """A file read as HTML fragments (a Word paragraph, a subtitle cue, ...): its segments,
+    and its bytes from `write(translated fragments)`."""
+    pages = read_pages(fragments, name, max_tags)
+    return parsed(pages, lambda found: write([p.text for p in pages.render(found)]))
+
+
 def read_texts(texts: list[str], name: str, limits) -> Parsed:
     """A request's texts, each an HTML document: one Translation each."""
     pages = read_pages(texts, name, limits.max_file_tags)
