@@ -17,6 +17,7 @@ from nmt.documents.html_tree import Element, Text, parse
 from nmt.written_numbers import PLACEHOLDERS
 
 KEPT = '<code translate="no">'
+TAG = re.compile(r"<(/?)([A-Za-z][\w-]*)[^<>]*?(/?)>")
 
 
 def kept(raw: str) -> str:
@@ -24,14 +25,37 @@ def kept(raw: str) -> str:
     return f"{KEPT}{raw}</code>"
 
 
-def escaped(text: str, keep: re.Pattern | None = PLACEHOLDERS) -> str:
-    """`text` as a fragment: escaped, each match of `keep` a point kept as it is."""
-    if keep is None:
-        return html.escape(text, quote=False)
+def balanced(text: str) -> bool:
+    """Whether `text`'s tags (`<b>`, `</b>`, `<br/>`) open and close as HTML's must nest."""
+    open_: list[str] = []
+    for match in TAG.finditer(text):
+        if match[3]:
+            continue
+        if not match[1]:
+            open_.append(match[2].lower())
+        elif not open_ or open_.pop() != match[2].lower():
+            return False
+    return not open_
+
+
+def escaped(text: str, keep: re.Pattern | None = PLACEHOLDERS, markup: bool = False) -> str:
+    """`text` as a fragment: escaped, each match of `keep` a point kept as it is; with
+    `markup`, its tags kept as HTML elements (carried onto the words they hold) where they
+    nest, else each a point."""
+    found = [(m.start(), m.end(), True) for m in keep.finditer(text)] if keep else []
+    if markup:
+        elements = balanced(text)
+        found += [(m.start(), m.end(), not elements) for m in TAG.finditer(text)]
     out, at = [], 0
-    for match in keep.finditer(text):
-        out += [html.escape(text[at : match.start()], quote=False), kept(html.escape(match[0]))]
-        at = match.end()
+    for start, end, point in sorted(found):
+        if start < at:  # inside one kept already
+            continue
+        piece = text[start:end]
+        out += [
+            html.escape(text[at:start], quote=False),
+            kept(html.escape(piece)) if point else piece,
+        ]
+        at = end
     out.append(html.escape(text[at:], quote=False))
     return "".join(out)
 

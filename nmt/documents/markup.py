@@ -92,7 +92,9 @@ class Segment:
                 span.words = range(bisect_right(ends, start), bisect_left(starts, end))
             span.at = bisect_left(starts, start)
             before = start > 0 and text[start - 1].isspace()
-            span.spaced = (before, before and end < len(text) and text[end].isspace())
+            # (at the start, a space after it is its own: "<img> x", "%d dogs")
+            spaced_after = (before or start == 0) and end < len(text) and text[end].isspace()
+            span.spaced = (before, spaced_after)
             if span.words:
                 span.head = affix(text, words[span.words[0]][0], start)
                 span.tail = affix(text, end, words[span.words[-1]][1])
@@ -172,7 +174,10 @@ def _emit(
             _emit(span.children, start, end, target, words, pieces)
             pieces.append(node.end or f"</{node.tag}>")
         else:  # copied as it was; its space after it, but never inside a word
-            spaced = span.spaced[1] and not span.words and target[end : end + 1] != " "
+            # (one spaced before it that lands on a word's start is kept off the word)
+            after = target[end : end + 1]
+            spaced = span.spaced[1] or (span.spaced[0] and after.isalnum())
+            spaced = spaced and not span.words and after != " "
             pieces.append(str(node) + (" " if spaced and not inside_word(words, end) else ""))
         cursor = end
     pieces.append(html.escape(target[cursor:hi], quote=False))
