@@ -19,12 +19,8 @@ from docx.oxml.ns import qn
 from docx.text.run import Run
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.docx_file import (
-    DocxError,
-    WordFile,
-    check_archive,
-    paragraphs,
-)
+from nmt.documents.archive import ArchiveError, check_archive
+from nmt.documents.docx_file import WordFile, paragraphs
 from nmt.documents.markup import Pages
 from nmt.errors import JobError
 from nmt.translation.texts import translate_texts
@@ -216,23 +212,26 @@ def test_a_zip_bomb_is_refused_from_its_directory_before_it_is_unzipped():
     bomb = zipped({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"\0" * 5_000_000})
     assert len(bomb) < 10_000
     with pytest.raises(
-        DocxError, match=r"^'word/document.xml' inflates \d+ times: the limit is max_zip_ratio=100$"
+        ArchiveError,
+        match=r"^'word/document.xml' inflates \d+ times: the limit is max_zip_ratio=100$",
     ):
         check_archive(bomb, 100_000_000, 100.0)
     with pytest.raises(
-        DocxError,
+        ArchiveError,
         match=r"^the file inflates past max_inflated_bytes=1000000 \(at 'word/document.xml'\)$",
     ):
         check_archive(bomb, 1_000_000, 1e9)
     check_archive(zipped({"word/styles.xml": b"\0" * 50_000}), 1_000_000, 100.0)
-    with pytest.raises(DocxError, match="'word/styles.xml' inflates"):  # (1 MiB parts were let be)
+    with pytest.raises(
+        ArchiveError, match="'word/styles.xml' inflates"
+    ):  # (1 MiB parts were let be)
         check_archive(zipped({"word/styles.xml": b"\0" * 500_000}), 1_000_000, 100.0)
     many = zipped({f"word/p{i}.xml": b"<a/>" for i in range(1001)})
-    with pytest.raises(DocxError, match="1001 parts, over 1000"):
+    with pytest.raises(ArchiveError, match="1001 parts, over 1000"):
         check_archive(many, 100_000_000, 100.0)
-    with pytest.raises(DocxError, match="^not a .docx file: not a zip archive"):
+    with pytest.raises(ArchiveError, match="^not a .docx file: not a zip archive"):
         check_archive(b"PK not a zip", 1_000_000, 100.0)
-    with pytest.raises(DocxError, match="'word/document.xml' is not stored or deflated"):
+    with pytest.raises(ArchiveError, match="'word/document.xml' is not stored or deflated"):
         check_archive(zipped({"word/document.xml": b"<w/>"}, zipfile.ZIP_LZMA), 1_000_000, 100.0)
     real = io.BytesIO()
     docx.Document().save(real)
@@ -258,7 +257,7 @@ def test_a_word_file_is_read_once_counted_then_written_as_its_job_writes_it():
     whole = translated_word_file(data.getvalue(), uppercase_translator)
     assert texts(out) == texts(whole) == ["A DOG RUNS.", "", "TWO MEN."]
     assert docx.Document(io.BytesIO(out)).paragraphs[2].runs[0].bold
-    with pytest.raises(DocxError, match="not a .docx file"):
+    with pytest.raises(ArchiveError, match="not a .docx file"):
         WordFile(b"PK not a zip")
 
 

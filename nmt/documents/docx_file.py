@@ -26,6 +26,7 @@ import docx
 from docx.oxml.ns import qn
 from docx.text.run import Run
 
+from nmt.documents.archive import ArchiveError, check_archive, count_in_parts
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
@@ -40,19 +41,6 @@ PARAGRAPH = qn("w:p")
 DOCX_INLINE = {
     qn(f"w:{name}") for name in ("hyperlink", "ins", "smartTag", "customXml", "fldSimple")
 }
-
-
-# parts larger than this are held to max_zip_ratio (XML deflates ~10x): smaller ones can hold
-# at most MAX_PARTS x this in all
-RATIO_FROM = 64 << 10
-MAX_PARTS = 1000  # parts in one archive (a Word file of a long book has a few dozen)
-# XML elements in all its parts, counted before python-docx (lxml) builds a tree of each: a
-# tree costs ~100 bytes an element (two 1 MiB parts of <a/> took 64 MB)
-MAX_ELEMENTS = 1_000_000
-
-
-class DocxError(ValueError):
-    """A file python-docx cannot read as a Word document."""
 
 
 def text_run(element) -> bool:
@@ -188,7 +176,7 @@ class WordFile:
                 if "<span" in source:
                     self.todo.append((element, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
-            raise DocxError(
+            raise ArchiveError(
                 f"not a .docx file python-docx can read ({type(error).__name__})"
             ) from None
         self.fragments = [source for _, source, _ in self.todo]
@@ -202,66 +190,6 @@ class WordFile:
         return out.getvalue()
 
 
-def check_archive(data: bytes, max_inflated_bytes: int, max_ratio: float) -> None:
-    """Refuse (DocxError, one line) a zip that is none, or one that would inflate past
-    `max_inflated_bytes` in all, or any part over RATIO_FROM bytes past `max_ratio` times its
-    compressed size (a zip bomb; Apache POI's ZipSecureFile checks the same), before any of
-    it is unzipped."""
-    # The sizes are the central directory's, and they bound what python-docx can read:
-    # zipfile reads a part through ZipExtFile, whose _read1 (CPython 3.11 Lib/zipfile.py)
-    # inflates deflate at most max_length at a time and keeps `data[:self._left]`, _left
-    # starting at the directory's file_size; a part that inflates further is cut there and
-    # fails its CRC check. Other methods inflate a whole read at once: refused below.
-    try:
-        parts = zipfile.ZipFile(io.BytesIO(data)).infolist()
-    except (zipfile.BadZipFile, ValueError, EOFError) as error:
-        raise DocxError(f"not a .docx file: not a zip archive ({error})") from None
-    if len(parts) > MAX_PARTS:
-        raise DocxError(f"not a .docx file: {len(parts)} parts, over {MAX_PARTS}")
-    total = 0
-    for part in parts:
-        if part.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-            # (Word writes stored and deflated parts alone)
-            raise DocxError(f"not a .docx file: {part.filename!r} is not stored or deflated")
-        total += part.file_size
-        if total > max_inflated_bytes:
-            raise DocxError(
-                f"the file inflates past max_inflated_bytes={max_inflated_bytes} "
-                f"(at {part.filename!r})"
-            )
-        ratio = part.file_size / max(part.compress_size, 1)
-        if part.file_size > RATIO_FROM and ratio > max_ratio:
-            raise DocxError(
-                f"{part.filename!r} inflates {ratio:.0f} times: the limit is "
-                f"max_zip_ratio={max_ratio:g}"
-            )
-
-
-def count_runs(data: bytes, most: int) -> int:
-    """The runs (`<w:r>` elements) of a checked archive's XML parts, counted as they inflate
-    (a part at a time, a chunk at a time: no tree, no whole part in memory), stopping once
-    past `most`: what bounds python-docx's reading, counted before it reads. DocxError past
-    MAX_ELEMENTS elements (every `<`) in all the parts."""
-    found, elements = 0, 0
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for part in archive.infolist():
-            if not part.filename.endswith((".xml", ".rels")):
-                continue
-            with archive.open(part) as xml:
-                carry = b""
-                while found <= most and (chunk := xml.read(1 << 20)):
-                    text = carry + chunk
-                    found += text.count(b"<w:r>") + text.count(b"<w:r ")
-                    elements += chunk.count(b"<")
-                    if elements > MAX_ELEMENTS:
-                        raise DocxError(
-                            f"over {MAX_ELEMENTS:,} XML elements (at {part.filename!r}): "
-                            "more than a Word file holds"
-                        )
-                    carry = text[-4:]  # a run's tag cut by the chunk's end is counted next
-    return found
-
-
 def read_file(data: bytes, name: str, limits) -> Parsed:
     """A Word file, bounded before it is unzipped (`check_archive`) and before python-docx
     reads it (`count_runs`: at most max_file_tags runs); JobError 413 over a limit, 422 for a
@@ -269,11 +197,11 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
     where = f"{name}: " if name else ""
     try:
         check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
-    except DocxError as error:  # a zip bomb, or no zip at all
+    except ArchiveError as error:  # a zip bomb, or no zip at all
         raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
     try:
-        runs = count_runs(data, limits.max_file_tags)
-    except DocxError as error:
+        runs = count_in_parts(data, (b"<w:r>", b"<w:r "), limits.max_file_tags, "a Word file")
+    except ArchiveError as error:
         raise JobError(413, where + str(error)) from None
     except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
         # a bad CRC, an encrypted or truncated part
@@ -284,7 +212,7 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
         )
     try:
         word_file = WordFile(data)
-    except DocxError as error:
+    except ArchiveError as error:
         raise JobError(422, where + str(error)) from None
     # its runs counted above
     return fragment_file(word_file.fragments, name, sys.maxsize, word_file.translated)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.documents import docx_file, gettext_file, markup, subtitles, text_file
+from nmt.documents import docx_file, epub_file, gettext_file, markup, subtitles, text_file
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 
@@ -48,13 +48,14 @@ FORMATS = {
             docx_file.read_file,
         ),
         Format("srt", (".srt",), "application/x-subrip; charset=utf-8", subtitles.read("srt")),
+        Format("vtt", (".vtt",), "text/vtt; charset=utf-8", subtitles.read("vtt")),
+        Format("epub", (".epub",), "application/epub+zip", epub_file.read_file),
         Format(
             "po",
             (".po", ".pot"),
             "text/x-gettext-translation; charset=utf-8",
             gettext_file.read_file,
         ),
-        Format("vtt", (".vtt",), "text/vtt; charset=utf-8", subtitles.read("vtt")),
     )
 }
 # what a request's texts may be: plain text, or a format with a reader of texts

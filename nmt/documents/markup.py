@@ -95,6 +95,7 @@ class Segment:
             # (at the start, a space after it is its own: "<img> x", "%d dogs")
             spaced_after = (before or start == 0) and end < len(text) and text[end].isspace()
             span.spaced = (before, spaced_after)
+            span.glued = end < len(text) and text[end].isalnum()
             if span.words:
                 span.head = affix(text, words[span.words[0]][0], start)
                 span.tail = affix(text, end, words[span.words[-1]][1])
@@ -176,7 +177,7 @@ def _emit(
         else:  # copied as it was; its space after it, but never inside a word
             # (one spaced before it that lands on a word's start is kept off the word)
             after = target[end : end + 1]
-            spaced = span.spaced[1] or (span.spaced[0] and after.isalnum())
+            spaced = span.spaced[1] or (span.spaced[0] and not span.glued and after.isalnum())
             spaced = spaced and not span.words and after != " "
             pieces.append(str(node) + (" " if spaced and not inside_word(words, end) else ""))
         cursor = end

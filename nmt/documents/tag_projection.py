@@ -37,6 +37,8 @@ class Span:
     # a point with a space before it in the source ("the <img> x") goes after the target's
     # space, not onto the word before; with one after it too, it keeps one after it
     spaced: tuple[bool, bool] = (False, False)
+    # a point before a word of its own ("<img>word"): never pushed off it by a space
+    glued: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.words, range):
