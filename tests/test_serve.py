@@ -19,7 +19,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT, compose, run_module, translated_docx, translated_html
+from conftest import (
+    ROOT,
+    compose,
+    document_result,
+    on_engine,
+    run_module,
+    translated_docx,
+    translated_html,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -433,6 +441,26 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     word = word_file(s)
     reply = upload("letter.docx", word)
     assert texts(reply.content) == texts(translated_docx(overfit_engine, word, own))
+    from test_epub import book, parts
+    from test_subtitles import subrip, web_vtt
+
+    offline = on_engine(overfit_engine, own)
+    for name, data in [
+        ("film.srt", subrip(s[:6])),
+        ("film.vtt", web_vtt(s[:6])),
+        ("book.epub", book(s[:6])),
+        ("app.po", b'msgid "%d dogs."\nmsgstr ""\n\nmsgid "A man sleeps."\nmsgstr ""\n'),
+    ]:
+        reply = upload(name, data)
+        assert reply.status_code == 200, reply.text
+        fmt = name.rsplit(".", 1)[1]
+        expected = document_result(offline, fmt, data=data, name=name).data
+        if fmt == "epub":  # the chapters' bodies (its short titles loop, batched or not)
+            got, want = parts(reply.content), parts(expected)
+            for chapter in ("EPUB/c0.xhtml", "EPUB/c1.xhtml"):
+                assert got[chapter].split(b"<body>")[1] == want[chapter].split(b"<body>")[1]
+        else:
+            assert reply.content == expected, name
     for name, data, status, message in [
         ("a.pdf", b"%PDF", 415, "unsupported file type '.pdf'"),
         ("a.docx", b"not a zip", 422, "not a .docx file"),
