@@ -311,19 +311,29 @@ def ct2_f32(overfit_engine, tmp_path_factory):
     return CTranslate2Engine(out, "cpu", "default", 1, 1024)
 
 
-def uppercase_translator(texts: list[str], numbers: list[int]):
+def word_translator(change=str.upper, reverse: bool = False):
     """A stand-in translator for documents (translate_pages' `translate`): each word
-    upper-cased, word i aligned to word i, the text's outer whitespace kept."""
+    changed by `change`, word i aligned to word i (or with `reverse`, to word n-1-i: an
+    alignment that crosses everything), the text's outer whitespace kept."""
     from nmt.translation.translated import Translation
 
-    found = []
-    for text in texts:
-        words = text.split()
-        lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-        target = lead + " ".join(w.upper() for w in words) + trail
-        pairs = [(i, i) for i in range(len(words))]
-        found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
-    return found
+    def translate(texts: list[str], numbers: list[int]):
+        found = []
+        for text in texts:
+            words = text.split()
+            lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+            target = lead + " ".join(change(w) for w in words) + trail
+            n = len(words)
+            pairs = [(i, n - 1 - i if reverse else i) for i in range(n)]
+            found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
+        return found
+
+    return translate
+
+
+uppercase_translator = word_translator()
+identity_translator = word_translator(str)
+reversed_translator = word_translator(reverse=True)
 
 
 # --- documents through the one job path (nmt.jobs), as every door translates them ---

@@ -9,13 +9,18 @@ import zipfile
 
 import ebooklib
 import pytest
-from conftest import document_result, run_module, stand_in, uppercase_translator
+from conftest import (
+    document_result,
+    identity_translator,
+    run_module,
+    stand_in,
+    uppercase_translator,
+)
 from ebooklib import epub
 
 from nmt.errors import JobError
 from nmt.jobs.check import check
 from nmt.jobs.job import Job, Limits
-from nmt.translation.translated import Translation
 
 
 def book(sentences: list[str]) -> bytes:
@@ -54,14 +59,6 @@ def translated(data: bytes, translate) -> bytes:
     return document_result(stand_in(translate), "epub", data=data, name="book.epub").data
 
 
-def identity(texts, numbers):
-    found = []
-    for text in texts:
-        links = [(i, i) for i in range(len(text.split()))]
-        found.append(Translation(text, alternatives=[(text, 0.0)], alignments=[links]))
-    return found
-
-
 def test_each_chapter_is_translated_and_every_other_part_kept(overfit_pairs):
     sentences = overfit_pairs[0][:6]
     source = book(sentences)
@@ -85,7 +82,10 @@ def test_each_chapter_is_translated_and_every_other_part_kept(overfit_pairs):
         assert f"<h1>{sentences[3 * i].upper()}</h1>" in text
         assert f"<b>{sentences[3 * i + 2].upper()}</b>" in text
         assert 'href="style.css"' in text  # the chapter's head as it was
-    assert translated(source, identity) and parts(translated(source, identity)) == before
+    assert (
+        translated(source, identity_translator)
+        and parts(translated(source, identity_translator)) == before
+    )
 
 
 def test_a_hostile_book_is_refused_in_one_line_before_parsing(overfit_pairs):

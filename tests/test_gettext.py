@@ -11,10 +11,16 @@ from pathlib import Path
 
 import polib
 import pytest
-from conftest import document_result, run_module, stand_in, uppercase_translator
+from conftest import (
+    document_result,
+    identity_translator,
+    reversed_translator,
+    run_module,
+    stand_in,
+    uppercase_translator,
+)
 
 from nmt.errors import JobError
-from nmt.translation.translated import Translation
 from nmt.written_numbers import PLACEHOLDERS
 
 TOOLS = pytest.mark.skipif(
@@ -43,24 +49,6 @@ def template(sentences: list[str], folder: Path) -> bytes:
         check=True,
     )
     return out.read_bytes()
-
-
-def identity(texts, numbers):
-    found = []
-    for text in texts:
-        words = text.split()
-        links = [(i, i) for i in range(len(words))]
-        found.append(Translation(text, alternatives=[(" ".join(words), 0.0)], alignments=[links]))
-    return found
-
-
-def reversed_(texts, numbers):
-    found = []
-    for text in texts:
-        n = len(text.split())
-        links = [(i, n - 1 - i) for i in range(n)]
-        found.append(Translation(text, alternatives=[(text.upper(), 0.0)], alignments=[links]))
-    return found
 
 
 def filled(data: bytes, translate) -> bytes:
@@ -116,14 +104,14 @@ def test_what_is_translated_fuzzy_or_obsolete_is_left_and_a_done_file_comes_back
     assert again.find(entries[1].msgid).msgstr == ""
     assert [e.msgid for e in again.obsolete_entries()] == ["A dog."]
     asked = []
-    filled(once, lambda texts, numbers: asked.extend(texts) or identity(texts, numbers))
+    filled(once, lambda texts, numbers: asked.extend(texts) or [])
     assert asked == []  # nothing left to translate
-    assert filled(once, identity) == once  # byte for byte
+    assert filled(once, identity_translator) == once  # byte for byte
 
 
 @TOOLS
 def test_placeholders_moved_out_of_their_order_mark_a_message_fuzzy(overfit_pairs, tmp_path):
-    out = filled(template(overfit_pairs[0], tmp_path), reversed_)
+    out = filled(template(overfit_pairs[0], tmp_path), reversed_translator)
     msgfmt_check(out, tmp_path)  # fuzzy messages are neither used nor rejected
     moved = polib.pofile(out.decode()).find(overfit_pairs[0][1].rstrip(".") + " %d times, said %s.")
     assert "fuzzy" in moved.flags and sorted(PLACEHOLDERS.findall(moved.msgstr)) == ["%d", "%s"]

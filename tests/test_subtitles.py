@@ -10,12 +10,19 @@ from datetime import timedelta
 import pytest
 import srt
 import webvtt
-from conftest import document_result, on_engine, run_module, stand_in, uppercase_translator
+from conftest import (
+    document_result,
+    identity_translator,
+    on_engine,
+    reversed_translator,
+    run_module,
+    stand_in,
+    uppercase_translator,
+)
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.documents.subtitles import LINE_CHARS, layout
 from nmt.errors import JobError
-from nmt.translation.translated import Translation
 
 GREEDY = DecodeConfig(strategy="greedy")
 TAG = re.compile(r"</?(\w+)[^>]*>")
@@ -71,15 +78,7 @@ def plain(line: str) -> str:
 def test_a_subtitle_file_comes_back_as_it_was_through_an_identity_translator(suffix, overfit_pairs):
     data = (subrip if suffix == "srt" else web_vtt)(overfit_pairs[0][:6])
 
-    def identity(texts, numbers):
-        words = [t.split() for t in texts]
-        links = [[(i, i) for i in range(len(w))] for w in words]
-        return [
-            Translation(t, alternatives=[(t, 0.0)], alignments=[a])
-            for t, a in zip(texts, links, strict=True)
-        ]
-
-    result = document_result(stand_in(identity), suffix, data=data, name=f"a.{suffix}")
+    result = document_result(stand_in(identity_translator), suffix, data=data, name=f"a.{suffix}")
     assert result.data == data  # byte for byte
 
 
@@ -115,15 +114,7 @@ def test_a_translation_whose_words_cross_its_cues_is_cut_at_their_shares(suffix,
     sentences = overfit_pairs[0][:4]
     data = (subrip if suffix == "srt" else web_vtt)(sentences)
 
-    def reversed_(texts, numbers):
-        found = []
-        for text in texts:
-            n = len(text.split())
-            links = [(i, n - 1 - i) for i in range(n)]
-            found.append(Translation(text, alternatives=[(text.upper(), 0.0)], alignments=[links]))
-        return found
-
-    out = document_result(stand_in(reversed_), suffix, data=data, name=f"a.{suffix}").data
+    out = document_result(stand_in(reversed_translator), suffix, data=data, name=f"a.{suffix}").data
     cues = read_back(out, suffix)  # it parses as the format
     joined = [plain(" ".join(c[2])) for c in cues]
     assert all(joined)
