@@ -1,12 +1,13 @@
-"""POST /translate_file: a .txt, .md, .html/.htm or .docx file in (multipart, field `file`,
-optional fields `segment` and `api_key`), the same kind of file out, translated.
+"""POST /translate_file: a file of the format table (nmt.documents.formats: text, HTML, Word,
+subtitles, EPUB, gettext) in (multipart, field `file`, optional fields `segment` and
+`api_key`), the same kind of file out, translated.
 
 The door (door.py) reads the form (`read_file_form`), checks the file's job and counts its
 text against the limits before this route runs; the route runs the checked job
 through the server's dispatch (dispatch.py), so a file's texts are translated exactly as
 the same texts sent to /translate, in the same batches and queue, and puts the file back
 together. Refused in one line by the door: a type we do not read (415), a file over
-max_file_bytes, a Word file that would inflate past max_inflated_bytes or max_zip_ratio,
+max_file_bytes, a Word file or a book that would inflate past max_inflated_bytes or max_zip_ratio,
 more than max_file_segments segments, a segment over max_line_chars, max_segment_words or
 max_segment_tags (413), a file that cannot be read (422). Nothing is sent back until the
 whole file is translated. The name it is sent back under keeps any script (RFC 6266's
