@@ -442,6 +442,8 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     reply = upload("letter.docx", word)
     assert texts(reply.content) == texts(translated_docx(overfit_engine, word, own))
     from test_epub import book, parts
+    from test_pptx import deck
+    from test_pptx import texts as slide_texts
     from test_subtitles import subrip, web_vtt
 
     offline = on_engine(overfit_engine, own)
@@ -449,6 +451,7 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
         ("film.srt", subrip(s[:6])),
         ("film.vtt", web_vtt(s[:6])),
         ("book.epub", book(s[:6])),
+        ("deck.pptx", deck(s[:7])),
         ("app.po", b'msgid "%d dogs."\nmsgstr ""\n\nmsgid "A man sleeps."\nmsgstr ""\n'),
     ]:
         reply = upload(name, data)
@@ -459,6 +462,8 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
             got, want = parts(reply.content), parts(expected)
             for chapter in ("EPUB/c0.xhtml", "EPUB/c1.xhtml"):
                 assert got[chapter].split(b"<body>")[1] == want[chapter].split(b"<body>")[1]
+        elif fmt == "pptx":
+            assert slide_texts(reply.content) == slide_texts(expected)
         else:
             assert reply.content == expected, name
     for name, data, status, message in [

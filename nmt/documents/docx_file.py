@@ -201,8 +201,8 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
         raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
     try:
         runs = count_in_parts(data, (b"<w:r>", b"<w:r "), limits.max_file_tags, "a Word file")
-    except ArchiveError as error:
-        raise JobError(413, where + str(error)) from None
+    except ArchiveError as error:  # too many elements, or an entity declared
+        raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
     except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
         # a bad CRC, an encrypted or truncated part
         raise JobError(422, f"{where}not a .docx file: {error}") from None

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.documents import docx_file, epub_file, gettext_file, markup, subtitles, text_file
+from nmt.documents import (
+    docx_file,
+    epub_file,
+    gettext_file,
+    markup,
+    pptx_file,
+    subtitles,
+    text_file,
+)
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 
@@ -46,6 +54,12 @@ FORMATS = {
             (".docx",),
             "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
             docx_file.read_file,
+        ),
+        Format(
+            "pptx",
+            (".pptx",),
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+            pptx_file.read_file,
         ),
         Format("srt", (".srt",), "application/x-subrip; charset=utf-8", subtitles.read("srt")),
         Format("vtt", (".vtt",), "text/vtt; charset=utf-8", subtitles.read("vtt")),

@@ -1,0 +1,165 @@
+"""format=pptx: a presentation's text translated, each run's formatting kept.
+
+Read and written with python-pptx. Every DrawingML paragraph (`a:p`) of every slide (text
+boxes, placeholders, grouped shapes, table cells, the slide's footer, date and number
+placeholders) and of its speaker notes is turned into an HTML fragment, as a Word
+paragraph is (nmt.documents.docx_file): each run a `<span>`, each line break (`a:br`) a
+`<br>` (which bounds segments), each field (a slide number, a date) a point; all fragments
+are translated together as HTML pages, so a run's formatting lands on the target words
+aligned to its words. Each paragraph is then rebuilt: a copy of its source run (its `a:rPr`)
+per `<span>`, with the span's text; text between spans joins the run before it; its
+paragraph properties stay first and its end-of-paragraph properties last. Slide layouts
+and masters (their prompt texts) and charts are not translated.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import io
+import sys
+import zipfile
+import zlib
+
+import pptx
+from pptx.oxml.ns import qn
+
+from nmt.documents.archive import ArchiveError, check_archive, count_in_parts
+from nmt.documents.html_tree import Element, Text, parse
+from nmt.documents.markup import fragment_file
+from nmt.documents.parsed import Parsed
+from nmt.errors import JobError
+
+KIND = "a .pptx file"
+PARAGRAPH, RUN, TEXT, BREAK = qn("a:p"), qn("a:r"), qn("a:t"), qn("a:br")
+PROPERTIES = {qn("a:pPr"), qn("a:endParaRPr")}  # a paragraph's own, first and last
+
+
+def fragment(paragraph, nodes: list) -> str:
+    """`paragraph`'s runs, breaks and fields as HTML; `nodes[k]` is the element of
+    `data-k="k"`."""
+    parts = []
+    for child in paragraph:
+        if child.tag in PROPERTIES:
+            continue
+        k = len(nodes)
+        nodes.append(child)
+        if child.tag == RUN:
+            text = "".join(t.text or "" for t in child.iter(TEXT))
+            if text:
+                parts.append(f'<span data-k="{k}">{html.escape(text, quote=False)}</span>')
+        elif child.tag == BREAK:
+            parts.append(f'<br data-k="{k}">')
+        else:
+            parts.append(f'<img data-k="{k}">')
+    return "".join(parts)
+
+
+def new_run(source, text: str):
+    """A run of `source`'s formatting (its a:rPr, or none) holding `text`."""
+    run = source.makeelement(RUN, {})
+    properties = source.find(qn("a:rPr")) if source is not None else None
+    if properties is not None:
+        run.append(copy.deepcopy(properties))
+    run.append(run.makeelement(TEXT, {}))
+    run[-1].text = text
+    return run
+
+
+def rebuild(paragraph, translated: Element, nodes: list) -> None:
+    """Replace `paragraph`'s runs, breaks and fields by the translated fragment's."""
+    end = paragraph.find(qn("a:endParaRPr"))
+    for child in list(paragraph):
+        if child.tag not in PROPERTIES:
+            paragraph.remove(child)
+    made: list = []
+    pending, last_run = "", None
+    placed = set()
+    for node in translated.children:
+        if isinstance(node, Text):
+            if last_run is not None:
+                last_run[-1].text += node.text
+            else:
+                pending += node.text
+            continue
+        if not isinstance(node, Element) or "data-k" not in node.attrs:
+            continue
+        source = nodes[int(node.attrs["data-k"])]
+        if node.tag == "span":
+            text = pending + "".join(n.text for n in node.children if isinstance(n, Text))
+            pending = ""
+            if text:
+                last_run = new_run(source, text)
+                made.append(last_run)
+            continue
+        if pending:
+            made.append(new_run(source if source.tag == RUN else None, pending))
+            pending = ""
+        made.append(copy.deepcopy(source) if id(source) in placed else source)
+        placed.add(id(source))
+        last_run = None
+    if pending:
+        made.append(new_run(paragraph, pending))
+    for element in made:
+        if end is not None:
+            end.addprevious(element)
+        else:
+            paragraph.append(element)
+
+
+class Presentation:
+    """A .pptx read once: `fragments`, one per paragraph with text, then `translated(pages)`
+    writes their translations back."""
+
+    def __init__(self, data: bytes):
+        try:
+            self.deck = pptx.Presentation(io.BytesIO(data))
+            roots = []
+            for slide in self.deck.slides:
+                roots.append(slide._element)
+                if slide.has_notes_slide:
+                    roots.append(slide.notes_slide._element)
+            self.todo = []
+            for root in roots:
+                for paragraph in root.iter(PARAGRAPH):
+                    nodes: list = []
+                    source = fragment(paragraph, nodes)
+                    if "<span" in source:
+                        self.todo.append((paragraph, source, nodes))
+        except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
+            raise ArchiveError(
+                f"not {KIND} python-pptx can read ({type(error).__name__})"
+            ) from None
+        self.fragments = [source for _, source, _ in self.todo]
+
+    def translated(self, pages: list[str]) -> bytes:
+        for (paragraph, _, nodes), page in zip(self.todo, pages, strict=True):
+            rebuild(paragraph, parse(page), nodes)
+        out = io.BytesIO()
+        self.deck.save(out)
+        return out.getvalue()
+
+
+def read_file(data: bytes, name: str, limits) -> Parsed:
+    """A presentation, bounded before it is unzipped and before python-pptx reads it (at
+    most max_file_tags runs); JobError 413 over a limit, 422 for no presentation."""
+    where = f"{name}: " if name else ""
+    try:
+        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, KIND)
+    except ArchiveError as error:
+        raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
+    try:
+        runs = count_in_parts(data, (b"<a:r>", b"<a:r "), limits.max_file_tags, "a presentation")
+    except ArchiveError as error:
+        raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
+    except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
+        raise JobError(422, f"{where}not {KIND}: {error}") from None
+    if runs > limits.max_file_tags:
+        raise JobError(
+            413, f"{where}over {runs} runs: the limit is max_file_tags={limits.max_file_tags}"
+        )
+    try:
+        deck = Presentation(data)
+    except ArchiveError as error:
+        raise JobError(422, where + str(error)) from None
+    return fragment_file(deck.fragments, name, sys.maxsize, deck.translated)  # runs counted
