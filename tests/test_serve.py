@@ -458,6 +458,18 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
         assert reply.status_code == 200, reply.text
         fmt = name.rsplit(".", 1)[1]
         expected = document_result(offline, fmt, data=data, name=name).data
+        # LibreTranslate's route: the same file, kept for the address it answers with
+        libre = httpx.post(
+            server + "/libretranslate/translate_file",
+            files={"file": (name, data)},
+            data={"source": "auto", "target": "de"},
+            timeout=120,
+        )
+        assert libre.status_code == 200, libre.text
+        url = libre.json()["translatedFileUrl"]
+        assert url.startswith(server + "/libretranslate/download_file/")
+        assert url.endswith(name.replace(".", ".de.", 1))
+        assert httpx.get(url, timeout=30).content == reply.content
         if fmt == "epub":  # the chapters' bodies (its short titles loop, batched or not)
             got, want = parts(reply.content), parts(expected)
             for chapter in ("EPUB/c0.xhtml", "EPUB/c1.xhtml"):
@@ -466,6 +478,17 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
             assert slide_texts(reply.content) == slide_texts(expected)
         else:
             assert reply.content == expected, name
+    wrong = httpx.post(
+        server + "/libretranslate/translate_file",
+        files={"file": ("a.srt", b"")},
+        data={"source": "en", "target": "fr"},
+        timeout=30,
+    )
+    assert wrong.status_code == 400 and wrong.json() == {
+        "error": "en to fr is not available: en to de"
+    }
+    gone = httpx.get(server + "/libretranslate/download_file/nothing/a.srt", timeout=30)
+    assert gone.status_code == 404
     for name, data, status, message in [
         ("a.pdf", b"%PDF", 415, "unsupported file type '.pdf'"),
         ("a.docx", b"not a zip", 422, "not a .docx file"),

@@ -53,13 +53,26 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
 
 
 async def read_file_form(
-    body: bytes, content_type: str, server, protect: Rules, search: DecodeConfig
+    body: bytes,
+    content_type: str,
+    server,
+    protect: Rules,
+    search: DecodeConfig,
+    languages: tuple[str, str] | None = None,
 ) -> Asked:
     """The door's reader of /translate_file: the form's file as a Job, read with the
     `server`'s (a ServeConfig's) segmenting and its protected spans `protect` (checked once,
-    as the server starts), searched (and priced) with the server's `search`."""
-    form = await read_form(body, content_type, max_files=1, status=422)
+    as the server starts), searched (and priced) with the server's `search`. With
+    `languages` (LibreTranslate's route: the model's source and target), the form's
+    `source` (or "auto") and `target` must name them (else a 400)."""
+    form = await read_form(body, content_type, max_files=1, status=422 if not languages else 400)
     try:
+        if languages:
+            source, target = form.get("source"), form.get("target")
+            if source not in (languages[0], "auto") or target != languages[1]:
+                raise JobError(
+                    400, f"{source} to {target} is not available: {languages[0]} to {languages[1]}"
+                )
         upload, segment = form.get("file"), form.get("segment")
         if not isinstance(upload, UploadFile):
             raise JobError(422, "file: a file is required (multipart field `file`)")
@@ -84,12 +97,18 @@ async def read_file_form(
         await form.close()
 
 
+def translated_name(name: str, target_lang: str) -> str:
+    """The translated file's name: `<stem>.<target>.<suffix>`."""
+    path = Path(name)
+    return f"{path.stem or 'translation'}.{target_lang}{path.suffix.lower()}"
+
+
 def disposition(name: str, target_lang: str) -> str:
-    """Content-Disposition for the translated file: `<stem>.<target>.<suffix>`, as an ASCII
+    """Content-Disposition for the translated file: `translated_name`, as an ASCII
     `filename` (other characters dropped) and a UTF-8 `filename*` (RFC 6266)."""
     path = Path(name)
     stem, suffix = path.stem or "translation", path.suffix.lower()
-    wanted = f"{stem}.{target_lang}{suffix}"
+    wanted = translated_name(name, target_lang)
     ascii_stem = (
         "".join(c for c in stem if c.isascii() and (c.isalnum() or c in "-_.")) or "translation"
     )

@@ -7,6 +7,11 @@
   server has keys: access.py), as JSON or as a form, as LibreTranslate takes them.
   Answer: {"translatedText": the translation (a list for a list), "alternatives": [...]
   when asked, "detectedLanguage": {"language", "confidence"} with source "auto"}.
+- POST /libretranslate/translate_file: a multipart form of `file` (a suffix of the format
+  table), `source`, `target`, `api_key`, as LibreTranslate takes it; the file is translated
+  as POST /translate_file translates it, kept (`Downloads`) and answered with
+  {"translatedFileUrl": its address under GET /libretranslate/download_file/...}, which
+  LibreTranslate's clients fetch next.
 - GET /libretranslate/languages: the model's pair, as LibreTranslate lists languages.
 - POST /libretranslate/detect: `q` → [{"language", "confidence"}], best first, from py3langid
   restricted to the model's two languages (chosen by bench/bench_detect.py: as accurate as
@@ -22,20 +27,26 @@ batches and under the same limits as /translate's; language detection runs in a 
 from __future__ import annotations
 
 import json
+import secrets
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from omegaconf import OmegaConf
 from starlette.concurrency import run_in_threadpool
 
 from nmt.config import CONF_DIR, ServeConfig
 from nmt.decoding.settings import DecodeConfig
+from nmt.documents.formats import FORMATS
 from nmt.jobs.job import Job, JobError
 from nmt.serving.dispatch import Dispatch
 from nmt.serving.door import Admitted, Reader, check_unicode, read_form
 from nmt.serving.door import Asked as DoorAsked
+from nmt.serving.files import translated_name
 from nmt.serving.schema import TranslateRequest, request_job
 
 PREFIX = "/libretranslate"
@@ -191,6 +202,33 @@ class LibreRoutes:
         return result
 
 
+class Downloads:
+    """Translated files kept for their download: at most KEEP_FILES of them and KEEP_BYTES
+    in all (the oldest go first), each for KEEP_SECONDS, under a random token; in this
+    process's memory (one front process serves a server's routes)."""
+
+    KEEP_FILES, KEEP_BYTES, KEEP_SECONDS = 64, 64 << 20, 600.0
+
+    def __init__(self) -> None:
+        self.kept: OrderedDict[str, tuple[float, str, bytes]] = OrderedDict()
+
+    def put(self, name: str, media_type: str, data: bytes) -> str:
+        token = secrets.token_urlsafe(16)
+        self.kept[token] = (time.monotonic() + self.KEEP_SECONDS, media_type, data)
+        while len(self.kept) > self.KEEP_FILES or (
+            sum(len(d) for _, _, d in self.kept.values()) > self.KEEP_BYTES and len(self.kept) > 1
+        ):
+            self.kept.popitem(last=False)
+        return token
+
+    def get(self, token: str) -> tuple[str, bytes] | None:
+        found = self.kept.get(token)
+        if found is None or found[0] < time.monotonic():
+            self.kept.pop(token, None)
+            return None
+        return found[1], found[2]
+
+
 def add_libretranslate(
     app: FastAPI,
     cfg: ServeConfig,
@@ -225,5 +263,31 @@ def add_libretranslate(
         event loop only waits)."""
         ranked = await run_in_threadpool(libre.identify.rank, request.scope["nmt"].request)
         return [{"language": lang, "confidence": conf} for lang, conf in ranked]
+
+    downloads = Downloads()
+
+    @app.post(PREFIX + "/translate_file", tags=["LibreTranslate"])
+    async def libretranslate_translate_file(request: Request):
+        """LibreTranslate's POST /translate_file: the file translated, kept for download."""
+        admitted = request.scope["nmt"]
+        plan = admitted.plan
+        try:
+            result = await dispatch.run(plan, request.receive)
+        except JobError as error:
+            return JSONResponse({"error": str(error)}, status_code=error.status)
+        media_type = FORMATS[plan.job.format].media_type
+        token = downloads.put(admitted.request, media_type, result.data)
+        name = quote(translated_name(admitted.request, tgt_lang), safe="")
+        url = str(request.base_url).rstrip("/") + f"{PREFIX}/download_file/{token}/{name}"
+        return {"translatedFileUrl": url}
+
+    @app.get(PREFIX + "/download_file/{token}/{name}", tags=["LibreTranslate"])
+    async def libretranslate_download(token: str, name: str):
+        """A file POST /libretranslate/translate_file translated (404 once it is gone)."""
+        found = downloads.get(token)
+        if found is None:
+            return JSONResponse({"error": "no such file (kept 10 minutes)"}, status_code=404)
+        media_type, data = found
+        return Response(data, media_type=media_type)
 
     return {PREFIX + "/translate": libre.read_translate, PREFIX + "/detect": libre.read_detect}

@@ -41,6 +41,7 @@ from nmt.serving.dispatch import Departures, Dispatch, LitServeSubmit
 from nmt.serving.door import FORM_OVERHEAD, Asked, Door, Route
 from nmt.serving.files import add_file_route, read_file_form
 from nmt.serving.inprocess import InProcessServer
+from nmt.serving.libretranslate import PREFIX as LIBRE_PREFIX
 from nmt.serving.libretranslate import add_libretranslate
 from nmt.serving.limit_storage import limit_storage
 from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
@@ -224,6 +225,10 @@ def add_routes(app, cfg: ServeConfig, card, search, dispatch: Dispatch, routes: 
     async def read_file(body: bytes, content_type: str) -> Asked:
         return await read_file_form(body, content_type, cfg, rules, search)
 
+    async def read_libre_file(body: bytes, content_type: str) -> Asked:
+        languages = (card.src_lang, card.tgt_lang)
+        return await read_file_form(body, content_type, cfg, rules, search, languages)
+
     add_translate_route(app, dispatch, card.name, engine_class(cfg.backend))
     add_page(app, card)
     add_file_route(app, dispatch, card.tgt_lang)
@@ -232,6 +237,7 @@ def add_routes(app, cfg: ServeConfig, card, search, dispatch: Dispatch, routes: 
     routes["/translate"] = Route(read_translate, cfg.max_body_bytes, "max_body_bytes")
     file_body = cfg.max_file_bytes + FORM_OVERHEAD
     routes["/translate_file"] = Route(read_file, file_body, "max_file_bytes")
+    routes[LIBRE_PREFIX + "/translate_file"] = Route(read_libre_file, file_body, "max_file_bytes")
     for path, reader in readers.items():
         routes[path] = Route(reader, cfg.max_body_bytes, "max_body_bytes")
     if cfg.metrics:
