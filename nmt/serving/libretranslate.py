@@ -264,6 +264,12 @@ def add_libretranslate(
         ranked = await run_in_threadpool(libre.identify.rank, request.scope["nmt"].request)
         return [{"language": lang, "confidence": conf} for lang, conf in ranked]
 
+    add_file_routes(app, dispatch, tgt_lang)
+    return {PREFIX + "/translate": libre.read_translate, PREFIX + "/detect": libre.read_detect}
+
+
+def add_file_routes(app: FastAPI, dispatch: Dispatch, tgt_lang: str) -> None:
+    """LibreTranslate's POST /translate_file and the downloads it answers with."""
     downloads = Downloads()
 
     @app.post(PREFIX + "/translate_file", tags=["LibreTranslate"])
@@ -289,5 +295,3 @@ def add_libretranslate(
             return JSONResponse({"error": "no such file (kept 10 minutes)"}, status_code=404)
         media_type, data = found
         return Response(data, media_type=media_type)
-
-    return {PREFIX + "/translate": libre.read_translate, PREFIX + "/detect": libre.read_detect}
