@@ -29,21 +29,21 @@ from nmt.documents.parsed import Parsed
 from nmt.documents.text_file import decode_utf8
 from nmt.errors import JobError
 
-KIND = "an .epub file"
+BOOK = "an .epub file"
 CONTAINER = "META-INF/container.xml"
 DOCUMENT_TYPES = ("application/xhtml+xml", "text/html")
-XML_PARTS = (".xml", ".opf", ".ncx", ".xhtml", ".html", ".htm", ".svg")
+XML_PARTS = (".xml", ".opf", ".ncx", ".xhtml", ".html", ".svg")
 
 
 def documents(archive: zipfile.ZipFile) -> list[str]:
     """The names of the book's XHTML documents, in its manifest's order."""
     names = set(archive.namelist())
     if CONTAINER not in names:
-        raise ArchiveError(f"not {KIND}: no {CONTAINER}")
+        raise ArchiveError(f"not {BOOK}: no {CONTAINER}")
     container = fromstring(archive.read(CONTAINER))
     root = next((e.get("full-path") for e in container.iter() if e.tag.endswith("rootfile")), None)
     if root not in names:
-        raise ArchiveError(f"not {KIND}: {CONTAINER} names no package document in the book")
+        raise ArchiveError(f"not {BOOK}: {CONTAINER} names no package document in the book")
     package = fromstring(archive.read(root))
     folder = posixpath.dirname(root)
     found = []
@@ -68,7 +68,7 @@ def written(archive: zipfile.ZipFile, translated: dict[str, bytes]) -> bytes:
 def read_file(data: bytes, name: str, limits) -> Parsed:
     where = f"{name}: " if name else ""
     try:
-        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, KIND)
+        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, BOOK)
     except ArchiveError as error:
         raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
     try:
@@ -79,9 +79,9 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
     except ArchiveError as error:
         raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
     except (DefusedXmlException, SyntaxError) as error:  # ParseError is a SyntaxError
-        raise JobError(422, f"{where}not {KIND}: {type(error).__name__} in its package") from None
+        raise JobError(422, f"{where}not {BOOK}: {type(error).__name__} in its package") from None
     except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
-        raise JobError(422, f"{where}not {KIND}: {error}") from None
+        raise JobError(422, f"{where}not {BOOK}: {error}") from None
     if tags > limits.max_file_tags:
         raise JobError(
             413, f"{where}over {tags} tags: the limit is max_file_tags={limits.max_file_tags}"

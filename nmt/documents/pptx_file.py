@@ -30,7 +30,7 @@ from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 
-KIND = "a .pptx file"
+DECK = "a .pptx file"
 PARAGRAPH, RUN, TEXT, BREAK = qn("a:p"), qn("a:r"), qn("a:t"), qn("a:br")
 PROPERTIES = {qn("a:pPr"), qn("a:endParaRPr")}  # a paragraph's own, first and last
 
@@ -128,7 +128,7 @@ class Presentation:
                         self.todo.append((paragraph, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
             raise ArchiveError(
-                f"not {KIND} python-pptx can read ({type(error).__name__})"
+                f"not {DECK} python-pptx can read ({type(error).__name__})"
             ) from None
         self.fragments = [source for _, source, _ in self.todo]
 
@@ -145,7 +145,7 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
     most max_file_tags runs); JobError 413 over a limit, 422 for no presentation."""
     where = f"{name}: " if name else ""
     try:
-        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, KIND)
+        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, DECK)
     except ArchiveError as error:
         raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
     try:
@@ -153,7 +153,7 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
     except ArchiveError as error:
         raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
     except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
-        raise JobError(422, f"{where}not {KIND}: {error}") from None
+        raise JobError(422, f"{where}not {DECK}: {error}") from None
     if runs > limits.max_file_tags:
         raise JobError(
             413, f"{where}over {runs} runs: the limit is max_file_tags={limits.max_file_tags}"

@@ -36,8 +36,8 @@ GROUP = 4  # the most cues one sentence is read across
 ENDS_SENTENCE = re.compile(r"[.!?…:;♪\"'»“”’)\]-]\s*$")
 # WebVTT's own cue tags, carried as a span (or, for a timestamp, a point) that names them
 CUE_TAG = re.compile(r"<(/?)(c|v|lang|ruby|rt)(?=[\s.>])[^>]*>|<\d[\d:.]*>")
-TAG = re.compile(r"<[^>]*>")
-WORD = re.compile(r"(?:<[^>]*>|[^\s<])+")  # a word with its tags (a tag may hold a space)
+ANY_TAG = re.compile(r"<[^>]*>")
+CUE_WORD = re.compile(r"(?:<[^>]*>|[^\s<])+")  # a word with its tags (a tag may hold a space)
 
 
 class Cues:
@@ -67,7 +67,7 @@ class Cues:
         text = " ".join(line.strip() for line in self.lines[i])
         if not self.vtt:  # SubRip's text is not HTML: only its tags are markup
             pieces, at = [], 0
-            for match in TAG.finditer(text):
+            for match in ANY_TAG.finditer(text):
                 pieces += [html.escape(text[at : match.start()], quote=False), match[0]]
                 at = match.end()
             text = "".join(pieces) + html.escape(text[at:], quote=False)
@@ -117,7 +117,7 @@ def groups(texts: list[str]) -> list[range]:
     """Runs of cues that continue one sentence."""
     found, start = [], 0
     for i, text in enumerate(texts):
-        plain = TAG.sub("", text)
+        plain = ANY_TAG.sub("", text)
         if i + 1 == len(texts) or i + 1 - start == GROUP or ENDS_SENTENCE.search(plain):
             found.append(range(start, i + 1))
             start = i + 1
@@ -140,7 +140,7 @@ def split_back(translated: str, cues: range, source: list[str]) -> list[str]:
             parts.setdefault(last, []).append(node)
             whole.append(node)
     texts = [cue_text(parts.get(k, [])).strip() for k in range(len(cues))]
-    words = [len(TAG.sub(" ", s).split()) for s in source]
+    words = [len(ANY_TAG.sub(" ", s).split()) for s in source]
     if order == sorted(set(order)) and all(t or not w for t, w in zip(texts, words, strict=True)):
         return texts
     return shares(cue_text(whole), words)
@@ -149,14 +149,14 @@ def split_back(translated: str, cues: range, source: list[str]) -> list[str]:
 def shares(text: str, words: list[int]) -> list[str]:
     """`text` cut into len(words) pieces of about the same share of its words, each piece's
     open tags closed at its end and opened again at the next one's start."""
-    tokens = WORD.findall(text)
+    tokens = CUE_WORD.findall(text)
     total = max(sum(words), 1)
     out, at, seen, opened = [], 0, 0, []
     for k, count in enumerate(words):
         seen += count
         end = len(tokens) if k + 1 == len(words) else round(len(tokens) * seen / total)
         piece = " ".join(opened + tokens[at:end]) if end > at else ""
-        for tag in TAG.findall(" ".join(tokens[at:end])):
+        for tag in ANY_TAG.findall(" ".join(tokens[at:end])):
             if tag.startswith("</"):
                 opened = opened[:-1]
             elif not tag.startswith("<wbr") and not tag.endswith("/>"):
@@ -173,10 +173,10 @@ def layout(text: str, lines: list[str]) -> list[str]:
     line would pass LINE_CHARS."""
     if text == " ".join(line.strip() for line in lines):
         return lines
-    words, lines = WORD.findall(text), len(lines)
+    words, lines = CUE_WORD.findall(text), len(lines)
     if not words:
         return [""] if lines else []
-    widths = [len(TAG.sub("", w)) for w in words]
+    widths = [len(ANY_TAG.sub("", w)) for w in words]
     lines = max(lines, len(packed(widths, LINE_CHARS)))
     low, high = max(widths), sum(widths) + len(widths)
     while low < high:  # the shortest longest line that takes at most `lines` lines
