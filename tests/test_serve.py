@@ -191,6 +191,7 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
     assert info["routes"] == [  # the translating routes, as the door and metrics read them
         "/translate",
         "/translate_file",
+        "/libretranslate/translate_file",
         "/libretranslate/translate",
         "/libretranslate/detect",
     ]
