@@ -1,6 +1,6 @@
 """The one door of the routes that translate: POST /translate, /translate_file,
-/libretranslate/translate_file, /libretranslate/translate and /libretranslate/detect. Every request passes it, in this order,
-before any costly work:
+/libretranslate/translate_file, /libretranslate/translate and /libretranslate/detect. Every
+request passes it, in this order, before any costly work:
 1. its body is read once, counted while it streams: past its route's limit (max_body_bytes,
    or max_file_bytes and a form's overhead for a file) it is a 413 at once, and the rest is
    read and dropped, never kept (a lingering close: `refuse`); past the bytes all bodies in
