@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
+
+from nmt.errors import JobError
 
 # parts larger than this are held to max_zip_ratio (XML deflates ~10x): smaller ones can hold
 # at most MAX_PARTS x this in all
@@ -93,3 +96,35 @@ def count_in_parts(
                         )
                     carry = text[-len(ENTITY) :]
     return found
+
+
+def checked(
+    data: bytes,
+    name: str,
+    limits,
+    kind: str,
+    tags: tuple[bytes, ...],
+    counted: tuple[str, str],
+    parts=(".xml", ".rels"),
+) -> None:
+    """A zip-based file bounded before its reader sees it, as every such format is: its
+    directory (`check_archive`, as `kind`), then `tags` in its XML `parts` (at most
+    max_file_tags; `counted`: what they are and what holds them, for the messages, e.g.
+    ("runs", "a Word file")). JobError 413 over a limit, 422 for a file of no such kind."""
+    where = f"{name}: " if name else ""
+    try:
+        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, kind)
+    except ArchiveError as error:  # a zip bomb, or no zip at all
+        raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
+    noun, holder = counted
+    try:
+        found = count_in_parts(data, tags, limits.max_file_tags, holder, parts)
+    except ArchiveError as error:  # too many elements, or an entity declared
+        raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
+    except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
+        # a bad CRC, an encrypted or truncated part
+        raise JobError(422, f"{where}not {kind}: {error}") from None
+    if found > limits.max_file_tags:
+        raise JobError(
+            413, f"{where}over {found} {noun}: the limit is max_file_tags={limits.max_file_tags}"
+        )

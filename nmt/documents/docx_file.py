@@ -19,14 +19,12 @@ import copy
 import html
 import io
 import sys
-import zipfile
-import zlib
 
 import docx
 from docx.oxml.ns import qn
 from docx.text.run import Run
 
-from nmt.documents.archive import ArchiveError, check_archive, count_in_parts
+from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
@@ -192,24 +190,10 @@ class WordFile:
 
 def read_file(data: bytes, name: str, limits) -> Parsed:
     """A Word file, bounded before it is unzipped (`check_archive`) and before python-docx
-    reads it (`count_runs`: at most max_file_tags runs); JobError 413 over a limit, 422 for a
+    reads it (`archive.checked`: at most max_file_tags runs); JobError 413 over a limit, 422 for a
     file that is no Word file. Its translation is the file's bytes."""
+    checked(data, name, limits, "a .docx file", (b"<w:r>", b"<w:r "), ("runs", "a Word file"))
     where = f"{name}: " if name else ""
-    try:
-        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio)
-    except ArchiveError as error:  # a zip bomb, or no zip at all
-        raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
-    try:
-        runs = count_in_parts(data, (b"<w:r>", b"<w:r "), limits.max_file_tags, "a Word file")
-    except ArchiveError as error:  # too many elements, or an entity declared
-        raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
-    except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
-        # a bad CRC, an encrypted or truncated part
-        raise JobError(422, f"{where}not a .docx file: {error}") from None
-    if runs > limits.max_file_tags:
-        raise JobError(
-            413, f"{where}over {runs} runs: the limit is max_file_tags={limits.max_file_tags}"
-        )
     try:
         word_file = WordFile(data)
     except ArchiveError as error:

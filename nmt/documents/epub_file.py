@@ -23,7 +23,7 @@ import zlib
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
-from nmt.documents.archive import ArchiveError, check_archive, count_in_parts
+from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
 from nmt.documents.text_file import decode_utf8
@@ -66,26 +66,18 @@ def written(archive: zipfile.ZipFile, translated: dict[str, bytes]) -> bytes:
 
 
 def read_file(data: bytes, name: str, limits) -> Parsed:
+    checked(data, name, limits, BOOK, (b"<",), ("tags", "a book"), XML_PARTS)
     where = f"{name}: " if name else ""
     try:
-        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, BOOK)
-    except ArchiveError as error:
-        raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
-    try:
-        tags = count_in_parts(data, (b"<",), limits.max_file_tags, "a book", XML_PARTS)
         archive = zipfile.ZipFile(io.BytesIO(data))
         names = documents(archive)
         pages = [decode_utf8(archive.read(n), f"{where}{n}") for n in names]
-    except ArchiveError as error:
-        raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
+    except ArchiveError as error:  # no container, or none that names a package
+        raise JobError(422, where + str(error)) from None
     except (DefusedXmlException, SyntaxError) as error:  # ParseError is a SyntaxError
         raise JobError(422, f"{where}not {BOOK}: {type(error).__name__} in its package") from None
     except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
         raise JobError(422, f"{where}not {BOOK}: {error}") from None
-    if tags > limits.max_file_tags:
-        raise JobError(
-            413, f"{where}over {tags} tags: the limit is max_file_tags={limits.max_file_tags}"
-        )
 
     def write(translated: list[str]) -> bytes:
         return written(archive, {n: t.encode() for n, t in zip(names, translated, strict=True)})

@@ -18,13 +18,11 @@ import copy
 import html
 import io
 import sys
-import zipfile
-import zlib
 
 import pptx
 from pptx.oxml.ns import qn
 
-from nmt.documents.archive import ArchiveError, check_archive, count_in_parts
+from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
@@ -143,21 +141,8 @@ class Presentation:
 def read_file(data: bytes, name: str, limits) -> Parsed:
     """A presentation, bounded before it is unzipped and before python-pptx reads it (at
     most max_file_tags runs); JobError 413 over a limit, 422 for no presentation."""
+    checked(data, name, limits, DECK, (b"<a:r>", b"<a:r "), ("runs", "a presentation"))
     where = f"{name}: " if name else ""
-    try:
-        check_archive(data, limits.max_inflated_bytes, limits.max_zip_ratio, DECK)
-    except ArchiveError as error:
-        raise JobError(413 if "max_" in str(error) else 422, where + str(error)) from None
-    try:
-        runs = count_in_parts(data, (b"<a:r>", b"<a:r "), limits.max_file_tags, "a presentation")
-    except ArchiveError as error:
-        raise JobError(413 if "elements" in str(error) else 422, where + str(error)) from None
-    except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
-        raise JobError(422, f"{where}not {DECK}: {error}") from None
-    if runs > limits.max_file_tags:
-        raise JobError(
-            413, f"{where}over {runs} runs: the limit is max_file_tags={limits.max_file_tags}"
-        )
     try:
         deck = Presentation(data)
     except ArchiveError as error:
