@@ -305,13 +305,55 @@ class ReplayConfig:
             )
 
 
+# The German catalogs of a stock Debian machine's packages (nmt.corpus.catalogs), less the
+# held-out ones below and iso-codes (names of countries and languages, not messages).
+TRAINING_CATALOGS = [
+    "postgresql-15", "git", "coreutils", "libgtk-3-common", "postgresql-client-15", "gnupg-l10n",
+    "libgtk2.0-common", "krb5-locales", "dpkg", "libc-l10n", "libglib2.0-data", "bash",
+    "gettext", "binutils-common", "libdpkg-perl", "gsettings-desktop-schemas", "wget",
+    "xkb-data", "appstream", "system-config-printer-common", "login", "apt", "shared-mime-info",
+    "make", "net-tools", "libgstreamer1.0-0", "libapt-pkg6.0", "libgnutls30", "libpq5",
+    "xz-utils", "packagekit", "libhandy-1-0", "man-db", "adduser", "libgdk-pixbuf2.0-common",
+    "systemd", "grep", "libelf1", "libavahi-common-data", "python-apt-common",
+    "software-properties-common", "at-spi2-common", "libpam-runtime", "gettext-base",
+    "libidn2-0", "polkitd", "cups-pk-helper", "libpopt0", "libsecret-common",
+    "notification-daemon", "xdg-user-dirs",
+]  # fmt: skip
+
+
+@dataclass
+class CorpusConfig:
+    """A corpus built from named Debian packages and Multi30k (nmt.corpus.build): the domains
+    trained on, each with its weight (repeats; a fraction: that share, sampled), and the
+    packages each reads. Held-out catalogs are whole packages; kept ones are never trained on
+    (their English is kept out of training too)."""
+
+    domains: dict[str, float] = field(
+        default_factory=lambda: {"multi30k": 1.0, "everyday": 1.0, "words": 0.05, "software": 1.0}
+    )  # of multi30k, everyday (Ding's sentences), words (Ding's word pairs), software
+    dictionary: str = "trans-de-en"  # the Ding dictionary's package
+    catalogs: list[str] = field(default_factory=lambda: list(TRAINING_CATALOGS))
+    val_catalogs: list[str] = field(default_factory=lambda: ["procps", "psmisc", "sed"])
+    test_catalogs: list[str] = field(default_factory=lambda: ["tar", "findutils", "diffutils"])
+    kept_catalogs: list[str] = field(
+        default_factory=lambda: ["nano", "gawk", "aptitude-common", "mc-data"]
+    )
+    held_out_share: float = 0.03  # of the dictionary's lines, each for val and for test
+    eval_pairs: int = 500  # the most pairs of a domain's val or test split (a seeded sample)
+    max_words: int = 80  # pairs with more words on either side are dropped
+    max_ratio: float = 3.0  # and pairs whose word counts differ more
+    seed: int = 0  # the samples' seed
+    cache_dir: str | None = None  # packages and built corpora; None: ~/.cache/nmt
+
+
 @dataclass
 class DataConfig:
     """Where the parallel text comes from and how it is cleaned and batched.
 
     source: "multi30k" (local dir or the canonical URLs), "hub" (a `datasets` dataset with a
     `translation` column: a hub id such as wmt/wmt14, or json/parquet with data_files), or
-    "files" (a pair of parallel text files per split in data_files).
+    "files" (a pair of parallel text files per split in data_files), or "debian" (a corpus
+    built from named Debian packages and Multi30k: `corpus`).
     """
 
     source: str = MISSING
@@ -361,6 +403,7 @@ class DataConfig:
     # fingerprint.
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)  # source: debian
 
     def __post_init__(self) -> None:
         for view in ("numbers", "placeholders", "terms"):

@@ -7,6 +7,8 @@ Three sources (DataConfig.source):
   files:    cfg.data_files = {split: {lang: path}}, a pair of parallel text files per split, or
             {split: path} of a .tsv or .tmx file (nmt.data.user_files); with no validation
             split named, cfg.carve_valid training pairs are set aside as one.
+  debian:   the text files of a corpus built once from named Debian packages and Multi30k
+            (cfg.corpus; nmt.corpus.build), under cfg.corpus.cache_dir or ~/.cache/nmt.
   hub:      `datasets.load_dataset(cfg.path, cfg.config_name, data_files=cfg.data_files)`, rows
             {"translation": {lang: text}}: wmt/wmt14 (de-en), IWSLT/iwslt2017, or json/parquet.
 Text files are read with "\\n" as the only line break and are otherwise kept byte for byte:
@@ -34,6 +36,7 @@ import pyarrow.compute as pc
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from nmt.config import DataConfig
+from nmt.corpus.build import corpus_folder
 from nmt.data.user_files import read_pair_file
 from nmt.files import atomic_path, read_lines
 
@@ -58,10 +61,10 @@ def load_split(cfg: DataConfig, role: str) -> datasets.Dataset:
         ds = _load_hub(cfg, split)
     elif cfg.source == "files" and carves_valid(cfg) and role in ("train", "valid"):
         ds = carved(cfg)[role]
-    elif cfg.source in ("multi30k", "files"):
+    elif cfg.source in ("multi30k", "files", "debian"):
         ds = _load_files_split(cfg, split)
     else:
-        raise ValueError(f"data.source must be multi30k, files or hub, not {cfg.source!r}")
+        raise ValueError(f"data.source must be multi30k, files, debian or hub, not {cfg.source!r}")
     kept = cfg.max_train_pairs if role == "train" else cfg.max_eval_pairs
     if kept is not None:
         ds = ds.select(range(min(kept, len(ds))))
@@ -166,8 +169,35 @@ def _text_pair_paths(cfg: DataConfig, split: str) -> tuple[Path, Path]:
                 f".{cfg.tgt_lang}: the paths of the split's two text files"
             )
         return Path(files[cfg.src_lang]), Path(files[cfg.tgt_lang])
-    folder = local_multi30k(cfg) or download_multi30k(cfg, split)
+    folder = debian_corpus(cfg) if cfg.source == "debian" else multi30k_folder(cfg, split)
     return folder / f"{split}.{cfg.src_lang}", folder / f"{split}.{cfg.tgt_lang}"
+
+
+def multi30k_folder(cfg: DataConfig, split: str) -> Path:
+    """The folder a Multi30k split is read from, downloaded first if there is no local one."""
+    return local_multi30k(cfg) or download_multi30k(cfg, split)
+
+
+def debian_corpus(cfg: DataConfig) -> Path:
+    """The built corpus's folder (built on first use); English-German only."""
+    if (cfg.src_lang, cfg.tgt_lang) != ("en", "de"):
+        raise ValueError("data.source=debian is English-German: data.src_lang=en, tgt_lang=de")
+    multi30k = None
+    if "multi30k" in cfg.corpus.domains:
+        multi30k = (
+            local_multi30k(cfg)
+            or [download_multi30k(cfg, split) for split in ("train", "val", "test_2016_flickr")][0]
+        )
+    cache = Path(cfg.corpus.cache_dir) if cfg.corpus.cache_dir else Path.home() / ".cache" / "nmt"
+    return corpus_folder(cfg.corpus, multi30k, cache)
+
+
+def provenance(cfg: DataConfig) -> dict[str, Any]:
+    """What model.pt records of its data: for a built corpus, its packages' versions."""
+    if cfg.source != "debian":
+        return {}
+    manifest = json.loads((debian_corpus(cfg) / "manifest.json").read_text())
+    return {"corpus": debian_corpus(cfg).name, "packages": manifest["packages"]}
 
 
 # shared/data/multi30k beside the project's folder (a checkout's ../shared, as in CI)

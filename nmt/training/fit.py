@@ -34,6 +34,7 @@ from nmt.checkpoint import (
 from nmt.config import EvaluateConfig, TrainConfig
 from nmt.cpu import set_onednn_kernel_cache, warn_if_emulated_bf16
 from nmt.data.datamodule import TranslationDataModule
+from nmt.data.sources import provenance
 from nmt.errors import UsageError
 from nmt.evaluation.evaluation_run import evaluate, summary
 from nmt.evaluation.runs_table import FINAL_EVALUATION
@@ -284,6 +285,8 @@ def final_weights(
     checkpoint.info["terms_in_place"] = augment.terms > 0 and augment.term_mask > 0
     if cfg.init_from:
         checkpoint.info["init_from"] = cfg.init_from
+    if sources := provenance(cfg.data):  # a built corpus: its packages and their versions
+        checkpoint.info["data_sources"] = sources
     return checkpoint, selection
 
 
