@@ -123,6 +123,64 @@ def test_a_mocked_pace_picks_its_band_after_a_minute_and_applies_it(
     assert len(chosen_line) == 1 and f"~{fit.total_steps:,} updates" in (chosen_line[0])
 
 
+def paced_run(cfg, clock: Clock, monkeypatch):
+    """A model, module and trainer under a mocked one-hour budget, with both callbacks."""
+    monkeypatch.setattr(budget.time, "monotonic", clock.monotonic)
+    model = Transformer(ModelConfig(vocab_size=50, d_model=16, n_heads=2, d_ff=16, dropout=0.3))
+    module = SimpleNamespace(
+        model=model,
+        optim_cfg=cfg.optim,
+        lr_schedule=LearningRateSchedule(cfg.optim, 16),
+        log=lambda *args, **kwargs: None,
+    )
+    fit, choose = FitScheduleToBudget(), ChooseBudgetBand(cfg.budget_bands, cfg)
+    trainer = SimpleNamespace(
+        callbacks=[HourTimer(clock), fit, choose],
+        global_step=0,
+        log_every_n_steps=10,
+        estimated_stepping_batches=math.inf,
+        strategy=SimpleNamespace(broadcast=lambda value, src=0: value),
+        should_stop=False,
+        sanity_checking=False,
+    )
+    for callback in (fit, choose):
+        callback.on_train_start(trainer, module)
+    return model, module, trainer, fit, choose
+
+
+def run_at(trainer, module, clock: Clock, updates_per_hour: float, steps: int) -> None:
+    """`steps` more updates at a pace of `updates_per_hour`."""
+    for _ in range(steps):
+        trainer.global_step += 1
+        clock.now += HOUR / updates_per_hour
+        for callback in trainer.callbacks[1:]:
+            callback.on_train_batch_end(trainer, module)
+
+
+def test_a_slow_first_minute_near_an_edge_keeps_the_model_and_validation_corrects_the_band(
+    monkeypatch, caplog
+):
+    """A first minute read at 2,900 updates an hour (a busy machine: within 10% of the 3+3
+    band's 3,000) takes the 7,000 band in place rather than starting over; at the pace the run
+    then keeps, the estimate after a validation passes 7,000 and the recipe's own dropout
+    comes back; a band of another shape is never taken after validation."""
+    cfg = compose_train_config(["experiment=multi30k_cpu"])
+    clock = Clock()
+    model, module, trainer, fit, choose = paced_run(cfg, clock, monkeypatch)
+    with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
+        run_at(trainer, module, clock, 2900, 50)
+        assert choose.start_over is None and choose.chosen == 1 and model.cfg.dropout == 0.2
+        run_at(trainer, module, clock, 20000, 3000)  # the machine is free again
+        choose.on_validation_end(trainer, module)
+    assert fit.total_steps > 7000 and choose.chosen == 2
+    assert model.cfg.dropout == 0.3 and cfg.model.dropout == 0.3
+    assert {m.dropout.p for m in model.modules() if isinstance(m, Residual)} == {0.3}
+    assert any("re-estimated after validation" in r.message for r in caplog.records)
+    fit.total_steps = 2000  # an estimate in the 3+3 band's
+    choose.on_validation_end(trainer, module)
+    assert choose.chosen == 2 and choose.start_over is None  # its shape differs: kept
+
+
 def test_the_command_line_wins_and_bad_bands_are_refused():
     bands = [
         BudgetBand(3000, {"model.dropout": 0.1, "optim.schedule": "cosine"}),

@@ -12,10 +12,20 @@ import time
 import lightning as L
 from lightning.pytorch.callbacks import Timer
 
-from nmt.training.budget_bands import SETTERS, BudgetBand, band_for, changes_shape, describe
+from nmt.training.budget_bands import (
+    SETTERS,
+    SHAPE,
+    BudgetBand,
+    band_for,
+    changes_shape,
+    describe,
+)
 
 log = logging.getLogger(__name__)
 PACE_SECONDS = 60.0  # how long a run with a time budget trains before it chooses its band
+# A first estimate this close under a band's bound (a share of it) does not start the run over
+# with that band's model: a pace read while the machine was busy is low by more than that.
+EDGE_MARGIN = 0.1
 
 
 def time_budget(trainer: L.Trainer) -> Timer | None:
@@ -112,7 +122,12 @@ class ChooseBudgetBand(L.Callback):
 
     A band whose model has another shape is not applied: the callback stops the run and sets
     `start_over` to it; nmt.training.fit then builds that model and trains it for the rest of
-    the budget, with this callback made with the band `chosen` and the seconds `spent`."""
+    the budget, with this callback made with the band `chosen` and the seconds `spent`. It is
+    not taken where the estimate lies within EDGE_MARGIN of its bound (the next band is).
+
+    After each validation the estimate is read again: where it now falls in another band of
+    the same shape settings, that band is applied in place (dropout, the schedule's fields,
+    the windows: the config's own where the new band sets none), and logged."""
 
     def __init__(self, bands: list[BudgetBand], cfg, chosen: int | None = None, spent=0.0):
         self.bands, self.cfg = bands, cfg
@@ -121,6 +136,8 @@ class ChooseBudgetBand(L.Callback):
         self.start_over: BudgetBand | None = None  # a band that needs another model
         self._start = 0.0
         self._timed = False
+        # the config's own value of every setting a band may change while training
+        self.own = {name: setting(cfg, name) for name in SETTERS}
 
     def state_dict(self) -> dict:
         return {"chosen": self.chosen, "spent": self.spent}
@@ -169,6 +186,10 @@ class ChooseBudgetBand(L.Callback):
         why = f"since the budget holds ~{total:,} updates" + (
             f" at this run's {pace:.2f} updates/s" if self._timed else ""
         )
+        bound = band.max_updates or math.inf
+        if changes_shape(band, self.cfg) and total > (1 - EDGE_MARGIN) * bound:
+            band = self.bands[self.bands.index(band) + 1]
+            why += f", within {EDGE_MARGIN:.0%} of a smaller model's bound"
         if changes_shape(band, self.cfg):
             self.start_over, trainer.should_stop = band, True
             log.info(
@@ -182,11 +203,41 @@ class ChooseBudgetBand(L.Callback):
         self.chosen = self.bands.index(band)
         self.apply(pl_module, band, why)
 
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.chosen is None or not self._timed or trainer.sanity_checking:
+            return
+        total = estimated_updates(trainer)  # the same on every rank: broadcast
+        band = band_for(self.bands, total) if total is not None else None
+        now = self.bands[self.chosen]
+        if band is None or band is now or shape_of(band) != shape_of(now):
+            return
+        settings = {name: self.own[name] for name in now.settings if name in SETTERS}
+        for name, value in (settings | band.settings).items():
+            SETTERS[name](pl_module, self.cfg, value)
+        self.chosen = self.bands.index(band)
+        log.info(
+            "Budget band %s, re-estimated after validation: the budget holds ~%s updates: %s",
+            bound_of(band),
+            f"{total:,}",
+            describe(band),
+        )
+
     def apply(self, module, band: BudgetBand, why: str) -> None:
         for name, value in band.settings.items():
             if name in SETTERS:  # the shape's settings were the model's as it was built
                 SETTERS[name](module, self.cfg, value)
         log.info("Budget band %s, %s: %s", bound_of(band), why, describe(band))
+
+
+def setting(cfg, name: str):
+    """A TrainConfig's value of a dotted setting ("model.dropout")."""
+    section, key = name.split(".")
+    return getattr(getattr(cfg, section), key)
+
+
+def shape_of(band: BudgetBand) -> dict:
+    """The model shape a band sets (empty: the config's own)."""
+    return {name: value for name, value in band.settings.items() if name in SHAPE}
 
 
 def bound_of(band: BudgetBand) -> str:

@@ -8,6 +8,9 @@ starts with its own settings; once it knows its budget in updates (at once with
 trainer.max_steps; with trainer.max_time, from the pace of its first minute, as
 nmt.training.budget estimates it for the schedule) it takes the first band that holds that
 budget and applies its settings, except those the command line set, and logs which and why.
+With a time budget the estimate is read again after each validation, and a band of the same
+shape is taken in place where the estimate has moved into it (a first minute on a busy
+machine reads low).
 
 A band may change what can change while training runs (`SETTERS`): dropout, the
 schedule's form and warmup share, label smoothing, the averaging windows (within the epochs
