@@ -24,6 +24,7 @@ from nmt.documents import (
     pptx_file,
     subtitles,
     text_file,
+    xliff_file,
 )
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
@@ -70,6 +71,7 @@ FORMATS = {
             "text/x-gettext-translation; charset=utf-8",
             gettext_file.read_file,
         ),
+        Format("xliff", (".xlf", ".xliff"), "application/xliff+xml", xliff_file.read_file),
     )
 }
 # what a request's texts may be: plain text, or a format with a reader of texts

@@ -1,0 +1,152 @@
+"""format=xliff: an XLIFF 1.2 or 2.x file with its untranslated segments translated.
+
+Read and written with lxml (python-docx's and python-pptx's XML library), which keeps the
+file's namespaces, prefixes and everything we do not touch as they were. A DOCTYPE or an
+entity declaration is refused before parsing, the parser reads no DTD, resolves no entity
+and fetches nothing. XLIFF 1.2: each `trans-unit` (not `translate="no"`) whose `target` is
+missing or empty gets one, `state="needs-review-translation"` with
+`state-qualifier="mt-suggestion"`, and its `file` a `target-language` where it has none.
+XLIFF 2.x: each `segment` of a unit (not `translate="no"`) with no or an empty `target`, its
+state `translated` unless the file's own says more; the root a `trgLang` where it has none.
+A target already written is kept.
+
+Inline codes: paired ones (1.2 `g` and `mrk`, 2.x `pc` and `mrk`) are carried like HTML's
+inline tags, onto the words they hold; standalone ones (1.2 `x`, `bx`, `ex`, `ph`, `bpt`,
+`ept`, `it`; 2.x `ph`, `sc`, `ec`, `cp`) and the text's format placeholders (`%s`,
+`{count}`) are points put back byte for byte (nmt.documents.inline). A target whose codes
+are not its source's (by count of each) is marked for review (1.2 `state="needs-review-
+translation"` without the qualifier; 2.x `state="initial"`), so a tool does not take it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+
+from lxml import etree
+
+from nmt.documents.inline import escaped, flat, kept
+from nmt.documents.markup import fragment_file
+from nmt.documents.parsed import Parsed
+from nmt.documents.text_file import decode_utf8
+from nmt.errors import JobError
+
+NAMESPACES = {
+    "urn:oasis:names:tc:xliff:document:1.2": "1.2",
+    "urn:oasis:names:tc:xliff:document:2.0": "2",
+    "urn:oasis:names:tc:xliff:document:2.1": "2",
+    "urn:oasis:names:tc:xliff:document:2.2": "2",
+}
+PAIRED = {"g", "mrk", "pc"}  # codes around words
+DECLARATION = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
+OWN_NAMESPACE = re.compile(r'^(<[^\s>/]+)\s+xmlns="[^"]*"')
+PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=False
+)
+
+
+def local(element: etree._Element) -> str:
+    return etree.QName(element).localname if isinstance(element.tag, str) else ""
+
+
+def point(element: etree._Element) -> str:
+    """A standalone code as a point: its XML as the file has it, without the namespace
+    declaration lxml adds to a piece serialized alone."""
+    raw = etree.tostring(element, encoding="unicode", with_tail=False)
+    return kept(html.escape(OWN_NAMESPACE.sub(r"\1", raw)))
+
+
+def fragment(element: etree._Element) -> str:
+    """A source's content as an HTML fragment: text escaped (its placeholders points),
+    paired codes as elements, standalone ones as points."""
+    out = [escaped(element.text or "")]
+    for child in element:
+        if local(child) in PAIRED:
+            attributes = "".join(
+                f' {etree.QName(k).localname}="{html.escape(v)}"' for k, v in child.attrib.items()
+            )
+            out.append(f"<{local(child)}{attributes}>{fragment(child)}</{local(child)}>")
+        elif isinstance(child.tag, str):
+            out.append(point(child))
+        out.append(escaped(child.tail or ""))
+    return "".join(out)
+
+
+def codes(element: etree._Element) -> Counter:
+    """The inline codes under an element, by name and id."""
+    return Counter((local(e), e.get("id")) for e in element.iter() if e is not element)
+
+
+def parse_file(data: bytes, name: str, limits) -> etree._ElementTree:
+    """The file's tree, or JobError: 413 over max_file_segments sources (counted before
+    parsing), 422 a declaration, not XML, or not XLIFF."""
+    decode_utf8(data, name)  # one line naming the byte where the text is not UTF-8
+    if DECLARATION.search(data):
+        raise JobError(422, f"{name or 'the file'}: a DOCTYPE or entity declaration is refused")
+    if (found := data.count(b"<source")) > limits.max_file_segments:
+        raise JobError(
+            413, f"{found} segments: the limit is max_file_segments={limits.max_file_segments}"
+        )
+    try:
+        tree = etree.ElementTree(etree.fromstring(data, PARSER))
+    except etree.XMLSyntaxError as error:
+        raise JobError(422, f"{name or 'the file'}: not XML ({error})") from None
+    if etree.QName(tree.getroot()).namespace not in NAMESPACES or local(tree.getroot()) != "xliff":
+        raise JobError(422, f"{name or 'the file'}: not XLIFF 1.2 or 2.x")
+    return tree
+
+
+def todo(tree: etree._ElementTree) -> list[tuple[etree._Element, etree._Element]]:
+    """(the element a target goes into, its source) for every source still to translate."""
+    namespace = etree.QName(tree.getroot()).namespace
+    ns = {"x": namespace}
+    holders = "//x:trans-unit" if NAMESPACES[namespace] == "1.2" else "//x:unit/x:segment"
+    found = []
+    for holder in tree.xpath(holders, namespaces=ns):
+        unit = holder if NAMESPACES[namespace] == "1.2" else holder.getparent()
+        source, target = holder.find("x:source", ns), holder.find("x:target", ns)
+        done = target is not None and (len(target) or (target.text or "").strip())
+        if source is not None and unit.get("translate") != "no" and not done:
+            found.append((holder, source))
+    return found
+
+
+def put_target(holder: etree._Element, source: etree._Element, inner: str, v1: bool) -> None:
+    """The translated content as the holder's target, after its source, and its state."""
+    namespace = etree.QName(source).namespace
+    target = etree.fromstring(f'<target xmlns="{namespace}">{inner}</target>', PARSER)
+    old = source.getnext()
+    if old is not None and local(old) == "target":
+        target.attrib.update({k: v for k, v in old.attrib.items() if k != "state"})
+        holder.remove(old)
+    target.tail = source.tail
+    source.addnext(target)
+    same = codes(source) == codes(target)
+    if v1:
+        target.set("state", "needs-review-translation")
+        if same:
+            target.set("state-qualifier", "mt-suggestion")
+    elif not same or holder.get("state") is None:
+        holder.set("state", "translated" if same else "initial")
+
+
+def read_file(data: bytes, name: str, limits) -> Parsed:
+    """An XLIFF file's sources still to translate, each one segment of HTML fragment."""
+    tree = parse_file(data, name, limits)
+    root = tree.getroot()
+    v1 = NAMESPACES[etree.QName(root).namespace] == "1.2"
+    units = todo(tree)
+
+    def write(pages: list[str]) -> bytes:
+        for (holder, source), page in zip(units, pages, strict=True):
+            put_target(holder, source, flat(page, unescape=False), v1)
+        if units and v1:
+            for file in root.iter(f"{{{etree.QName(root).namespace}}}file"):
+                if file.get("target-language") is None:
+                    file.set("target-language", "de")
+        elif units and root.get("trgLang") is None:
+            root.set("trgLang", "de")
+        return etree.tostring(tree, xml_declaration=True, encoding="UTF-8")
+
+    return fragment_file([fragment(s) for _, s in units], name, limits.max_file_tags, write)

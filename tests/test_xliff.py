@@ -1,0 +1,130 @@
+"""XLIFF 1.2 and 2.x (nmt.documents.xliff_file): real sentences filled in, inline codes and
+placeholders kept, what is done or not to translate left alone; translate-toolkit, a library
+made for the format, reads the result; hostile files refused in one line."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import document_result, reversed_translator, stand_in, uppercase_translator
+from lxml import etree
+from translate.storage import xliff, xliff2
+
+from nmt.errors import JobError
+from nmt.jobs.check import check
+from nmt.jobs.job import Job, Limits
+
+V1 = "urn:oasis:names:tc:xliff:document:1.2"
+V2 = "urn:oasis:names:tc:xliff:document:2.0"
+
+
+def v1_file(s: list[str]) -> bytes:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="{V1}">
+  <file original="app" source-language="en" datatype="plaintext">
+    <body>
+      <trans-unit id="plain"><source>{s[0]}</source></trans-unit>
+      <trans-unit id="codes"><source><g id="1">{s[1]}</g> said %s<x id="2"/> twice.</source>
+      </trans-unit>
+      <trans-unit id="done"><source>{s[2]}</source><target>Schon übersetzt.</target></trans-unit>
+      <trans-unit id="no" translate="no"><source>{s[3]}</source></trans-unit>
+      <trans-unit id="empty"><source>{s[4]} &amp; more</source><target/></trans-unit>
+    </body>
+  </file>
+</xliff>
+""".encode()
+
+
+def v2_file(s: list[str]) -> bytes:
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="2.0" xmlns="{V2}" srcLang="en">
+  <file id="f1">
+    <unit id="u1"><segment><source>{s[0]}</source></segment></unit>
+    <unit id="u2"><segment>
+      <source><pc id="1">{s[1]}</pc> at {{count}}<ph id="2"/>.</source></segment>
+    </unit>
+    <unit id="u3"><segment state="final">
+      <source>{s[2]}</source><target>Fertig.</target></segment></unit>
+    <unit id="u4" translate="no"><segment><source>{s[3]}</source></segment></unit>
+  </file>
+</xliff>
+""".encode()
+
+
+def translated(data: bytes, name: str, translate=uppercase_translator) -> bytes:
+    return document_result(stand_in(translate), "xliff", data=data, name=name).data
+
+
+def units(data: bytes, version: str) -> dict[str, etree._Element]:
+    root = etree.fromstring(data)
+    tag = "trans-unit" if version == V1 else "unit"
+    return {u.get("id"): u for u in root.iter(f"{{{version}}}{tag}")}
+
+
+def text_of(element) -> str:
+    return "".join(element.itertext())
+
+
+def test_xliff_1_2_fills_what_is_to_do_with_its_codes_and_keeps_the_rest(overfit_pairs):
+    s = [x.rstrip(".") for x in overfit_pairs[0][:5]]
+    out = translated(v1_file(s), "app.xlf")
+    found = units(out, V1)
+    target = {k: u.find(f"{{{V1}}}target") for k, u in found.items()}
+    assert text_of(target["plain"]) == s[0].upper()
+    codes = target["codes"]
+    assert [(etree.QName(c).localname, c.get("id")) for c in codes] == [("g", "1"), ("x", "2")]
+    assert codes[0].text == s[1].upper() and "%s" in text_of(codes)  # placeholder as it was
+    assert codes.get("state") == "needs-review-translation"
+    assert codes.get("state-qualifier") == "mt-suggestion"
+    assert text_of(target["done"]) == "Schon übersetzt."  # a translation there is kept
+    assert target["no"] is None  # translate="no"
+    assert text_of(target["empty"]) == f"{s[4].upper()} & MORE"
+    assert etree.fromstring(out).find(f"{{{V1}}}file").get("target-language") == "de"
+    # the format's own library reads every target back
+    store = xliff.xlifffile(out)
+    read = {u.getid().split("\x04")[-1]: u.target for u in store.units}
+    assert read["plain"] == s[0].upper() and read["done"] == "Schon übersetzt."
+
+
+def test_xliff_2_fills_segments_keeps_codes_and_final_ones(overfit_pairs):
+    s = [x.rstrip(".") for x in overfit_pairs[0][5:9]]
+    out = translated(v2_file(s), "app.xliff")
+    found = units(out, V2)
+    segment = {k: u.find(f"{{{V2}}}segment") for k, u in found.items()}
+    target = {k: seg.find(f"{{{V2}}}target") for k, seg in segment.items()}
+    assert text_of(target["u1"]) == s[0].upper() and segment["u1"].get("state") == "translated"
+    assert [(etree.QName(c).localname, c.get("id")) for c in target["u2"]] == [
+        ("pc", "1"),
+        ("ph", "2"),
+    ]
+    assert "{count}" in text_of(target["u2"])
+    assert text_of(target["u3"]) == "Fertig." and segment["u3"].get("state") == "final"
+    assert target["u4"] is None
+    assert etree.fromstring(out).get("trgLang") == "de"
+    store = xliff2.Xliff2File(out)
+    assert s[0].upper() in [u.target for u in store.units]
+
+
+def test_codes_the_alignment_cannot_place_alike_mark_the_target_for_review(overfit_pairs):
+    """A crossing alignment still gives a target that parses, every code once."""
+    s = [x.rstrip(".") for x in overfit_pairs[0][:5]]
+    out = translated(v1_file(s), "app.xlf", reversed_translator)
+    codes = units(out, V1)["codes"].find(f"{{{V1}}}target")
+    assert sorted(etree.QName(c).localname for c in codes.iter() if c is not codes) == ["g", "x"]
+
+
+@pytest.mark.parametrize(
+    "data, status, words",
+    [
+        (b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><xliff/>', 422, "declaration"),
+        (b"<xliff version='1.2'><file>", 422, "not XML"),
+        (b"<html><body>hi</body></html>", 422, "not XLIFF"),
+        (b"\xff\xfe<xliff/>", 422, "UTF-8"),
+        (f'<xliff xmlns="{V1}">{"<source>a</source>" * 11}</xliff>'.encode(), 413, "max_file"),
+    ],
+    ids=["entity", "broken", "not-xliff", "not-utf8", "too-many"],
+)
+def test_a_hostile_or_broken_file_is_one_line_before_any_work(data, status, words):
+    limits = Limits(max_file_segments=10)
+    with pytest.raises(JobError, match=words) as refused:
+        check(Job(data=data, name="bad.xlf", format="xliff"), limits)
+    assert refused.value.status == status and "\n" not in str(refused.value)
