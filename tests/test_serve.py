@@ -421,7 +421,6 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     are offline (in requests of max_lines=16 texts to /translate); bad files refused."""
     from test_docx import texts, word_file
 
-    from nmt.translation.texts import translate_texts
 
     s, own = overfit_pairs[0], api.search
 
@@ -433,9 +432,9 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     assert reply.status_code == 200, reply.text
     disposition = "attachment; filename=\"notes.de.md\"; filename*=UTF-8''notes.de.md"
     assert reply.headers["content-disposition"] == disposition
-    expected = [t.text for t in translate_texts(overfit_engine, markdown.splitlines(), own)]
-    assert reply.content.decode().splitlines() == expected
-    assert reply.content.decode().count("\r\n") == 5
+    offline = on_engine(overfit_engine, own)
+    expected = document_result(offline, "markdown", data=markdown.encode(), name="notes.md")
+    assert reply.content == expected.data and reply.content.decode().count("\r\n") == 5
     page = f"<h1>{s[0]}</h1>\n<p>{s[1]} <b>{s[2]}</b> <a href='x'>{s[3]}</a></p>\n"
     reply = upload("page.html", page.encode())
     assert reply.text == translated_html(overfit_engine, [page], own)[0].text

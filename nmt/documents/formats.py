@@ -20,6 +20,7 @@ from nmt.documents import (
     docx_file,
     epub_file,
     gettext_file,
+    markdown_file,
     markup,
     pptx_file,
     subtitles,
@@ -42,7 +43,13 @@ class Format:
 FORMATS = {
     f.name: f
     for f in (
-        Format("text", (".txt", ".md"), "text/plain; charset=utf-8", text_file.read_file),
+        Format("text", (".txt",), "text/plain; charset=utf-8", text_file.read_file),
+        Format(
+            "markdown",
+            (".md", ".markdown"),
+            "text/markdown; charset=utf-8",
+            markdown_file.read_file,
+        ),
         Format(
             "html",
             (".html", ".htm"),
