@@ -2,10 +2,11 @@
 
 Read and written with lxml (python-docx's and python-pptx's XML library), which keeps the
 file's namespaces, prefixes and everything we do not touch as they were. A DOCTYPE or an
-entity declaration is refused before parsing, the parser reads no DTD, resolves no entity
-and fetches nothing. XLIFF 1.2: each `trans-unit` (not `translate="no"`) whose `target` is
-missing or empty gets one, `state="needs-review-translation"` with
-`state-qualifier="mt-suggestion"`, and its `file` a `target-language` where it has none.
+entity declaration is refused before parsing, and the parser reads no DTD, resolves no
+entity and fetches nothing (nmt.documents.xml_inline). XLIFF 1.2: each `trans-unit` (not
+`translate="no"`) whose `target` is missing or empty gets one,
+`state="needs-review-translation"` with `state-qualifier="mt-suggestion"`, and its `file` a
+`target-language` where it has none.
 XLIFF 2.x: each `segment` of a unit (not `translate="no"`) with no or an empty `target`, its
 state `translated` unless the file's own says more; the root a `trgLang` where it has none.
 A target already written is kept.
@@ -20,16 +21,15 @@ translation"` without the qualifier; 2.x `state="initial"`), so a tool does not 
 
 from __future__ import annotations
 
-import html
 import re
 from collections import Counter
 
 from lxml import etree
 
-from nmt.documents.inline import escaped, flat, kept
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
 from nmt.documents.text_file import decode_utf8
+from nmt.documents.xml_inline import PARSER, fragment, local, refill
 from nmt.errors import JobError
 
 NAMESPACES = {
@@ -40,37 +40,6 @@ NAMESPACES = {
 }
 PAIRED = {"g", "mrk", "pc"}  # codes around words
 DECLARATION = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
-OWN_NAMESPACE = re.compile(r'^(<[^\s>/]+)\s+xmlns="[^"]*"')
-PARSER = etree.XMLParser(
-    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, remove_comments=False
-)
-
-
-def local(element: etree._Element) -> str:
-    return etree.QName(element).localname if isinstance(element.tag, str) else ""
-
-
-def point(element: etree._Element) -> str:
-    """A standalone code as a point: its XML as the file has it, without the namespace
-    declaration lxml adds to a piece serialized alone."""
-    raw = etree.tostring(element, encoding="unicode", with_tail=False)
-    return kept(html.escape(OWN_NAMESPACE.sub(r"\1", raw)))
-
-
-def fragment(element: etree._Element) -> str:
-    """A source's content as an HTML fragment: text escaped (its placeholders points),
-    paired codes as elements, standalone ones as points."""
-    out = [escaped(element.text or "")]
-    for child in element:
-        if local(child) in PAIRED:
-            attributes = "".join(
-                f' {etree.QName(k).localname}="{html.escape(v)}"' for k, v in child.attrib.items()
-            )
-            out.append(f"<{local(child)}{attributes}>{fragment(child)}</{local(child)}>")
-        elif isinstance(child.tag, str):
-            out.append(point(child))
-        out.append(escaped(child.tail or ""))
-    return "".join(out)
 
 
 def codes(element: etree._Element) -> Counter:
@@ -112,10 +81,12 @@ def todo(tree: etree._ElementTree) -> list[tuple[etree._Element, etree._Element]
     return found
 
 
-def put_target(holder: etree._Element, source: etree._Element, inner: str, v1: bool) -> None:
-    """The translated content as the holder's target, after its source, and its state."""
-    namespace = etree.QName(source).namespace
-    target = etree.fromstring(f'<target xmlns="{namespace}">{inner}</target>', PARSER)
+def put_target(holder: etree._Element, source: etree._Element, page: str, v1: bool) -> None:
+    """The translated fragment as the holder's target, after its source, and its state."""
+    # made under the holder, so that it has the file's namespaces, then placed after the source
+    target = etree.SubElement(holder, f"{{{etree.QName(source).namespace}}}target")
+    holder.remove(target)
+    refill(target, page)
     old = source.getnext()
     if old is not None and local(old) == "target":
         target.attrib.update({k: v for k, v in old.attrib.items() if k != "state"})
@@ -140,7 +111,7 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
 
     def write(pages: list[str]) -> bytes:
         for (holder, source), page in zip(units, pages, strict=True):
-            put_target(holder, source, flat(page, unescape=False), v1)
+            put_target(holder, source, page, v1)
         if units and v1:
             for file in root.iter(f"{{{etree.QName(root).namespace}}}file"):
                 if file.get("target-language") is None:
@@ -149,4 +120,5 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
             root.set("trgLang", "de")
         return etree.tostring(tree, xml_declaration=True, encoding="UTF-8")
 
-    return fragment_file([fragment(s) for _, s in units], name, limits.max_file_tags, write)
+    fragments = [fragment(s, PAIRED) for _, s in units]
+    return fragment_file(fragments, name, limits.max_file_tags, write)
