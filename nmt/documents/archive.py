@@ -128,3 +128,15 @@ def checked(
         raise JobError(
             413, f"{where}over {found} {noun}: the limit is max_file_tags={limits.max_file_tags}"
         )
+
+
+def rewritten(archive: zipfile.ZipFile, translated: dict[str, bytes]) -> bytes:
+    """The archive again, part by part in its order, each stored or deflated as it was
+    (`mimetype` first and stored, as EPUB and OpenDocument want), `translated` parts
+    replaced and every other byte for byte."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as written:
+        for part in archive.infolist():
+            data = translated.get(part.filename)
+            written.writestr(part, archive.read(part) if data is None else data)
+    return out.getvalue()

@@ -23,7 +23,7 @@ import zlib
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
-from nmt.documents.archive import ArchiveError, checked
+from nmt.documents.archive import ArchiveError, checked, rewritten
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
 from nmt.documents.text_file import decode_utf8
@@ -55,16 +55,6 @@ def documents(archive: zipfile.ZipFile) -> list[str]:
     return found
 
 
-def written(archive: zipfile.ZipFile, translated: dict[str, bytes]) -> bytes:
-    """The book again, part by part in its order, `translated` parts replaced."""
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as book:
-        for part in archive.infolist():
-            data = translated.get(part.filename)
-            book.writestr(part, archive.read(part) if data is None else data)
-    return out.getvalue()
-
-
 def read_file(data: bytes, name: str, limits) -> Parsed:
     checked(data, name, limits, BOOK, (b"<",), ("tags", "a book"), XML_PARTS)
     where = f"{name}: " if name else ""
@@ -80,6 +70,6 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
         raise JobError(422, f"{where}not {BOOK}: {error}") from None
 
     def write(translated: list[str]) -> bytes:
-        return written(archive, {n: t.encode() for n, t in zip(names, translated, strict=True)})
+        return rewritten(archive, {n: t.encode() for n, t in zip(names, translated, strict=True)})
 
     return fragment_file(pages, name, limits.max_file_tags, write)

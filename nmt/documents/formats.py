@@ -22,6 +22,7 @@ from nmt.documents import (
     gettext_file,
     markdown_file,
     markup,
+    odf_file,
     pptx_file,
     subtitles,
     text_file,
@@ -71,6 +72,13 @@ FORMATS = {
         ),
         Format("srt", (".srt",), "application/x-subrip; charset=utf-8", subtitles.read("srt")),
         Format("vtt", (".vtt",), "text/vtt; charset=utf-8", subtitles.read("vtt")),
+        Format("odt", (".odt",), "application/vnd.oasis.opendocument.text", odf_file.read_text),
+        Format(
+            "odp",
+            (".odp",),
+            "application/vnd.oasis.opendocument.presentation",
+            odf_file.read_presentation,
+        ),
         Format("epub", (".epub",), "application/epub+zip", epub_file.read_file),
         Format(
             "po",

@@ -30,7 +30,7 @@ from nmt.documents.parsed import Parsed
 from nmt.documents.text_file import decode_utf8
 from nmt.errors import JobError
 
-PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin)
+MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front_matter_plugin)
 SYNTAX = re.compile(r"([\\`*_\[\]<])")
 PAIRS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}
 ONLY_PREFIX = re.compile(r"^[\s>]*$")  # what a paragraph's later line holds but its words
@@ -145,7 +145,7 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
         )
     cursors: dict[int, int] = {}
     segments: list[tuple[Inline, list[tuple[int, int, int]]]] = []
-    for token in PARSER.parse(text):
+    for token in MARKDOWN.parse(text):
         if token.type == "inline" and token.map and token.content.strip():
             where = placed(lines, token, cursors)
             if where:

@@ -38,7 +38,7 @@ NAMESPACES = {
     "urn:oasis:names:tc:xliff:document:2.1": "2",
     "urn:oasis:names:tc:xliff:document:2.2": "2",
 }
-PAIRED = {"g", "mrk", "pc"}  # codes around words
+PAIRED_CODES = {"g", "mrk", "pc"}  # codes around words
 DECLARATION = re.compile(rb"<!(DOCTYPE|ENTITY)", re.IGNORECASE)
 
 
@@ -120,5 +120,5 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
             root.set("trgLang", "de")
         return etree.tostring(tree, xml_declaration=True, encoding="UTF-8")
 
-    fragments = [fragment(s, PAIRED) for _, s in units]
+    fragments = [fragment(s, PAIRED_CODES) for _, s in units]
     return fragment_file(fragments, name, limits.max_file_tags, write)

@@ -1,0 +1,139 @@
+"""OpenDocument text and presentations (nmt.documents.odf_file), made with odfpy as an
+office suite's users would get them: every paragraph translated, spans and links kept on
+their words, the other parts byte for byte, and odfpy reads the result."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from conftest import document_result, identity_translator, stand_in, uppercase_translator
+from odf import teletype
+from odf.draw import Frame, Page, TextBox
+from odf.opendocument import OpenDocumentPresentation, OpenDocumentText, load
+from odf.presentation import Notes
+from odf.style import Footer, MasterPage, PageLayout, Style, TextProperties
+from odf.table import Table, TableCell, TableColumn, TableRow
+from odf.text import A, H, LineBreak, List, ListItem, P, S, Span
+
+from nmt.errors import JobError
+from nmt.jobs.check import check
+from nmt.jobs.job import Job, Limits
+
+
+def odt(s: list[str]) -> bytes:
+    doc = OpenDocumentText()
+    bold = Style(name="Bold", family="text")
+    bold.addElement(TextProperties(fontweight="bold"))
+    doc.automaticstyles.addElement(bold)
+    layout = PageLayout(name="Page")
+    doc.automaticstyles.addElement(layout)
+    master = MasterPage(name="Standard", pagelayoutname=layout)
+    footer = Footer()
+    footer.addElement(P(text=s[0]))
+    master.addElement(footer)
+    doc.masterstyles.addElement(master)
+    doc.text.addElement(H(outlinelevel=1, text=s[1]))
+    words = s[2].split()
+    p = P(text=" ".join(words[:2]) + " ")
+    p.addElement(Span(stylename=bold, text=" ".join(words[2:4])))
+    p.addText(" ")
+    p.addElement(S(c=3))
+    p.addElement(A(href="https://example.org/x", text=" ".join(words[4:])))
+    p.addElement(LineBreak())
+    p.addText(s[3])
+    doc.text.addElement(p)
+    items = List()
+    for x in s[4:6]:
+        item = ListItem()
+        item.addElement(P(text=x))
+        items.addElement(item)
+    doc.text.addElement(items)
+    table = Table(name="T")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    row = TableRow()
+    for x in s[6:8]:
+        cell = TableCell()
+        cell.addElement(P(text=x))
+        row.addElement(cell)
+    table.addElement(row)
+    doc.text.addElement(table)
+    out = io.BytesIO()
+    doc.write(out)
+    return out.getvalue()
+
+
+def odp(s: list[str]) -> bytes:
+    pres = OpenDocumentPresentation()
+    layout = PageLayout(name="Layout")
+    pres.automaticstyles.addElement(layout)
+    master = MasterPage(name="Master", pagelayoutname=layout)
+    pres.masterstyles.addElement(master)
+    for i in range(2):
+        page = Page(masterpagename=master)
+        for holder, text in ((page, s[2 * i]), (Notes(), s[2 * i + 1])):
+            frame = Frame(width="20cm", height="3cm", x="1cm", y="1cm")
+            box = TextBox()
+            box.addElement(P(text=text))
+            frame.addElement(box)
+            holder.addElement(frame)
+            if holder is not page:
+                page.addElement(holder)
+        pres.presentation.addElement(page)
+    out = io.BytesIO()
+    pres.write(out)
+    return out.getvalue()
+
+
+def texts(data: bytes) -> list[str]:
+    """Every paragraph's and heading's text, as odfpy reads it, styles' parts first."""
+    doc = load(io.BytesIO(data))
+    found = []
+    for root in (doc.masterstyles, doc.body):
+        for element in root.getElementsByType(P) + root.getElementsByType(H):
+            found.append(teletype.extractText(element))
+    return sorted(found)
+
+
+def translated(data: bytes, fmt: str, translate=uppercase_translator) -> bytes:
+    return document_result(stand_in(translate), fmt, data=data, name=f"a.{fmt}").data
+
+
+@pytest.mark.parametrize("fmt", ["odt", "odp"])
+def test_every_paragraph_is_translated_and_the_rest_kept(overfit_pairs, fmt):
+    s = [x.rstrip(".") for x in overfit_pairs[0][:8]]
+    source = odt(s) if fmt == "odt" else odp(s)
+    out = translated(source, fmt)
+    assert texts(out) == sorted(t.upper() for t in texts(source))
+    before, after = zipfile.ZipFile(io.BytesIO(source)), zipfile.ZipFile(io.BytesIO(out))
+    assert after.namelist() == before.namelist() and after.namelist()[0] == "mimetype"
+    assert after.infolist()[0].compress_type == zipfile.ZIP_STORED
+    for part in before.namelist():
+        if part not in ("content.xml", "styles.xml"):
+            assert after.read(part) == before.read(part), part
+    assert texts(translated(source, fmt, identity_translator)) == texts(source)
+
+
+def test_spans_links_and_spaces_stay_on_their_words(overfit_pairs):
+    s = [x.rstrip(".") for x in overfit_pairs[0][:8]]
+    words = s[2].split()
+    content = zipfile.ZipFile(io.BytesIO(translated(odt(s), "odt"))).read("content.xml").decode()
+    span = " ".join(words[2:4]).upper()
+    assert f'<text:span text:style-name="Bold">{span}</text:span>' in content
+    assert 'xlink:href="https://example.org/x"' in content and '<text:s text:c="3"/>' in content
+    assert "<text:line-break/>" in content
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda s: b"not a zip at all", "not an .odt file"),
+        (lambda s: odp(s), "its mimetype is not application/vnd.oasis.opendocument.text"),
+    ],
+    ids=["not-zip", "a-presentation-named-odt"],
+)
+def test_a_file_of_another_kind_is_one_line(overfit_pairs, make, words):
+    with pytest.raises(JobError, match=words) as refused:
+        check(Job(data=make(overfit_pairs[0][:8]), name="a.odt", format="odt"), Limits())
+    assert refused.value.status == 422 and "\n" not in str(refused.value)
