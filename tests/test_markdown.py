@@ -117,3 +117,10 @@ def test_more_lines_than_segments_allowed_is_refused_before_parsing():
             Limits(max_file_segments=3),
         )
     assert refused.value.status == 413
+
+
+def test_syntax_characters_past_max_file_tags_are_refused_before_parsing():
+    """100,000 "[" cost markdown-it-py seconds: they are counted first."""
+    with pytest.raises(JobError, match="max_file_tags=50000") as refused:
+        check(Job(data=b"[" * 100_000, name="a.md", format="markdown"), Limits())
+    assert refused.value.status == 413 and "\n" not in str(refused.value)

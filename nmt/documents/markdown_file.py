@@ -34,6 +34,9 @@ MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"]).use(front
 SYNTAX = re.compile(r"([\\`*_\[\]<])")
 PAIRS = {"em": "em", "strong": "strong", "s": "s", "link": "a"}
 ONLY_PREFIX = re.compile(r"^[\s>]*$")  # what a paragraph's later line holds but its words
+# the characters Markdown's inline syntax is made of: what its parser's time grows with
+# (100,000 "[" take seconds), counted against max_file_tags before parsing
+DELIMITERS = re.compile(r"[\[\]*_`<>!|~]")
 
 
 @dataclass
@@ -135,13 +138,18 @@ def placed(lines: list[str], token: Token, cursors: dict[int, int]) -> list[tupl
 
 
 def read_file(data: bytes, name: str, limits) -> Parsed:
-    """A Markdown file's inline texts (at most max_file_segments, bounded by its lines
-    before parsing)."""
+    """A Markdown file's inline texts: at most max_file_segments lines with text and
+    max_file_tags syntax characters, both counted before parsing."""
     text = decode_utf8(data, name)
     lines = text.split("\n")
     if (found := sum(bool(line.strip()) for line in lines)) > limits.max_file_segments:
         raise JobError(
             413, f"{found} lines: the limit is max_file_segments={limits.max_file_segments}"
+        )
+    if (marks := len(DELIMITERS.findall(text))) > limits.max_file_tags:
+        raise JobError(
+            413,
+            f"{marks} Markdown syntax marks: the limit is max_file_tags={limits.max_file_tags}",
         )
     cursors: dict[int, int] = {}
     segments: list[tuple[Inline, list[tuple[int, int, int]]]] = []
