@@ -7,10 +7,12 @@ module and stopped at its end; every request has a timeout.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
 import time
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -416,11 +418,18 @@ def test_an_html_request_gets_its_page_back_translated_as_offline(api, overfit_e
     )
 
 
+def unzipped(data: bytes) -> dict[str, bytes] | bytes:
+    """A zip file's parts by name; any other file as it is."""
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        return data
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    return {name: archive.read(name) for name in archive.namelist()}
+
+
 def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, overfit_pairs):
     """POST /translate_file: a Markdown, an HTML and a Word file, each translated as its texts
     are offline (in requests of max_lines=16 texts to /translate); bad files refused."""
     from test_docx import texts, word_file
-
 
     s, own = overfit_pairs[0], api.search
 
@@ -469,7 +478,8 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
         url = libre.json()["translatedFileUrl"]
         assert url.startswith(server + "/libretranslate/download_file/")
         assert url.endswith(name.replace(".", ".de.", 1))
-        assert httpx.get(url, timeout=30).content == reply.content
+        # the same file (a zip's parts: python-pptx stamps each part with the time it wrote it)
+        assert unzipped(httpx.get(url, timeout=30).content) == unzipped(reply.content)
         if fmt == "epub":  # the chapters' bodies (its short titles loop, batched or not)
             got, want = parts(reply.content), parts(expected)
             for chapter in ("EPUB/c0.xhtml", "EPUB/c1.xhtml"):
