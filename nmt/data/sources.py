@@ -178,8 +178,20 @@ def multi30k_folder(cfg: DataConfig, split: str) -> Path:
     return local_multi30k(cfg) or download_multi30k(cfg, split)
 
 
+_CORPORA: dict[str, Path] = {}  # built corpora by their settings, once per process
+
+
 def debian_corpus(cfg: DataConfig) -> Path:
-    """The built corpus's folder (built on first use); English-German only."""
+    """The built corpus's folder (built on first use, then looked up once per process: every
+    split and model.pt's record read the same one); English-German only."""
+    key = repr((cfg.corpus, cfg.dir, cfg.src_lang, cfg.tgt_lang))
+    if key not in _CORPORA:
+        _CORPORA[key] = build_debian_corpus(cfg)
+    return _CORPORA[key]
+
+
+def build_debian_corpus(cfg: DataConfig) -> Path:
+    """The corpus of cfg.corpus, with Multi30k where its domains name it."""
     if (cfg.src_lang, cfg.tgt_lang) != ("en", "de"):
         raise ValueError("data.source=debian is English-German: data.src_lang=en, tgt_lang=de")
     multi30k = None
@@ -196,8 +208,9 @@ def provenance(cfg: DataConfig) -> dict[str, Any]:
     """What model.pt records of its data: for a built corpus, its packages' versions."""
     if cfg.source != "debian":
         return {}
-    manifest = json.loads((debian_corpus(cfg) / "manifest.json").read_text())
-    return {"corpus": debian_corpus(cfg).name, "packages": manifest["packages"]}
+    folder = debian_corpus(cfg)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    return {"corpus": folder.name, "packages": manifest["packages"]}
 
 
 # shared/data/multi30k beside the project's folder (a checkout's ../shared, as in CI)
