@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
-from pathlib import Path
 
 import sacrebleu
 from common import save_records
@@ -27,7 +26,7 @@ from nmt.config import CorpusConfig, DataConfig, InferenceConfig
 from nmt.corpus import ding
 from nmt.corpus.build import held_out_split
 from nmt.corpus.packages import unpacked
-from nmt.data.sources import debian_corpus
+from nmt.data.sources import cache_root, debian_corpus
 from nmt.decoding.settings import DecodeConfig
 from nmt.files import read_lines
 from nmt.inference import loading
@@ -54,7 +53,7 @@ def dictionary_glossary(cfg: DataConfig) -> Glossary:
     """Ding's word pairs of the lines the corpus trains on (a held-out line's are left out),
     at most MAX_FORMS per source lemmas (the first ones)."""
     corpus = cfg.corpus
-    root = unpacked(corpus.dictionary, Path.home() / ".cache" / "nmt" / "packages").root
+    root = unpacked(corpus.dictionary, cache_root(corpus.cache_dir) / "packages").root
     entries, forms = {}, Counter()
     for line in ding.entries(root):
         if line.words and held_out_split(line.line, corpus.held_out_share) == "train":

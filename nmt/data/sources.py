@@ -200,8 +200,7 @@ def build_debian_corpus(cfg: DataConfig) -> Path:
             local_multi30k(cfg)
             or [download_multi30k(cfg, split) for split in ("train", "val", "test_2016_flickr")][0]
         )
-    cache = Path(cfg.corpus.cache_dir) if cfg.corpus.cache_dir else Path.home() / ".cache" / "nmt"
-    return corpus_folder(cfg.corpus, multi30k, cache)
+    return corpus_folder(cfg.corpus, multi30k, cache_root(cfg.corpus.cache_dir))
 
 
 def provenance(cfg: DataConfig) -> dict[str, Any]:
@@ -215,6 +214,11 @@ def provenance(cfg: DataConfig) -> dict[str, Any]:
 
 # shared/data/multi30k beside the project's folder (a checkout's ../shared, as in CI)
 BESIDE_PROJECT = Path(__file__).resolve().parents[3] / "shared" / "data" / "multi30k"
+
+
+def cache_root(cache_dir: str | None) -> Path:
+    """Where downloads and built corpora go: `cache_dir`, else ~/.cache/nmt."""
+    return Path(cache_dir) if cache_dir else Path.home() / ".cache" / "nmt"
 
 
 def local_multi30k(cfg: DataConfig) -> Path | None:
@@ -235,7 +239,7 @@ def download_multi30k(cfg: DataConfig, split: str) -> Path:
     urllib, so a file:// URL works too. Files are written atomically: a concurrent reader (another
     rank) never sees half a file.
     """
-    root = Path(cfg.cache_dir) if cfg.cache_dir else Path.home() / ".cache" / "nmt"
+    root = cache_root(cfg.cache_dir)
     folder = root / "downloads" / hashlib.sha256(cfg.url.encode()).hexdigest()[:16]
     folder.mkdir(parents=True, exist_ok=True)
     for lang in (cfg.src_lang, cfg.tgt_lang):
