@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
 
@@ -91,19 +95,98 @@ def compose(config_name: str, overrides: list[str]):
 
 
 def run_module(
-    module: str, args: list[str], cwd: Path, stdin: bytes = b"", timeout: float = 300
+    module: str,
+    args: list[str],
+    cwd: Path,
+    stdin: bytes = b"",
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    text: bool = False,
 ) -> subprocess.CompletedProcess:
-    """`python -m module args...` in `cwd` on one thread, this checkout first on the path;
-    stdout and stderr as bytes."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        env=env,
-        timeout=timeout,
+    """`python -m module args...` in `cwd` on one thread, this checkout first on the path, `env`
+    over this process's environment; stdout and stderr as bytes (as str with `text`). It runs
+    as its own process, forked from this test process's zygote (tests/zygote.py), which has
+    torch and Lightning imported already."""
+    env = {**os.environ, **(env or {}), **COMMAND_ENV}
+    with ExitStack() as files:
+        streams = [files.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
+        streams[0].write(stdin)
+        streams[0].seek(0)
+        request = {"module": module, "args": args, "cwd": str(cwd), "env": env}
+        with zygote().command(request, [s.fileno() for s in streams]) as command:
+            returncode = command.wait(timeout, [sys.executable, "-m", module, *args])
+        stdout, stderr = (_read(stream) for stream in streams[1:])
+    if text:
+        stdout, stderr = stdout.decode(), stderr.decode()
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", module, *args], returncode, stdout, stderr
     )
+
+
+COMMAND_ENV = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+def _read(stream) -> bytes:
+    stream.seek(0)
+    return stream.read()
+
+
+class Zygote:
+    """The client side of tests/zygote.py: started on first use, one per test process."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="nmt-zygote-")
+        self.path = os.path.join(self.folder, "socket")
+        env = {**os.environ, **COMMAND_ENV}
+        self.process = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "zygote.py"), self.path],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+        )
+        assert self.process.stdout.readline() == b"ready\n", "tests/zygote.py did not start"
+
+    @contextmanager
+    def command(self, request: dict, fds: list[int]) -> Iterator[Command]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.path)
+            socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], fds)
+            yield Command(connection)
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Command:
+    """One command forked by the zygote: its pid, then its returncode, read from the socket."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection, self.replies = connection, connection.makefile("rb")
+        self.pid = int(self.replies.readline())
+
+    def wait(self, timeout: float, cmd: list[str]) -> int:
+        self.connection.settimeout(timeout)
+        try:
+            return int(self.replies.readline())
+        except TimeoutError:
+            os.kill(self.pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired(cmd, timeout) from None
+
+
+_ZYGOTES: list[Zygote] = []
+
+
+def zygote() -> Zygote:
+    if not _ZYGOTES or _ZYGOTES[0].process.poll() is not None:
+        _ZYGOTES[:] = [Zygote()]
+    return _ZYGOTES[0]
+
+
+def pytest_sessionfinish() -> None:
+    for each in _ZYGOTES:
+        each.stop()
 
 
 # --- data: the real Multi30k files and a tiny tokenizer trained on them ---

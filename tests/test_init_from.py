@@ -98,20 +98,17 @@ def test_a_fine_tune_resumes_like_any_run(overfit_run, overfit_data, tmp_path):
 def test_a_fine_tune_runs_under_ddp(overfit_run, overfit_data, tmp_path):
     """Two CPU processes start from the same checkpoint and agree on the step and weights."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    cmd = [
-        sys.executable, "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
+    args = [
+        "experiment=multi30k_cpu", f"data.dir={overfit_data}",
         f"init_from={overfit_run / 'model.pt'}", "budget_bands=[]", "data.max_tokens=600",
         "data.word_alignments=false", "data.augment.numbers=0", "optim.alignment_weight=0.0",
         "model.alignment_heads=0", "trainer.max_steps=4", "trainer.max_time=null",
         "trainer.strategy=ddp", "trainer.devices=2", "trainer.enable_progress_bar=false",
         "final_evaluation.splits=[]", f"hydra.run.dir={tmp_path / 'run'}",
     ]  # fmt: skip
-    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
-    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    env = {"HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    done = run_module("nmt.train", args, tmp_path, timeout=900, env=env, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / "run" / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["global_step"] == ranks[1]["global_step"] == 4

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing
+from conftest import run_module
 from test_loss_normalisation import GradientProbe, micro_batches, tiny_cfg, trained_step
 
 from nmt.checkpoint import load_checkpoint
@@ -381,15 +382,8 @@ def test_a_nonfinite_loss_on_any_ddp_rank_stops_every_rank_at_that_batch(
 
 
 def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
-    env = {
-        **os.environ,
-        "NMT_DATA_DIR": str(multi30k_dir),
-        "HF_DATASETS_CACHE": str(tmp_path / "hf"),
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "nmt.train",
+    env = {"NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    args = [
         "experiment=multi30k_cpu",
         "trainer.max_steps=20",  # in the first band: chosen at the first update, timer or not
         "trainer.enable_progress_bar=false",
@@ -397,7 +391,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "data.max_eval_pairs=100",  # the checkpoints chosen on 100 val lines: the same path
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
-    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    result = run_module("nmt.train", args, tmp_path, timeout=600, env=env, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "run"
     assert (tmp_path / "tokenizers" / "multi30k_ende_bpe8000.model").is_file()
@@ -429,11 +423,8 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
     """`make smoke` (experiment=smoke), shortened: model.pt, test translated greedily; every
     log line once (Lightning's too, through Hydra's handler; no cloud-logger advertisement),
     on stderr; the last line says how long it took, where model.pt is and its test BLEU."""
-    env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "nmt.train",
+    env = {"NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
+    args = [
         "experiment=smoke",
         f"hydra.run.dir={tmp_path / 'run'}",
         # the recipe's whole path, shorter: 10 updates over 500 pairs (its own 50 over 2,000
@@ -441,8 +432,8 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
         "data.max_train_pairs=500",
         "trainer.max_steps=10",
     ]
-    cmd += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
-    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    args += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
+    result = run_module("nmt.train", args, tmp_path, timeout=600, env=env, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "][INFO] - " not in result.stdout  # logs go to stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("[")]
@@ -588,12 +579,9 @@ def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
 )
 def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided, depth):
     """depth None: the recipe's band for a small budget (3+3 layers) starts both ranks over."""
-    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")}
+    env = {"HF_DATASETS_CACHE": str(tmp_path / "hf")}
     layers = [f"model.encoder_layers={depth}", f"model.decoder_layers={depth}"] if depth else []
-    cmd = [
-        sys.executable,
-        "-m",
-        "nmt.train",
+    args = [
         "experiment=multi30k_cpu",
         f"data.dir={overfit_data}",
         "model.d_model=32",
@@ -611,7 +599,7 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path, guided
         f"hydra.run.dir={tmp_path / 'run'}",
         *(GUIDED if guided else PLAIN),
     ]
-    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    result = run_module("nmt.train", args, tmp_path, timeout=900, env=env, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [json.loads((tmp_path / "run" / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["global_step"] == ranks[1]["global_step"] == 6
@@ -688,11 +676,8 @@ def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
     Measured greedy val BLEU in the 60-minute run of the recipe: 16.0 after 5 epochs and 27.0
     after 10 (with dropout 0.3: 11.0 and 25.0; the 5k-BPE ReLU recipe before embeddings
     started at unit scale: 3.5 and 19.0)."""
-    env = {**os.environ, "NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "nmt.train",
+    env = {"NMT_DATA_DIR": str(multi30k_dir), "HF_DATASETS_CACHE": str(tmp_path)}
+    args = [
         "experiment=multi30k_cpu",
         "trainer.max_steps=1120",  # 10 epochs of 112 updates, validated at the 10th's end
         "checkpoint.average_last_epochs=[]",
@@ -700,9 +685,7 @@ def test_the_cpu_recipe_learns_within_minutes(multi30k_dir, tmp_path):
         "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
-    result = subprocess.run(
-        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=2400
-    )
+    result = run_module("nmt.train", args, tmp_path, timeout=2400, env=env, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["global_step"] == 1120

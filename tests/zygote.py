@@ -1,0 +1,80 @@
+"""A process that imports the heavy libraries once, then runs each `python -m MODULE ARGS` the
+tests ask for in a fork of itself: the command runs as it would from a shell (its own process,
+cwd, environment, stdin, stdout, stderr, exit status, atexit and thread joins at the end), but
+without paying torch's and Lightning's ~1.5-5 CPU-s of imports each time.
+
+Protocol, one unix-socket connection per command: the client sends one JSON line (module,
+args, cwd, env) with three file descriptors (stdin, stdout, stderr) beside it; a waiter forks
+the command, sends its pid as a line, waits for it, and sends its status as a line (the
+returncode as subprocess gives it: negative for a signal).
+
+Libraries that read the environment at import (datasets reads HF_DATASETS_CACHE, which tests
+set per run; prometheus_client reads its multiprocess folder, which the server sets) are left
+for the command to import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import socket
+import sys
+
+PRELOADED = ("torch", "lightning.pytorch", "hydra", "omegaconf", "sentencepiece", "sacrebleu")
+
+
+def run_command(request: dict, fds: list[int]) -> None:
+    """In the forked command: become `python -m module args` and never return."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.path[0] = request["cwd"]
+    sys.argv = [request["module"], *request["args"]]
+    runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    sys.exit(0)  # an exception or SystemExit leaves here as it would leave `python -m`
+
+
+def wait_for_command(connection: socket.socket, request: dict, fds: list[int]) -> None:
+    """In the waiter: fork the command, tell the client its pid and then its status."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+        connection.close()
+        run_command(request, fds)
+    for fd in fds:
+        os.close(fd)
+    connection.sendall(f"{pid}\n".encode())
+    status = os.waitpid(pid, 0)[1]
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    connection.sendall(f"{code}\n".encode())
+    os._exit(0)
+
+
+def serve(path: str) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
+    print("ready", flush=True)
+    while True:
+        connection, _ = listener.accept()
+        message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+        while not message.endswith(b"\n"):
+            message += connection.recv(1 << 20)
+        if os.fork() == 0:
+            listener.close()
+            wait_for_command(connection, json.loads(message), fds)
+        connection.close()
+        for fd in fds:
+            os.close(fd)
+
+
+if __name__ == "__main__":
+    for name in PRELOADED:
+        __import__(name)
+    serve(sys.argv[1])
