@@ -42,8 +42,8 @@ def server(model_pt: Path, server_log: Path, tmp_path_factory) -> Iterator[str]:
     keys.write_text("# the server's keys\n" + "\n".join(KEYS) + "\n")
     args = [
         f"api_keys_file={keys}",
-        "limit_requests=5/minute",
-        "limit_chars=100000/hour",
+        "limit_requests=5/day",
+        "limit_chars=100000/day",
         "limit_refused=1000/minute",  # the tests below send a hundred refused requests
         "cors_origins=[http://example.org]",
         "metrics=true",
@@ -113,7 +113,7 @@ def test_a_flood_over_the_limit_gets_429_while_another_key_is_served(server, ove
     assert [a.status_code for a in answers[:5]] == [200] * 5
     over = answers[5]
     assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
-    assert "over limit_requests=5 per 1 minute for this key" in over.json()["detail"]
+    assert "over limit_requests=5 per 1 day for this key" in over.json()["detail"]
     assert post(server, KEYS[1], {"text": line}).status_code == 200
 
 
@@ -199,7 +199,7 @@ def test_the_page_asks_for_a_key_and_shows_the_limits(server, tmp_path):
             page.goto(server + "/", timeout=30000)
             page.wait_for_selector("#key-label:not([hidden])")
             assert page.text_content("#access") == (
-                "Limits: 5/minute requests, 100000/hour characters"
+                "Limits: 5/day requests, 100000/day characters"
             )
             page.uncheck("#live")
             page.fill("#source", "A man rides a bike.")
@@ -262,7 +262,7 @@ def call(app, path: str, **request) -> httpx.Response:
 
 
 def test_without_keys_a_made_up_key_does_not_open_a_window_of_its_own():
-    gate = access_gate(requests="2/minute")
+    gate = access_gate(requests="2/day")
     statuses = [
         call(gate, "/translate", json={"text": "A."}, headers={"Authorization": f"Bearer {i}"})
         for i in range(3)
@@ -274,7 +274,7 @@ def test_without_keys_a_made_up_key_does_not_open_a_window_of_its_own():
 def test_characters_count_whatever_the_content_type_and_a_refusal_counts_for_nothing():
     """curl -d sends /translate's JSON as a form; a LibreTranslate client a multipart form. A
     request refused for its characters does not use one of the requests."""
-    gate = access_gate(requests="3/minute", chars="50/hour")
+    gate = access_gate(requests="3/day", chars="50/day")
     form = {"Content-Type": "application/x-www-form-urlencoded"}
 
     def translate(chars: int) -> int:
@@ -282,9 +282,9 @@ def test_characters_count_whatever_the_content_type_and_a_refusal_counts_for_not
         return call(gate, "/translate", content=body, headers=form).status_code
 
     assert [translate(30), translate(30), translate(5), translate(5)] == [200, 429, 200, 200]
-    assert translate(1) == 429  # the 4th request counted: 3 a minute
+    assert translate(1) == 429  # the 4th request counted: 3 a day
     too_many = call(
-        access_gate(chars="50/hour"),
+        access_gate(chars="50/day"),
         "/libretranslate/translate",
         data={"q": "y" * 51, "source": "en", "target": "de"},
         files={"unused": ("a.txt", b"")},  # multipart/form-data
@@ -313,15 +313,15 @@ def test_refused_requests_count_toward_limit_requests_and_then_go_unread():
     """An address whose refused requests fill limit_requests (limit_refused's default) is
     answered 429 before its body is read, even with a right key; admitted requests are not
     counted there."""
-    gate = access_gate(keys=[KEYS[0].encode()], requests="3/minute")
+    gate = access_gate(keys=[KEYS[0].encode()], requests="3/day")
     right, wrong = {"Authorization": f"Bearer {KEYS[0]}"}, {"Authorization": "Bearer x"}
     assert call(gate, "/translate", json={"text": "A."}, headers=right).status_code == 200
     for _ in range(3):
         assert call(gate, "/translate", json={"text": "A."}, headers=wrong).status_code == 403
     blocked = call(gate, "/translate", content=b"{not JSON", headers=right)
     assert blocked.status_code == 429 and int(blocked.headers["retry-after"]) >= 1
-    assert "over limit_refused=3 per 1 minute for this address" in blocked.json()["detail"]
-    busy = access_gate(keys=[KEYS[0].encode()], requests="3/minute")
+    assert "over limit_refused=3 per 1 day for this address" in blocked.json()["detail"]
+    busy = access_gate(keys=[KEYS[0].encode()], requests="3/day")
     codes = []
     for _ in range(4):
         codes.append(call(busy, "/translate", json={"text": "A."}, headers=right).status_code)

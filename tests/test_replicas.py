@@ -71,15 +71,15 @@ def answers(client: redis.Redis) -> bool:
 
 
 def alternated(limiters: list[MovingWindowRateLimiter], who: str, n: int) -> list[bool]:
-    """`n` hits of 10/minute for `who`, taking turns over `limiters`."""
-    limit = parse("10/minute")
+    """`n` hits of 10/day for `who`, taking turns over `limiters`."""
+    limit = parse("10/day")
     return [limiters[i % len(limiters)].hit(limit, who) for i in range(n)]
 
 
 def test_two_replicas_count_one_key_once_in_redis(redis_uri):
     replicas = [MovingWindowRateLimiter(limit_storage(redis_uri)) for _ in range(2)]
     assert alternated(replicas, "client-a", 16) == [True] * 10 + [False] * 6
-    assert replicas[1].hit(parse("10/minute"), "client-b")  # another key counts on its own
+    assert replicas[1].hit(parse("10/day"), "client-b")  # another key counts on its own
 
 
 def test_in_memory_each_replica_counts_alone():
@@ -109,13 +109,13 @@ def test_two_servers_behind_one_store_refuse_the_eleventh_request(
     redis_uri, model_pt: Path, overfit_pairs, tmp_path
 ):
     """Two nmt.serve processes with the same keys file and limits_storage: 16 requests of one
-    key, alternated between them, get 10 answers and 6 refusals (10/minute, counted once)."""
+    key, alternated between them, get 10 answers and 6 refusals (10/day, counted once)."""
     keys = tmp_path / "keys.txt"
     keys.write_text(KEY + "\n")
     args = [
         "workers=1",
         f"api_keys_file={keys}",
-        "limit_requests=10/minute",
+        "limit_requests=10/day",
         f"limits_storage={redis_uri}",
     ]
     headers = {"Authorization": f"Bearer {KEY}"}
