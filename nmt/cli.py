@@ -12,8 +12,10 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
+from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from tqdm import tqdm
 
@@ -23,6 +25,20 @@ from nmt.errors import UsageError
 def override_key(override: str) -> str:
     """The config key a Hydra command-line override names: `a.b=1`, `+a.b=1`, `~a.b` -> a.b."""
     return override.lstrip("+~").partition("=")[0]
+
+
+def answer_help(config_name: str) -> None:
+    """`--help` (or -h) printed from the command's YAML, its hydra.help header and the shared
+    template of conf/hydra/help/nmt.yaml, then exit 0, before Hydra composes anything: Hydra
+    lists every config group's options for its help first (about 3 s), which our template
+    never shows."""
+    if not {"--help", "-h"} & set(sys.argv[1:]):
+        return
+    conf = Path(__file__).parent / "conf"
+    shared = OmegaConf.load(conf / "hydra" / "help" / "nmt.yaml")
+    own = OmegaConf.load(conf / f"{config_name}.yaml").hydra.help
+    print(OmegaConf.create({"hydra": {"help": OmegaConf.merge(shared, own)}}).hydra.help.template)
+    raise SystemExit(0)
 
 
 def setup_logging() -> None:
