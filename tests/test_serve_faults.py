@@ -161,18 +161,18 @@ def test_a_body_far_over_the_limit_gets_its_413_not_a_reset(server, lines, send)
 def test_an_idle_server_idles_and_sigterm_alone_stops_every_worker_and_frees_the_port(
     model_pt, tmp_path
 ):
-    """Idle (after a request, none for 10 s), all its processes together use under 2% of a
+    """Idle (after a request, none for 5 s), all its processes together use under 2% of a
     core (LitServe's own batching loop polled every millisecond; ours blocks). SIGTERM is what
     `kill`, systemd and `docker stop` send: to the main process only, not its group.
     LitServe's HTTP and model workers used to outlive it, still holding the port."""
     with own_server([f"ckpt={model_pt}", "threads=1"], tmp_path / "serve.log") as (process, port):
         httpx.post(f"http://127.0.0.1:{port}/translate", json={"text": "A man."}, timeout=60)
-        time.sleep(2)
+        time.sleep(1)
         tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(True)]
         before, start = [sum(p.cpu_times()[:2]) for p in tree], time.monotonic()
-        time.sleep(10)
+        time.sleep(5)
         used = sum(sum(p.cpu_times()[:2]) for p in tree) - sum(before)
-        assert used / (time.monotonic() - start) < 0.02, f"{used:.2f} s of CPU in 10 s idle"
+        assert used / (time.monotonic() - start) < 0.02, f"{used:.2f} s of CPU in 5 s idle"
         process.send_signal(signal.SIGTERM)
         assert_stopped_whole(process, port, tmp_path / "serve.log")
 
@@ -230,9 +230,7 @@ def assert_stopped_whole(process, port: int, log: Path) -> None:
 
 DRAINS = [  # backend, signal, drain_seconds
     ("torch", signal.SIGTERM, 60),
-    ("torch", signal.SIGINT, 60),
-    ("ctranslate2", signal.SIGTERM, 60),
-    ("ctranslate2", signal.SIGINT, 60),
+    ("ctranslate2", signal.SIGINT, 60),  # either signal on either server: one handler (serve.py)
     ("torch", signal.SIGTERM, 1),
 ]
 
