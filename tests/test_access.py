@@ -198,9 +198,7 @@ def test_the_page_asks_for_a_key_and_shows_the_limits(server, tmp_path):
             page = browser.new_page()
             page.goto(server + "/", timeout=30000)
             page.wait_for_selector("#key-label:not([hidden])")
-            assert page.text_content("#access") == (
-                "Limits: 5/day requests, 100000/day characters"
-            )
+            assert page.text_content("#access") == ("Limits: 5/day requests, 100000/day characters")
             page.uncheck("#live")
             page.fill("#source", "A man rides a bike.")
             page.press("#source", "Control+Enter")

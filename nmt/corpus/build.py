@@ -92,13 +92,14 @@ def build_splits(
 ) -> tuple[dict[str, Pairs], dict]:
     """split name -> pairs, and the cleaning report per domain."""
     domains, report = {}, {}
+    dictionary = dictionary_splits(cfg, packages, [d for d in cfg.domains if d in DICTIONARY])
     for domain in cfg.domains:
         if domain == "multi30k":
             if multi30k is None:
                 raise ValueError("data.corpus.domains names multi30k, but no Multi30k folder")
             domains[domain] = multi30k_splits(multi30k)
-        elif domain in ("everyday", "words"):
-            domains[domain], report[domain] = dictionary_splits(cfg, packages, domain)
+        elif domain in DICTIONARY:
+            domains[domain], report[domain] = dictionary[domain]
         elif domain == "software":
             domains[domain], report[domain] = catalog_splits(cfg, packages)
         else:
@@ -144,21 +145,26 @@ def held_out_split(unit: str, share: float) -> str:
     return "test" if bucket < share else "val" if bucket < 2 * share else "train"
 
 
+DICTIONARY = ("everyday", "words")  # the domains read from the dictionary
+
+
 def dictionary_splits(
-    cfg: CorpusConfig, packages: dict[str, Unpacked], domain: str
-) -> tuple[dict[str, Pairs], dict]:
-    """Ding's sentences (everyday: train, val, test) or word pairs (words: train only, from
-    the training lines), cleaned; held-out splits at most cfg.eval_pairs, a seeded sample."""
-    raw: dict[str, Pairs] = {"train": [], "val": [], "test": []}
+    cfg: CorpusConfig, packages: dict[str, Unpacked], domains: list[str]
+) -> dict[str, tuple[dict[str, Pairs], dict]]:
+    """domain -> (splits, cleaning report), for each of `domains` in one pass over the
+    dictionary (6 s of parsing): Ding's sentences (everyday: train, val, test) or word pairs
+    (words: train only, from the training lines), cleaned; held-out splits at most
+    cfg.eval_pairs, a seeded sample."""
+    if not domains:
+        return {}
+    raw: dict[str, dict[str, Pairs]] = {"everyday": {"train": [], "val": [], "test": []}}
+    raw["words"] = {"train": []}
     for entry in ding.entries(packages[cfg.dictionary].root):
         split = held_out_split(entry.line, cfg.held_out_share)
-        if domain == "everyday":
-            raw[split] += entry.sentences
-        elif entry.words and split == "train":
-            raw["train"].append(entry.words)
-    if domain == "words":
-        del raw["val"], raw["test"]
-    return cleaned_splits(cfg, raw)
+        raw["everyday"][split] += entry.sentences
+        if entry.words and split == "train":
+            raw["words"]["train"].append(entry.words)
+    return {domain: cleaned_splits(cfg, raw[domain]) for domain in domains}
 
 
 def catalog_splits(
