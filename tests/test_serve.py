@@ -890,7 +890,7 @@ def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offl
     client = httpx.Client(timeout=60)
 
     @settings(
-        max_examples=1000, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
     @given(bodies())
     def answer_in_one_line(body: bytes) -> None:
@@ -908,7 +908,7 @@ def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offl
 
     answer_in_one_line()
     client.close()
-    assert sum(statuses.values()) >= 1000 and statuses.get(200) and statuses.get(422)
+    assert sum(statuses.values()) >= 400 and statuses.get(200) and statuses.get(422)
     assert httpx.get(server + "/health", timeout=10).status_code == 200
     assert post(server, {"text": lines}).json()["translation"] == offline
 

@@ -566,8 +566,11 @@ def test_ddp_ranks_split_validation_decoding_and_all_get_every_line_in_order(
     sources = overfit_pairs[0][:7] + ["", overfit_pairs[0][3]]
     alone = translate_across_processes(overfit_engine, sources, GREEDY)
     assert alone == overfit_pairs[1][:7] + ["", overfit_pairs[1][3]]
-    torch.multiprocessing.spawn(
-        _decode_in_process_group, args=(2, overfit_run / "model.pt", sources, tmp_path), nprocs=2
+    torch.multiprocessing.start_processes(  # forked: spawned ranks import torch again (~3 s)
+        _decode_in_process_group,
+        args=(2, overfit_run / "model.pt", sources, tmp_path),
+        nprocs=2,
+        start_method="fork",
     )
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["decoded"] for r in ranks] == [[5], [3]]  # rank 1's empty line needs no search

@@ -92,13 +92,15 @@ def build_splits(
 ) -> tuple[dict[str, Pairs], dict]:
     """split name -> pairs, and the cleaning report per domain."""
     domains, report = {}, {}
-    dictionary = dictionary_splits(cfg, packages, [d for d in cfg.domains if d in DICTIONARY])
+    dictionary = dictionary_splits(
+        cfg, packages, [d for d in cfg.domains if d in DICTIONARY_DOMAINS]
+    )
     for domain in cfg.domains:
         if domain == "multi30k":
             if multi30k is None:
                 raise ValueError("data.corpus.domains names multi30k, but no Multi30k folder")
             domains[domain] = multi30k_splits(multi30k)
-        elif domain in DICTIONARY:
+        elif domain in DICTIONARY_DOMAINS:
             domains[domain], report[domain] = dictionary[domain]
         elif domain == "software":
             domains[domain], report[domain] = catalog_splits(cfg, packages)
@@ -145,7 +147,7 @@ def held_out_split(unit: str, share: float) -> str:
     return "test" if bucket < share else "val" if bucket < 2 * share else "train"
 
 
-DICTIONARY = ("everyday", "words")  # the domains read from the dictionary
+DICTIONARY_DOMAINS = ("everyday", "words")  # the domains read from the dictionary
 
 
 def dictionary_splits(
