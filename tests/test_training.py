@@ -368,13 +368,13 @@ class NanOnOneRank(GradientProbe):
 def test_a_nonfinite_loss_on_any_ddp_rank_stops_every_rank_at_that_batch(
     bad_rank, tiny_tokenizer, overfit_pairs, tmp_path
 ):
-    """Two real gloo ranks (ddp_spawn), on_nonfinite_loss=stop: when one rank's loss is NaN at
+    """Two real gloo ranks (ddp_fork), on_nonfinite_loss=stop: when one rank's loss is NaN at
     update 1, the other, whose loss is finite, stops at that same batch rather than wait for
     it in the gradient all-reduce; each names the step."""
     batches = micro_batches(tiny_tokenizer, overfit_pairs)  # 6: 3 updates on each rank
     module = NanOnOneRank(tiny_cfg(tiny_tokenizer), batches, bad_rank, 1, tmp_path)
     with pytest.raises(Exception, match="not finite|nan"):
-        trained_step(module, accumulate=1, devices=2, strategy="ddp_spawn", max_steps=3)
+        trained_step(module, accumulate=1, devices=2, strategy="ddp_fork", max_steps=3)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["step"] for r in ranks] == [1, 1]
     assert "the training loss is nan at step 1" in ranks[bad_rank]["error"]
