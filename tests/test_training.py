@@ -433,6 +433,7 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
         # take twice as long and check nothing more)
         "data.max_train_pairs=500",
         "trainer.max_steps=10",
+        "data.max_eval_pairs=100",  # its val losses and test BLEU on 100 lines: the same path
     ]
     args += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
     result = run_module("nmt.train", args, tmp_path, timeout=600, env=env, text=True)
