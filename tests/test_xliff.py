@@ -72,7 +72,9 @@ def test_xliff_1_2_fills_what_is_to_do_with_its_codes_and_keeps_the_rest(overfit
     assert text_of(target["plain"]) == s[0].upper()
     codes = target["codes"]
     assert [(etree.QName(c).localname, c.get("id")) for c in codes] == [("g", "1"), ("x", "2")]
-    assert codes[0].text == s[1].upper() and "%s" in text_of(codes)  # placeholder as it was
+    assert codes[0].text == s[1].upper()
+    # the placeholder as it was, glued to the code after it as in the source (`%s<x/>`)
+    assert (codes[0].tail, codes[1].tail) == (" SAID %s", " TWICE.")
     assert codes.get("state") == "needs-review-translation"
     assert codes.get("state-qualifier") == "mt-suggestion"
     assert text_of(target["done"]) == "Schon übersetzt."  # a translation there is kept
@@ -96,7 +98,7 @@ def test_xliff_2_fills_segments_keeps_codes_and_final_ones(overfit_pairs):
         ("pc", "1"),
         ("ph", "2"),
     ]
-    assert "{count}" in text_of(target["u2"])
+    assert (target["u2"][0].tail, target["u2"][1].tail) == (" AT {count}", ".")  # `{count}<ph/>.`
     assert text_of(target["u3"]) == "Fertig." and segment["u3"].get("state") == "final"
     assert target["u4"] is None
     assert etree.fromstring(out).get("trgLang") == "de"

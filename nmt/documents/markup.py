@@ -87,6 +87,13 @@ class Segment:
         words = [m.span() for m in WORD.finditer(text)]
         starts, ends = [ws for ws, _ in words], [we for _, we in words]
         self.word_count, self.tag_count = len(words), len(chars)
+        written_before = set()  # points with another point right after them: "%s<x/>"
+        last_point: dict[int, Span] = {}
+        for span, start, end in chars:
+            if start == end:
+                if start in last_point:
+                    written_before.add(id(last_point[start]))
+                last_point[start] = span
         for span, start, end in chars:  # words in order: found by bisection, not by a scan
             if end > start:  # a point has no words, even inside one
                 span.words = range(bisect_right(ends, start), bisect_left(starts, end))
@@ -96,6 +103,8 @@ class Segment:
             spaced_after = (before or start == 0) and end < len(text) and text[end].isspace()
             span.spaced = (before, spaced_after)
             span.glued = end < len(text) and text[end].isalnum()
+            if id(span) in written_before:  # glued to the next point: no space between them
+                span.spaced, span.glued = (before, False), True
             if span.words:
                 span.head = affix(text, words[span.words[0]][0], start)
                 span.tail = affix(text, end, words[span.words[-1]][1])
