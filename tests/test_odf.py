@@ -125,6 +125,42 @@ def test_spans_links_and_spaces_stay_on_their_words(overfit_pairs):
     assert "<text:line-break/>" in content
 
 
+def test_a_paragraph_around_a_footnote_and_a_captioned_frame_is_translated_and_so_are_they(
+    overfit_pairs,
+):
+    """A footnote (`text:note`) and a frame with a caption anchored in a paragraph with words
+    of its own: the paragraph, the note's paragraph and the caption are each translated, the
+    note's citation and the frame kept where the words beside them went."""
+    from odf.text import Note, NoteBody, NoteCitation
+
+    s = [x.rstrip(".") for x in overfit_pairs[0][:4]]
+    doc = OpenDocumentText()
+    p = P(text=s[0] + " ")
+    note = Note(id="ftn1", noteclass="footnote")
+    note.addElement(NoteCitation(text="1"))
+    body = NoteBody()
+    body.addElement(P(text=s[1]))
+    note.addElement(body)
+    p.addElement(note)
+    frame = Frame(width="5cm", height="3cm", anchortype="as-char")
+    box = TextBox()
+    box.addElement(P(text=s[2]))
+    frame.addElement(box)
+    p.addElement(frame)
+    p.addText(" " + s[3])
+    doc.text.addElement(p)
+    out = io.BytesIO()
+    doc.write(out)
+    translated_file = translated(out.getvalue(), "odt")
+    outer = load(io.BytesIO(translated_file)).text.getElementsByType(P)[0]
+    inner = [teletype.extractText(x) for x in outer.getElementsByType(P) if x is not outer]
+    assert inner == [s[1].upper(), s[2].upper()]  # the note's paragraph and the caption
+    assert [teletype.extractText(x) for x in outer.getElementsByType(NoteCitation)] == ["1"]
+    content = zipfile.ZipFile(io.BytesIO(translated_file)).read("content.xml").decode()
+    assert f"{s[0].upper()} <text:note " in content and f"</draw:frame> {s[3].upper()}" in content
+    assert "nmt-segment" not in content
+
+
 @pytest.mark.parametrize(
     "make, words",
     [

@@ -4,14 +4,14 @@ An OpenDocument file is a zip whose `content.xml` holds the body (a text's parag
 headings, lists, tables; a presentation's slides, their text boxes and speaker notes) and
 whose `styles.xml` holds the master pages (headers and footers). Both are read with lxml
 (nmt.documents.xml_inline: no DTD, no entity, nothing fetched) after the archive is bounded
-(nmt.documents.archive), and every `text:p` and `text:h` with words and no paragraph inside
-it is one segment: its spans (`text:span`, and a link's `text:a`, whose target stays) carry
-their style onto the target words aligned to theirs, as a Word file's runs do; spaces,
-tabs, line breaks, fields and frames anchored in the paragraph are points kept where the
-words beside them went. The file is written again part by part (nmt.documents.archive
-`rewritten`), `mimetype` first and stored, every part but those two byte for byte.
-A paragraph that holds another one (a frame with a caption, a footnote) is not translated
-itself; the paragraphs inside it are.
+(nmt.documents.archive), and every `text:p` and `text:h` with words of its own is one
+segment: its spans (`text:span`, and a link's `text:a`, whose target stays) carry their
+style onto the target words aligned to theirs, as a Word file's runs do; spaces, tabs, line
+breaks, fields, notes and frames anchored in the paragraph are points kept where the words
+beside them went. A paragraph inside such a point (a footnote's, a frame's caption) is a
+segment of its own, written into the point after the paragraph around it. The file is
+written again part by part (nmt.documents.archive `rewritten`), `mimetype` first and
+stored, every part but those two byte for byte.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from lxml import etree
 from nmt.documents.archive import checked, rewritten
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
-from nmt.documents.xml_inline import PARSER, fragment, refill
+from nmt.documents.xml_inline import PARSER, fragment, local, refill
 from nmt.errors import JobError
 
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -34,15 +34,42 @@ SPANS = {"span", "a"}
 PARAGRAPHS = (f"{{{TEXT}}}p", f"{{{TEXT}}}h")
 
 
+SEGMENT_MARK = (
+    "nmt-segment"  # a paragraph's number while the file is translated, removed on writing
+)
+
+
+def own_words(element: etree._Element) -> str:
+    """The text of a paragraph that the model reads: outside its points (nmt.documents
+    xml_inline), so not a footnote's or a frame's."""
+    out = [element.text or ""]
+    for child in element:
+        if isinstance(child.tag, str) and local(child) in SPANS:
+            out.append(own_words(child))
+        out.append(child.tail or "")
+    return "".join(out)
+
+
 def paragraphs(root: etree._Element) -> list[etree._Element]:
-    """The paragraphs and headings with words in them and no paragraph inside."""
-    return [
-        p
-        for p in root.iter(*PARAGRAPHS)
-        if "".join(p.itertext()).strip()
-        and next(p.iter(*PARAGRAPHS), None) is p
-        and not any(True for _ in p.iterdescendants(*PARAGRAPHS))
-    ]
+    """The paragraphs and headings with words of their own, in document order (a paragraph
+    before those inside it), each marked with its number."""
+    found = [p for p in root.iter(*PARAGRAPHS) if own_words(p).strip()]
+    for number, paragraph in enumerate(found):
+        paragraph.set(SEGMENT_MARK, str(number))
+    return found
+
+
+def refill_all(found: list[etree._Element], pages: list[str]) -> None:
+    """Each paragraph refilled with its page, outer ones first: refilling one writes its
+    points anew from their XML, so the marked paragraphs inside are looked up again there."""
+    found = list(found)
+    for number, page in enumerate(pages):
+        paragraph = found[number]
+        refill(paragraph, page)
+        del paragraph.attrib[SEGMENT_MARK]
+        for inner in paragraph.iterdescendants(*PARAGRAPHS):
+            if inner.get(SEGMENT_MARK) is not None:
+                found[int(inner.get(SEGMENT_MARK))] = inner
 
 
 def reader(kind: str, mimetype: str):
@@ -61,18 +88,20 @@ def reader(kind: str, mimetype: str):
             raise JobError(422, f"{where}not {kind}: {error}") from None
         except (zipfile.BadZipFile, zlib.error, RuntimeError, EOFError, OSError) as error:
             raise JobError(422, f"{where}not {kind}: {error}") from None
-        found = [(part, p) for part, root in trees.items() for p in paragraphs(root)]
+        found = {part: paragraphs(root) for part, root in trees.items()}
 
         def write(pages: list[str]) -> bytes:
-            for (_, paragraph), page in zip(found, pages, strict=True):
-                refill(paragraph, page)
+            at = 0
+            for paragraphs_of_part in found.values():
+                refill_all(paragraphs_of_part, pages[at : at + len(paragraphs_of_part)])
+                at += len(paragraphs_of_part)
             parts = {
                 part: etree.tostring(root, xml_declaration=True, encoding="UTF-8")
                 for part, root in trees.items()
             }
             return rewritten(archive, parts)
 
-        fragments = [fragment(p, SPANS) for _, p in found]
+        fragments = [fragment(p, SPANS) for part in found.values() for p in part]
         return fragment_file(fragments, name, limits.max_file_tags, write)
 
     return read_file
