@@ -125,6 +125,18 @@ def test_spans_links_and_spaces_stay_on_their_words(overfit_pairs):
     assert "<text:line-break/>" in content
 
 
+def with_content(data: bytes, change) -> bytes:
+    """The OpenDocument file with its content.xml changed by `change` (str -> str)."""
+    before, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()
+    with zipfile.ZipFile(out, "w") as after:
+        for info in before.infolist():
+            part = before.read(info)
+            if info.filename == "content.xml":
+                part = change(part.decode()).encode()
+            after.writestr(info, part)
+    return out.getvalue()
+
+
 def test_a_paragraph_around_a_footnote_and_a_captioned_frame_is_translated_and_so_are_they(
     overfit_pairs,
 ):
@@ -145,16 +157,21 @@ def test_a_paragraph_around_a_footnote_and_a_captioned_frame_is_translated_and_s
     frame = Frame(width="5cm", height="3cm", anchortype="as-char")
     box = TextBox()
     box.addElement(P(text=s[2]))
+    box.addElement(P())  # empty: no segment
     frame.addElement(box)
     p.addElement(frame)
     p.addText(" " + s[3])
     doc.text.addElement(p)
     out = io.BytesIO()
     doc.write(out)
-    translated_file = translated(out.getvalue(), "odt")
+    # a file that already has the attribute the paragraphs are marked with while translated
+    source = with_content(
+        out.getvalue(), lambda xml: xml.replace("<text:p/>", '<text:p nmt-segment="x"/>')
+    )
+    translated_file = translated(source, "odt")
     outer = load(io.BytesIO(translated_file)).text.getElementsByType(P)[0]
     inner = [teletype.extractText(x) for x in outer.getElementsByType(P) if x is not outer]
-    assert inner == [s[1].upper(), s[2].upper()]  # the note's paragraph and the caption
+    assert inner == [s[1].upper(), s[2].upper(), ""]  # the note's paragraph, the caption
     assert [teletype.extractText(x) for x in outer.getElementsByType(NoteCitation)] == ["1"]
     content = zipfile.ZipFile(io.BytesIO(translated_file)).read("content.xml").decode()
     assert f"{s[0].upper()} <text:note " in content and f"</draw:frame> {s[3].upper()}" in content

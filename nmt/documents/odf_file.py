@@ -53,6 +53,8 @@ def own_words(element: etree._Element) -> str:
 def paragraphs(root: etree._Element) -> list[etree._Element]:
     """The paragraphs and headings with words of their own, in document order (a paragraph
     before those inside it), each marked with its number."""
+    for taken in root.xpath(f"//*[@{SEGMENT_MARK}]"):  # a file's own would mislead the lookup
+        del taken.attrib[SEGMENT_MARK]
     found = [p for p in root.iter(*PARAGRAPHS) if own_words(p).strip()]
     for number, paragraph in enumerate(found):
         paragraph.set(SEGMENT_MARK, str(number))
