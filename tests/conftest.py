@@ -123,6 +123,18 @@ def run_module(
     )
 
 
+@contextmanager
+def started_module(module: str, args: list[str], cwd: Path) -> Iterator[Command]:
+    """`python -m module args` forked from the zygote as run_module's, and not waited for:
+    yields its Command (`pid`, and `wait` for its returncode), its output dropped."""
+    env = {**os.environ, **COMMAND_ENV}
+    with ExitStack() as files:
+        nulls = [files.enter_context(open(os.devnull, "r+b")) for _ in range(3)]
+        request = {"module": module, "args": args, "cwd": str(cwd), "env": env}
+        with zygote().command(request, [null.fileno() for null in nulls]) as command:
+            yield command
+
+
 COMMAND_ENV = {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 

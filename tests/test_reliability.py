@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, TINY_TRAINING, overfit_training, run_module, write_split_files
+from conftest import (
+    ROOT,
+    TINY_TRAINING,
+    overfit_training,
+    run_module,
+    started_module,
+    write_split_files,
+)
 
 from nmt.checkpoint import Checkpoint, CheckpointError, load_checkpoint, save_checkpoint
 from nmt.files import atomic_path, read_lines, write_bytes
@@ -340,15 +347,14 @@ def test_a_sigkilled_run_resumes_with_the_same_losses(overfit_data, tmp_path):
     whole = run_module("nmt.train", train_args(overfit_data, tmp_path, "whole", extra), tmp_path)
     assert whole.returncode == 0, whole.stderr.decode()[-2000:]
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "nmt.train", *train_args(overfit_data, tmp_path, "killed", extra)]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
-    periodic = tmp_path / "killed" / "checkpoints" / "periodic"
-    deadline = time.time() + 300
-    while not (periodic / "step000004.ckpt").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    killed = train_args(overfit_data, tmp_path, "killed", extra)
+    with started_module("nmt.train", killed, tmp_path) as command:
+        periodic = tmp_path / "killed" / "checkpoints" / "periodic"
+        deadline = time.time() + 300
+        while not (periodic / "step000004.ckpt").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(command.pid, signal.SIGKILL)
+        assert command.wait(60, ["nmt.train", *killed]) == -signal.SIGKILL
     assert not (tmp_path / "killed" / "model.pt").exists()  # it really died mid-run
 
     args = train_args(overfit_data, tmp_path, "killed", [*extra, "ckpt_path=last"])
