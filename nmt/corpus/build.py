@@ -154,9 +154,9 @@ def dictionary_splits(
     cfg: CorpusConfig, packages: dict[str, Unpacked], domains: list[str]
 ) -> dict[str, tuple[dict[str, Pairs], dict]]:
     """domain -> (splits, cleaning report), for each of `domains` in one pass over the
-    dictionary (6 s of parsing): Ding's sentences (everyday: train, val, test) or word pairs
-    (words: train only, from the training lines), cleaned; held-out splits at most
-    cfg.eval_pairs, a seeded sample."""
+    dictionary (its parsing is most of a build's time): Ding's sentences (everyday: train,
+    val, test) or word pairs (words: train only, from the training lines), cleaned;
+    held-out splits at most cfg.eval_pairs, a seeded sample."""
     if not domains:
         return {}
     raw: dict[str, dict[str, Pairs]] = {"everyday": {"train": [], "val": [], "test": []}}

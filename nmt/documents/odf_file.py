@@ -34,9 +34,8 @@ SPANS = {"span", "a"}
 PARAGRAPHS = (f"{{{TEXT}}}p", f"{{{TEXT}}}h")
 
 
-SEGMENT_MARK = (
-    "nmt-segment"  # a paragraph's number while the file is translated, removed on writing
-)
+# the attribute holding a paragraph's number while the file is translated, removed on writing
+SEGMENT_MARK = "nmt-segment"
 
 
 def own_words(element: etree._Element) -> str:
