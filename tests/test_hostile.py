@@ -11,6 +11,7 @@ and /tmp staying bounded. Requests go to 127.0.0.1 only, each with a timeout.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -217,6 +218,57 @@ def test_a_word_zip_bomb_is_refused_before_it_is_unzipped(server):
     assert len(bomb) < 1_000_000
     outcome = attack(server, "/translate_file", **upload("bomb.docx", bomb))
     assert outcome.status == 413 and "max_inflated_bytes" in one_line(outcome)
+    assert_bounded(outcome, 5)
+
+
+@functools.cache  # built once for both servers
+def zip_bomb(part: str, mimetype: str | None) -> bytes:
+    """A zip-based file (its `mimetype` part first where the format has one) whose `part`
+    inflates to 120 MB of XML from ~120 KB."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        if mimetype:
+            archive.writestr(zipfile.ZipInfo("mimetype"), mimetype)
+        archive.writestr(part, b"<a/>" * 30_000_000)
+    return out.getvalue()
+
+
+# every format of the table but text, HTML and Word (tests of their own above): a file of
+# it built to cost more than its check prices, and what the refusal names
+ODF = "application/vnd.oasis.opendocument."
+HOSTILE_FILES = {
+    "slides.pptx": (lambda: zip_bomb("ppt/slides/slide1.xml", None), 413, "max_"),
+    "letter.odt": (lambda: zip_bomb("content.xml", ODF + "text"), 413, "max_"),
+    "talk.odp": (lambda: zip_bomb("content.xml", ODF + "presentation"), 413, "max_"),
+    "book.epub": (lambda: zip_bomb("OEBPS/c1.xhtml", "application/epub+zip"), 413, "max_"),
+    "app.xlf": (
+        lambda: (
+            b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;">]>'
+            b"<xliff><source>&b;</source></xliff>"
+        ),
+        422,
+        "declaration",
+    ),
+    "app.po": (lambda: b'msgid "a"\nmsgstr ""\n\n' * 6000, 413, "max_file_segments"),
+    "film.srt": (
+        lambda: b"".join(b"%d\n00:00:01,000 --> 00:00:02,000\nHi.\n\n" % i for i in range(6000)),
+        413,
+        "max_file_segments",
+    ),
+    "film.vtt": (
+        lambda: b"WEBVTT\n\n" + b"00:01.000 --> 00:02.000\nHi.\n\n" * 6000,
+        413,
+        "max_file_segments",
+    ),
+    "notes.md": (lambda: b"*a* " * 30_000, 413, "max_file_tags"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_FILES))
+def test_each_formats_hostile_file_is_refused_in_one_line_before_its_work(server, name):
+    make, status, words = HOSTILE_FILES[name]
+    outcome = attack(server, "/translate_file", **upload(name, make()))
+    assert outcome.status == status and words in one_line(outcome), outcome
     assert_bounded(outcome, 5)
 
 
