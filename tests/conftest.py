@@ -107,13 +107,11 @@ def run_module(
     over this process's environment; stdout and stderr as bytes (as str with `text`). It runs
     as its own process, forked from this test process's zygote (tests/zygote.py), which has
     torch and Lightning imported already."""
-    env = {**os.environ, **(env or {}), **COMMAND_ENV}
     with ExitStack() as files:
         streams = [files.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
         streams[0].write(stdin)
         streams[0].seek(0)
-        request = {"module": module, "args": args, "cwd": str(cwd), "env": env}
-        with zygote().command(request, [s.fileno() for s in streams]) as command:
+        with started_module(module, args, cwd, streams, env) as command:
             returncode = command.wait(timeout, [sys.executable, "-m", module, *args])
         stdout, stderr = (_read(stream) for stream in streams[1:])
     if text:
@@ -124,14 +122,18 @@ def run_module(
 
 
 @contextmanager
-def started_module(module: str, args: list[str], cwd: Path) -> Iterator[Command]:
-    """`python -m module args` forked from the zygote as run_module's, and not waited for:
-    yields its Command (`pid`, and `wait` for its returncode), its output dropped."""
-    env = {**os.environ, **COMMAND_ENV}
+def started_module(
+    module: str, args: list[str], cwd: Path, streams=None, env: dict[str, str] | None = None
+) -> Iterator[Command]:
+    """`python -m module args` forked from the zygote, as run_module's, and not waited for:
+    yields its Command (`pid`, and `wait` for its returncode). `streams`: its stdin, stdout
+    and stderr (open files), else /dev/null for all three."""
+    env = {**os.environ, **(env or {}), **COMMAND_ENV}
     with ExitStack() as files:
-        nulls = [files.enter_context(open(os.devnull, "r+b")) for _ in range(3)]
+        if streams is None:
+            streams = [files.enter_context(open(os.devnull, "r+b")) for _ in range(3)]
         request = {"module": module, "args": args, "cwd": str(cwd), "env": env}
-        with zygote().command(request, [null.fileno() for null in nulls]) as command:
+        with zygote().command(request, [s.fileno() for s in streams]) as command:
             yield command
 
 
