@@ -31,6 +31,7 @@ from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig, SearchError, check_search
 from nmt.decoding.state import Hypothesis, SearchOptions, StepDecoder
 from nmt.decoding.steering import Steering
+from nmt.decoding.top import block_size, row_top
 from nmt.model import Ensemble, ModelConfig, Transformer
 from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID
 
@@ -166,6 +167,41 @@ def test_repeated_ngram_mask_by_hand() -> None:
 
 
 # Search properties on the trained model.
+
+
+@pytest.mark.parametrize("n", [1, 8, 10])
+def test_row_top_is_the_rows_topk(n: int) -> None:
+    """Block maxima first gives each row's n largest entries and their columns, as a
+    whole-row topk does: log-probs of an 8,000-entry vocabulary, some rows mostly -inf (as
+    constraints leave them), on the block path and on both fallbacks."""
+    torch.manual_seed(0)
+    x = torch.randn(12, 8000).mul(4).log_softmax(dim=1)
+    x[3, 100:] = float("-inf")  # the finite entries in the first two blocks only
+    x[4, :7995] = float("-inf")  # five, in the last block: fewer than n
+    assert block_size(8000, n) == 100 and block_size(8009, n) == 0
+    for rows in (x, x.t().contiguous().t(), torch.cat([x, x[:, :9]], dim=1)):
+        values, columns = row_top(rows, n)
+        expected_values, expected_columns = rows.topk(n, dim=1)
+        assert torch.equal(values, expected_values)
+        finite = expected_values.isfinite()
+        assert torch.equal(columns[finite], expected_columns[finite])
+        assert torch.equal(rows.gather(1, columns), values)
+
+
+def test_top_candidates_rank_every_extension_of_the_beams() -> None:
+    """The two-stage candidates (each beam's 2k best, then the sentence's 2k best of those)
+    are the 2k best of all beams * V extensions, with their parents, tokens and log-probs."""
+    torch.manual_seed(1)
+    sentences, beams, V, k = 3, 5, 8000, 5
+    log_prob = torch.randn(sentences, beams).mul(3).sub(10)
+    step = torch.randn(sentences * beams, V).mul(4).log_softmax(dim=1)
+    cand, parent, token, token_lp = beam_module.top_candidates(log_prob, step, k)
+    every = (log_prob[:, :, None] + step.view(sentences, beams, V)).view(sentences, -1)
+    expected, flat = every.topk(2 * k, dim=1)
+    first_row = torch.arange(sentences)[:, None] * beams
+    assert torch.equal(cand, expected)
+    assert torch.equal(parent, first_row + flat // V) and torch.equal(token, flat % V)
+    assert torch.equal(token_lp, step[parent, token])
 
 
 def test_beam_size_one_equals_greedy(trained) -> None:

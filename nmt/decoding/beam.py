@@ -42,23 +42,29 @@ from nmt.decoding.penalties import normalized_score, sentence_done
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Finished, Hypothesis, LiveRows, SearchOptions, start_search
 from nmt.decoding.steering import Steering
+from nmt.decoding.top import row_top
 from nmt.model import Ensemble, Transformer
 
 
 def top_candidates(
     log_prob: Tensor, step_log_probs: Tensor, k: int
-) -> tuple[Tensor, Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The 2k best one-token extensions of each sentence's beams.
 
     log_prob (B', beams), step_log_probs (B' * beams, V) -> cand_log_prob, parent (row of the
-    extended hypothesis in N), token, each (B', 2k), best first.
+    extended hypothesis in N), token and the token's own log-prob, each (B', 2k), best first.
+    A sentence's 2k best are among each of its beams' own 2k best (`row_top`), so only those
+    are added to their beam's log-prob and ranked.
     """
     n_sentences, beams = log_prob.shape
-    V = step_log_probs.size(1)
-    scores = log_prob[:, :, None] + step_log_probs.view(n_sentences, beams, V)  # (B', beams, V)
-    cand_log_prob, flat = scores.view(n_sentences, beams * V).topk(2 * k, dim=1)  # (B', 2k)
+    width = 2 * k
+    row_lp, row_token = row_top(step_log_probs, width)  # (N, 2k)
+    scores = (log_prob.view(-1, 1) + row_lp).view(n_sentences, beams * width)
+    cand_log_prob, flat = scores.topk(width, dim=1)  # (B', 2k)
     first_row = torch.arange(n_sentences, device=flat.device)[:, None] * beams  # (B', 1)
-    return cand_log_prob, first_row + flat // V, flat % V
+    token = row_token.view(n_sentences, -1).gather(1, flat)
+    token_log_prob = row_lp.view(n_sentences, -1).gather(1, flat)
+    return cand_log_prob, first_row + flat // width, token, token_log_prob
 
 
 def finished_scores(log_prob: Tensor, ended: Tensor, length: int, cfg: DecodeConfig) -> Tensor:
@@ -132,14 +138,15 @@ def beam_search(
         step_log_probs, step_attention = decoder.step(live.prefix)
         row_sentence = live.sentence.repeat_interleave(beams)  # (N,)
         step_log_probs = batch.constrain(step_log_probs, live.prefix, row_sentence, t, cfg)
-        if steering is None:
-            cand_log_prob, parent, token = top_candidates(live.log_prob, step_log_probs, k)
+        if steering is None:  # each candidate's own token log-prob too
+            cand_log_prob, parent, token, cand_token = top_candidates(
+                live.log_prob, step_log_probs, k
+            )
         else:  # (B', M) candidates, in the order of their steered ranks
             cand_log_prob, parent, token = steering.candidates(
                 live.log_prob, step_log_probs, row_sentence, k
             )
-        # each candidate's own token log-prob; parent indexes the (B' * beams) rows
-        cand_token = step_log_probs[parent, token]  # (B', 2k)
+            cand_token = step_log_probs[parent, token]  # parent indexes the B' * beams rows
         live.record(step_attention)
 
         is_eos = token.eq(batch.special.eos)  # (B', 2k)

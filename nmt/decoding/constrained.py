@@ -31,6 +31,7 @@ from torch import Tensor
 from nmt.decoding.penalties import best_reachable_score, normalized_score
 from nmt.decoding.settings import DecodeConfig
 from nmt.decoding.state import Finished, Hypothesis, LiveRows, SearchOptions, start_search
+from nmt.decoding.top import row_top
 from nmt.model import Ensemble, Transformer
 
 Constraints = list[list[int]]  # a sentence's token sequences, each to be written once
@@ -330,7 +331,7 @@ def candidates(
     n_sentences, beams = log_prob.shape
     V = step_log_probs.size(1)
     # a sentence's 2k best are among each of its beams' own 2k best, the first the best
-    row_lp, row_token = step_log_probs.topk(min(2 * k, V), dim=1)  # (N, 2k)
+    row_lp, row_token = row_top(step_log_probs, min(2 * k, V))  # (N, 2k)
     width = row_lp.size(1)
     row_lp = (row_lp + log_prob.view(-1, 1)).view(n_sentences, beams * width)
     _, top = row_lp.topk(min(2 * k, beams * width), dim=1)  # (B', 2k)

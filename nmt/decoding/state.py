@@ -209,7 +209,8 @@ class StepDecoder:
                 inputs = prefix
                 cache = member.start_cache(memory, True) if self.record_attention else None
             logits, cache = member.decode(inputs, memory, self.src_pad_mask, cache)
-            log_probs.append(logits[:, -1].float().log_softmax(dim=-1))  # (N, V)
+            last = logits[:, -1].float()  # (N, V), written over: the logits are not kept
+            log_probs.append(torch.log_softmax(last, dim=-1, out=last))
             if self.record_attention:
                 attentions.append(cache.cross_attention[:, -1])
         if len(log_probs) == 1:
