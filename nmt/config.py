@@ -720,6 +720,10 @@ class DocumentConfig(SegmentConfig, ArchiveLimits):
     # translate takes html for an input= ending .html/.htm, docx for .docx, else text, and the
     # server text
     format: str = "auto"
+    # A gettext (.po) or XLIFF file's messages that already have a translation are kept;
+    # true translates them again (fuzzy and obsolete messages are left alone either way).
+    # The server's default, which a file request's `retranslate` field overrides
+    retranslate: bool = False
 
 
 @dataclass

@@ -112,6 +112,7 @@ def command_job(
         alignments=cfg.alignments,
         protect=checked_rules(cfg, cfg.backend),
         glossary=read_glossary(cfg.glossary, cfg.glossary_exact) if cfg.glossary else None,
+        retranslate=cfg.retranslate,
     )
 
 

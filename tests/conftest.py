@@ -436,14 +436,14 @@ reversed_translator = word_translator(reverse=True)
 # --- documents through the one job path (nmt.jobs), as every door translates them ---
 
 
-def document_result(translate, fmt: str, texts=None, data=None, name=""):
-    """A job of HTML `texts` or a file's `data` in format `fmt`, checked without limits and
-    run on `translate` (jobs.run's Translator)."""
+def document_result(translate, fmt: str, texts=None, data=None, name="", **options):
+    """A job of HTML `texts` or a file's `data` in format `fmt` (and Job `options`), checked
+    without limits and run on `translate` (jobs.run's Translator)."""
     from nmt.jobs.check import check
     from nmt.jobs.job import Job, Limits
     from nmt.jobs.run import run
 
-    job = Job(texts=texts, data=data, name=name, format=fmt)
+    job = Job(texts=texts, data=data, name=name, format=fmt, **options)
     return run(check(job, Limits.unbounded()), translate)
 
 

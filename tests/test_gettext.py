@@ -51,8 +51,8 @@ def template(sentences: list[str], folder: Path) -> bytes:
     return out.read_bytes()
 
 
-def filled(data: bytes, translate) -> bytes:
-    return document_result(stand_in(translate), "po", data=data, name="app.pot").data
+def filled(data: bytes, translate, **options) -> bytes:
+    return document_result(stand_in(translate), "po", data=data, name="app.pot", **options).data
 
 
 def msgfmt_check(data: bytes, folder: Path) -> None:
@@ -107,6 +107,16 @@ def test_what_is_translated_fuzzy_or_obsolete_is_left_and_a_done_file_comes_back
     filled(once, lambda texts, numbers: asked.extend(texts) or [])
     assert asked == []  # nothing left to translate
     assert filled(once, identity_translator) == once  # byte for byte
+    # asked to, the translated messages are done again; fuzzy and obsolete ones still not
+    redone = polib.pofile(filled(once, uppercase_translator, retranslate=True).decode())
+    assert redone.find(entries[0].msgid).msgstr == entries[0].msgid.upper()
+    assert redone.find(entries[2].msgid).msgstr == again.find(entries[2].msgid).msgstr
+    assert (
+        redone.find(entries[1].msgid).msgstr == ""
+        and "fuzzy" in redone.find(entries[1].msgid).flags
+    )
+    assert [e.msgstr for e in redone.obsolete_entries()] == ["Ein Hund."]
+    msgfmt_check(str(redone).encode(), tmp_path)
 
 
 @TOOLS
@@ -147,3 +157,12 @@ def test_translate_fills_a_template_on_the_model(tmp_path, model_pt, overfit_pai
             assert Counter(PLACEHOLDERS.findall(entry.msgstr)) == Counter(
                 PLACEHOLDERS.findall(entry.msgid)
             )
+    # a message changed by hand is kept by a second run, and done again with retranslate=true
+    catalogue = polib.pofile(str(out))
+    first = next(e for e in catalogue if e.msgid and not e.msgid_plural)
+    fresh, first.msgstr = first.msgstr, "Von Hand."
+    catalogue.save(str(source))
+    for again, expected in (("false", "Von Hand."), ("true", fresh)):
+        done = run_module("nmt.translate", [*args, f"retranslate={again}"], tmp_path)
+        assert done.returncode == 0, done.stderr.decode()
+        assert polib.pofile(str(out)).find(first.msgid).msgstr == expected

@@ -190,6 +190,7 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
     }
     assert info["numbers"] == "keep"  # numbers come back as written unless one asks
     assert info["glossary_exact"] is False  # torch: a request may ask for exact terms
+    assert info["retranslate"] == {"default": False, "formats": ["po", "xliff"]}
     assert info["routes"] == [  # the translating routes, as the door and metrics read them
         "/translate",
         "/translate_file",
@@ -488,6 +489,27 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
             assert slide_texts(reply.content) == slide_texts(expected)
         else:
             assert reply.content == expected, name
+    # a catalogue's translated message kept, or asked (`retranslate`) done again, both routes
+    done = b'msgid "A man sleeps."\nmsgstr "Schon."\n\nmsgid "A dog."\nmsgstr ""\n'
+    asks = [(False, {}), (True, {"retranslate": "true"}), (False, {"retranslate": "false"})]
+    for asked, form in asks:
+        expected = document_result(offline, "po", data=done, name="a.po", retranslate=asked).data
+        assert (b'msgstr "Schon."' in expected) is not asked
+        reply = httpx.post(
+            server + "/translate_file", files={"file": ("a.po", done)}, data=form, timeout=120
+        )
+        assert reply.content == expected, reply.text
+        libre = httpx.post(
+            server + "/libretranslate/translate_file",
+            files={"file": ("a.po", done)},
+            data={"source": "en", "target": "de"} | form,
+            timeout=120,
+        )
+        assert httpx.get(libre.json()["translatedFileUrl"], timeout=30).content == expected
+    reply = httpx.post(
+        server + "/translate_file", files={"file": ("a.po", done)}, data={"retranslate": "yes"}
+    )
+    assert reply.status_code == 422 and reply.json() == {"detail": "retranslate: true or false"}
     wrong = httpx.post(
         server + "/libretranslate/translate_file",
         files={"file": ("a.srt", b"")},
@@ -1076,6 +1098,19 @@ def test_the_page_translates_as_you_type_shows_alignments_and_takes_files(
             )
             assert content == translated_html(overfit_engine, [html_file.read_text()], own)[0].text
             page.screenshot(path=tmp_path / "file.png", full_page=True)
+            # the "translate again" box: a catalogue's translated message is done again
+            catalogue = tmp_path / "app.po"
+            catalogue.write_bytes(b'msgid "A man sleeps."\nmsgstr "Schon."\n')
+            assert not page.is_checked("#retranslate")  # the server's default (/info)
+            page.check("#retranslate")
+            page.set_input_files("#file", str(catalogue))
+            page.wait_for_selector("#download[download='app.de.po']", timeout=30000)
+            content = page.evaluate(
+                "async () => await (await fetch(document.getElementById('download').href)).text()"
+            )
+            offline = on_engine(overfit_engine, own)
+            again = document_result(offline, "po", data=catalogue.read_bytes(), retranslate=True)
+            assert content.encode() == again.data and "Schon." not in content
             # it asks for text whatever the server's format (format=html answers documents)
             assert len(sent) >= 3 and all(body["format"] == "text" for body in sent), sent
             # a failure that is not JSON still ends in one line, not a page stuck translating

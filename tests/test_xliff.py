@@ -50,8 +50,8 @@ def v2_file(s: list[str]) -> bytes:
 """.encode()
 
 
-def translated(data: bytes, name: str, translate=uppercase_translator) -> bytes:
-    return document_result(stand_in(translate), "xliff", data=data, name=name).data
+def translated(data: bytes, name: str, translate=uppercase_translator, **options) -> bytes:
+    return document_result(stand_in(translate), "xliff", data=data, name=name, **options).data
 
 
 def units(data: bytes, version: str) -> dict[str, etree._Element]:
@@ -104,6 +104,31 @@ def test_xliff_2_fills_segments_keeps_codes_and_final_ones(overfit_pairs):
     assert etree.fromstring(out).get("trgLang") == "de"
     store = xliff2.Xliff2File(out)
     assert s[0].upper() in [u.target for u in store.units]
+
+
+@pytest.mark.parametrize("version", ["1.2", "2"])
+def test_retranslate_translates_the_targets_a_file_has_again(overfit_pairs, version):
+    """retranslate=true: a target already written is replaced by the new translation, in
+    its place, with a machine translation's state (not the "final" it had); translate="no"
+    still is not."""
+    s = [x.rstrip(".") for x in overfit_pairs[0][:5]]
+    v1 = version == "1.2"
+    data, name, ns = (v1_file(s), "app.xlf", V1) if v1 else (v2_file(s), "a.xliff", V2)
+    done = "done" if version == "1.2" else "u3"
+    out = translated(data, name, retranslate=True)
+    unit = units(out, ns)[done]
+    holder = unit if version == "1.2" else unit.find(f"{{{ns}}}segment")
+    targets = holder.findall(f"{{{ns}}}target")
+    assert len(targets) == 1 and text_of(targets[0]) == s[2].upper()
+    assert etree.QName(targets[0].getprevious()).localname == "source"
+    if version == "1.2":
+        assert targets[0].get("state") == "needs-review-translation"
+    else:
+        assert holder.get("state") == "translated"
+    no = units(out, ns)["no" if version == "1.2" else "u4"]
+    assert not list(no.iter(f"{{{ns}}}target"))
+    # without it, the same file keeps its translation (the tests above), so two runs differ
+    assert translated(data, name) != out
 
 
 def test_codes_the_alignment_cannot_place_alike_mark_the_target_for_review(overfit_pairs):

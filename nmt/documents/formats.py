@@ -4,7 +4,8 @@ routes, the page and /info all read. Adding a format is one entry here and its m
 An entry names its suffixes and media type, and its module's readers: `read_file` (a file's
 bytes) and, for a format a request's texts may be in, `read_texts`. A reader bounds what only
 its format has (a zip's inflated size, a Word file's runs, an HTML page's tags, each before
-parsing) and gives a `Parsed`: the segments to translate and how to put their translations
+parsing), for a file that holds translations (gettext, XLIFF) whether to translate those
+again, and gives a `Parsed`: the segments to translate and how to put their translations
 back. nmt.jobs.check bounds what all formats share (bytes, segments, characters, words and
 tags per segment, the search's cost). Plain texts (format text, not a file) need no reader:
 each text is a segment and its Translation is the answer.
@@ -39,6 +40,9 @@ class Format:
     media_type: str
     read_file: Callable[..., Parsed]  # (data, name, limits) -> Parsed
     read_texts: Callable[..., Parsed] | None = None  # (texts, name, limits); None: files only
+    # a file that holds translations of its own: read_file also takes `retranslate`, to
+    # translate again what the file has translated (else kept)
+    holds_translations: bool = False
 
 
 FORMATS = {
@@ -85,8 +89,15 @@ FORMATS = {
             (".po", ".pot"),
             "text/x-gettext-translation; charset=utf-8",
             gettext_file.read_file,
+            holds_translations=True,
         ),
-        Format("xliff", (".xlf", ".xliff"), "application/xliff+xml", xliff_file.read_file),
+        Format(
+            "xliff",
+            (".xlf", ".xliff"),
+            "application/xliff+xml",
+            xliff_file.read_file,
+            holds_translations=True,
+        ),
     )
 }
 # what a request's texts may be: plain text, or a format with a reader of texts

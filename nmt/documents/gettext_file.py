@@ -1,11 +1,12 @@
 """format=po: a gettext catalogue (.po, or a template .pot) with its messages translated.
 
 Read and written with polib, which gives a catalogue back byte for byte when nothing is
-changed. Every message that is not yet translated, not fuzzy and not obsolete is filled:
-`msgstr` from `msgid`, and for a plural message `msgstr[0]` from `msgid` and every other
-form from `msgid_plural` (German has two: nplurals=2; plural=(n != 1), set where the header
-has no rule, as a template's has not). A translated, fuzzy or obsolete message is left as it
-is, and so is the header but for what a template leaves unset (Language, Plural-Forms, the
+changed. Every message that is not fuzzy, not obsolete and not yet translated (or, with
+`retranslate=true`, translated already) is filled: `msgstr` from `msgid`, and for a plural
+message `msgstr[0]` from `msgid` and every other form from `msgid_plural` (German has two:
+nplurals=2; plural=(n != 1), set where the header has no rule, as a template's has not). A
+fuzzy or obsolete message is left as it is, a translated one unless asked, and so is the
+header but for what a template leaves unset (Language, Plural-Forms, the
 charset). Each message's placeholders (`%s`, `%1$d`, `%(name)s`, `{count}`, `{{x}}`) are
 points the model never reads, put back byte for byte where the words beside them went
 (nmt.documents.inline), and its tags are carried as HTML's are. A message whose
@@ -35,9 +36,10 @@ UNORDERED = re.compile(r"%(?!\d+\$)[-+0#' ]*[\d*]*(?:\.[\d*]+)?[a-zA-Z]")  # pri
 EDGES = re.compile(r"^(\s*)(.*?)(\s*)$", re.DOTALL)
 
 
-def todo(entry: polib.POEntry) -> bool:
-    """A message to translate: not the header, obsolete, fuzzy, or translated already."""
-    done = entry.msgstr or any(entry.msgstr_plural.values())
+def todo(entry: polib.POEntry, retranslate: bool = False) -> bool:
+    """A message to translate: not the header, obsolete, fuzzy, or (unless `retranslate`)
+    translated already."""
+    done = not retranslate and (entry.msgstr or any(entry.msgstr_plural.values()))
     return bool(entry.msgid) and not (entry.obsolete or entry.fuzzy or done)
 
 
@@ -66,9 +68,10 @@ def held(text: str) -> list[str]:
     return sorted(PLACEHOLDERS.findall(text))
 
 
-def read_file(data: bytes, name: str, limits) -> Parsed:
-    """A catalogue's messages to translate (at most max_file_segments msgids, counted
-    before polib reads it); JobError 422 for a file polib cannot read."""
+def read_file(data: bytes, name: str, limits, retranslate: bool = False) -> Parsed:
+    """A catalogue's messages to translate, with `retranslate` the translated ones too (at
+    most max_file_segments msgids, counted before polib reads it); JobError 422 for a file
+    polib cannot read."""
     text = decode_utf8(data, name)
     if (found := text.count("msgid")) > limits.max_file_segments:
         raise JobError(
@@ -82,7 +85,7 @@ def read_file(data: bytes, name: str, limits) -> Parsed:
     except (OSError, ValueError) as error:
         line = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise JobError(422, f"{name or 'the file'}: not a gettext catalogue ({line})") from None
-    entries = [e for e in catalogue if todo(e)]
+    entries = [e for e in catalogue if todo(e, retranslate)]
     sources = [
         s for e in entries for s in ([e.msgid, e.msgid_plural] if e.msgid_plural else [e.msgid])
     ]

@@ -9,7 +9,8 @@ entity and fetches nothing (nmt.documents.xml_inline). XLIFF 1.2: each `trans-un
 `target-language` where it has none.
 XLIFF 2.x: each `segment` of a unit (not `translate="no"`) with no or an empty `target`, its
 state `translated` unless the file's own says more; the root a `trgLang` where it has none.
-A target already written is kept.
+A target already written is kept, unless `retranslate=true`: then it is translated again,
+its 1.2 state as a new target's, its 2.x segment's `translated` (or `initial`).
 
 Inline codes: paired ones (1.2 `g` and `mrk`, 2.x `pc` and `mrk`) are carried like HTML's
 inline tags, onto the words they hold; standalone ones (1.2 `x`, `bx`, `ex`, `ph`, `bpt`,
@@ -66,8 +67,11 @@ def parse_file(data: bytes, name: str, limits) -> etree._ElementTree:
     return tree
 
 
-def todo(tree: etree._ElementTree) -> list[tuple[etree._Element, etree._Element]]:
-    """(the element a target goes into, its source) for every source still to translate."""
+def todo(
+    tree: etree._ElementTree, retranslate: bool = False
+) -> list[tuple[etree._Element, etree._Element]]:
+    """(the element a target goes into, its source) for every source still to translate,
+    with `retranslate` those translated already too."""
     namespace = etree.QName(tree.getroot()).namespace
     ns = {"x": namespace}
     holders = "//x:trans-unit" if NAMESPACES[namespace] == "1.2" else "//x:unit/x:segment"
@@ -76,20 +80,23 @@ def todo(tree: etree._ElementTree) -> list[tuple[etree._Element, etree._Element]
         unit = holder if NAMESPACES[namespace] == "1.2" else holder.getparent()
         source, target = holder.find("x:source", ns), holder.find("x:target", ns)
         done = target is not None and (len(target) or (target.text or "").strip())
-        if source is not None and unit.get("translate") != "no" and not done:
+        if source is not None and unit.get("translate") != "no" and (retranslate or not done):
             found.append((holder, source))
     return found
 
 
 def put_target(holder: etree._Element, source: etree._Element, page: str, v1: bool) -> None:
-    """The translated fragment as the holder's target, after its source, and its state."""
+    """The translated fragment as the holder's target, after its source (in place of the
+    target it had), and its state."""
     # made under the holder, so that it has the file's namespaces, then placed after the source
     target = etree.SubElement(holder, f"{{{etree.QName(source).namespace}}}target")
     holder.remove(target)
     refill(target, page)
-    old = source.getnext()
-    if old is not None and local(old) == "target":
-        target.attrib.update({k: v for k, v in old.attrib.items() if k != "state"})
+    old = holder.find(target.tag)
+    replaced = old is not None and bool(len(old) or (old.text or "").strip())
+    if old is not None:
+        kept = {k: v for k, v in old.attrib.items() if k not in ("state", "state-qualifier")}
+        target.attrib.update(kept)
         holder.remove(old)
     target.tail = source.tail
     source.addnext(target)
@@ -98,16 +105,17 @@ def put_target(holder: etree._Element, source: etree._Element, page: str, v1: bo
         target.set("state", "needs-review-translation")
         if same:
             target.set("state-qualifier", "mt-suggestion")
-    elif not same or holder.get("state") is None:
+    elif not same or replaced or holder.get("state") is None:
         holder.set("state", "translated" if same else "initial")
 
 
-def read_file(data: bytes, name: str, limits) -> Parsed:
-    """An XLIFF file's sources still to translate, each one segment of HTML fragment."""
+def read_file(data: bytes, name: str, limits, retranslate: bool = False) -> Parsed:
+    """An XLIFF file's sources still to translate (with `retranslate`, those translated
+    already too), each one segment of HTML fragment."""
     tree = parse_file(data, name, limits)
     root = tree.getroot()
     v1 = NAMESPACES[etree.QName(root).namespace] == "1.2"
-    units = todo(tree)
+    units = todo(tree, retranslate)
 
     def write(pages: list[str]) -> bytes:
         for (holder, source), page in zip(units, pages, strict=True):

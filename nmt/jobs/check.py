@@ -78,7 +78,8 @@ def read(job: Job, limits: Limits) -> Plan:
             413,
             f"the file has {len(data)} bytes: the limit is max_file_bytes={limits.max_file_bytes}",
         )
-    parsed = form.read_file(data, job.name, limits)
+    again = {"retranslate": job.retranslate} if form.holds_translations else {}
+    parsed = form.read_file(data, job.name, limits, **again)
     return Plan(job, parsed.segments, parsed)
 
 

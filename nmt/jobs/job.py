@@ -1,8 +1,9 @@
 """What a request asks for, whoever sends it, and the limits it is held to.
 
 A `Job` holds texts (each a line, or with format=html an HTML document) or a file's bytes
-(text, html or docx), how to cut them (`segment`), the spans to carry unchanged (`protect`)
-and the terms to use (`glossary`),
+(a format of nmt.documents.formats), how to cut them (`segment`), the spans to carry unchanged
+(`protect`), the terms to use (`glossary`), whether a file's own translations are done again
+(`retranslate`),
 optional forced prefixes, the search to run and the extras wanted (scores, alignments).
 `JobError` is a refusal: an HTTP status (413 over a limit, 415 a file type we do not read, 422
 anything malformed) and one line, which the CLI prints as its error and the server sends in
@@ -75,6 +76,7 @@ class Job:
     alignments: bool = False
     protect: Rules = field(default_factory=Rules)  # spans carried unchanged (nmt.terms.spans)
     glossary: Glossary | None = None  # terms to use (nmt.terms.glossary)
+    retranslate: bool = False  # a .po or XLIFF file's translated messages translated again
 
     def check_options(self) -> None:
         """Refuse (JobError 422) settings that cannot go together, before reading anything."""

@@ -1,6 +1,7 @@
 """POST /translate_file: a file of the format table (nmt.documents.formats: text, HTML, Word,
-subtitles, EPUB, gettext) in (multipart, field `file`, optional fields `segment` and
-`api_key`), the same kind of file out, translated.
+subtitles, EPUB, gettext) in (multipart, field `file`, optional fields `segment`,
+`retranslate` (true or false: a .po or XLIFF file's translated messages done again; default
+the server's retranslate=) and `api_key`), the same kind of file out, translated.
 
 The door (door.py) reads the form (`read_file_form`), checks the file's job and counts its
 text against the limits before this route runs; the route runs the checked job
@@ -32,6 +33,8 @@ from nmt.serving.door import Asked, check_unicode, read_form
 from nmt.terms.glossary import read_glossary
 from nmt.terms.spans import Rules
 
+SWITCH = {"true": True, "false": False}  # a form's yes or no
+
 FORM = {  # the route's form, for the API's docs (the door reads it: read_file_form)
     "requestBody": {
         "required": True,
@@ -43,6 +46,7 @@ FORM = {  # the route's form, for the API's docs (the door reads it: read_file_f
                     "properties": {
                         "file": {"type": "string", "format": "binary"},
                         "segment": {"type": "string", "enum": list(SEGMENTS)},
+                        "retranslate": {"type": "string", "enum": list(SWITCH)},
                         "api_key": {"type": "string"},
                     },
                 }
@@ -74,10 +78,13 @@ async def read_file_form(
                     400, f"{source} to {target} is not available: {languages[0]} to {languages[1]}"
                 )
         upload, segment = form.get("file"), form.get("segment")
+        again = form.get("retranslate", "true" if server.retranslate else "false")
         if not isinstance(upload, UploadFile):
             raise JobError(422, "file: a file is required (multipart field `file`)")
         if segment is not None and not isinstance(segment, str):
             raise JobError(422, f"segment: {' or '.join(SEGMENTS)}")
+        if not isinstance(again, str) or again.lower() not in SWITCH:
+            raise JobError(422, "retranslate: true or false")
         name = upload.filename or ""
         check_unicode({"file name": name, "segment": segment, "api_key": form.get("api_key")}, 422)
         job = Job(
@@ -90,6 +97,7 @@ async def read_file_form(
             glossary=read_glossary(server.glossary, server.glossary_exact)
             if server.glossary
             else None,
+            retranslate=SWITCH[again.lower()],
         )
         key = form.get("api_key")
         return Asked(name, job, key if isinstance(key, str) else None)

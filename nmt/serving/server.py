@@ -199,6 +199,11 @@ def server_info(cfg: ServeConfig, card, search, limits: Limits) -> dict:
         "limits": asdict(limits),
         # what POST /translate_file (and LibreTranslate's) take: each format's suffixes
         "formats": {name: list(f.suffixes) for name, f in FORMATS.items()},
+        # what a file request's "retranslate" defaults to, and the formats it applies to
+        "retranslate": {
+            "default": cfg.retranslate,
+            "formats": [name for name, f in FORMATS.items() if f.holds_translations],
+        },
         # what a request's "protect", "protect_patterns" and "numbers" default to
         "protect": {"kinds": list(cfg.protect), "patterns": list(cfg.protect_patterns)},
         "numbers": cfg.numbers,
