@@ -125,6 +125,30 @@ def test_spans_links_and_spaces_stay_on_their_words(overfit_pairs):
     assert "<text:line-break/>" in content
 
 
+def test_a_paragraph_is_read_whole_through_its_spans_and_a_tab_between_words_is_a_space(
+    overfit_pairs,
+):
+    """The model reads each paragraph as one text: its styled span and link are inline, as
+    HTML's are, not cuts; a tab or line break written between two words (as LibreOffice
+    writes a Word file's tab) is the space between them, and comes back in that space."""
+    s = [x.rstrip(".") for x in overfit_pairs[0][:8]]
+    tab = f"{s[3]}<text:tab/>{s[4]}"
+    source = with_content(
+        odt(s), lambda c: c.replace(f"<text:p>{s[4]}</text:p>", f"<text:p>{tab}</text:p>")
+    )
+    seen = []
+    out = translated(
+        source,
+        "odt",
+        lambda texts, numbers: seen.extend(texts) or uppercase_translator(texts, numbers),
+    )
+    # the paragraph of a span, a link and a line break after the link: one text, spaced
+    assert f"{s[2]} {s[3]}" in seen
+    assert f"{s[3]} {s[4]}" in seen  # the tab read as a space, not "...word" + "Word..."
+    content = zipfile.ZipFile(io.BytesIO(out)).read("content.xml").decode()
+    assert f"{s[3].upper()}<text:tab/>{s[4].upper()}" in content
+
+
 def with_content(data: bytes, change) -> bytes:
     """The OpenDocument file with its content.xml changed by `change` (str -> str)."""
     before, out = zipfile.ZipFile(io.BytesIO(data)), io.BytesIO()

@@ -106,6 +106,24 @@ def test_xliff_2_fills_segments_keeps_codes_and_final_ones(overfit_pairs):
     assert s[0].upper() in [u.target for u in store.units]
 
 
+def test_a_source_is_read_whole_through_its_paired_codes(overfit_pairs):
+    """`<g>` (1.2) and `<pc>` (2.x) are inline, as HTML's tags are: the model reads the
+    source's words in and around them as one text, not each piece alone."""
+    s = [x.rstrip(".") for x in overfit_pairs[0][:9]]
+    for data, name, whole in [
+        (v1_file(s[:5]), "app.xlf", f"{s[1]} said twice."),
+        (v2_file(s[5:9]), "app.xliff", f"{s[6]} at ."),
+    ]:
+        seen: list[str] = []
+
+        def spy(texts, numbers, seen=seen):
+            seen.extend(texts)
+            return uppercase_translator(texts, numbers)
+
+        translated(data, name, spy)
+        assert whole in [" ".join(t.split()) for t in seen], seen
+
+
 @pytest.mark.parametrize("version", ["1.2", "2"])
 def test_retranslate_translates_the_targets_a_file_has_again(overfit_pairs, version):
     """retranslate=true: a target already written is replaced by the new translation, in

@@ -17,12 +17,16 @@ from nmt.documents.html_tree import Element, Text, parse
 from nmt.written_numbers import PLACEHOLDERS
 
 KEPT = '<code translate="no">'
+# a point that stands between two words for the space it makes (an OpenDocument tab or line
+# break written between them, "truck<tab/>A"): the model reads a space there
+SPACE = '<code translate="no" data-space>'
 TAG = re.compile(r"<(/?)([A-Za-z][\w-]*)[^<>]*?(/?)>")
 
 
-def kept(raw: str) -> str:
-    """`raw` (already escaped) as a point carried byte for byte."""
-    return f"{KEPT}{raw}</code>"
+def kept(raw: str, space: bool = False) -> str:
+    """`raw` (already escaped) as a point carried byte for byte; with `space`, one read as
+    the space between the words it stands between."""
+    return f"{SPACE if space else KEPT}{raw}</code>"
 
 
 def balanced(text: str) -> bool:
@@ -68,7 +72,7 @@ def flat(fragment: str, unescape: bool = True) -> str:
 
     def walk(nodes) -> None:
         for node in nodes:
-            if isinstance(node, Element) and node.start == KEPT:
+            if isinstance(node, Element) and node.start in (KEPT, SPACE):
                 out.append("".join(html.unescape(str(c)) for c in node.children))
             elif isinstance(node, Element):
                 out.append(node.start)

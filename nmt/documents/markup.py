@@ -25,6 +25,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from nmt.documents.html_tree import VOID, Element, MarkupError, Raw, Text, parse
+from nmt.documents.inline import SPACE
 from nmt.documents.parsed import Parsed
 from nmt.documents.tag_projection import Span, project
 from nmt.documents.text_file import decode_utf8
@@ -46,16 +47,17 @@ def untouched(node: Element) -> bool:
     return node.tag in UNTOUCHED or node.attrs.get("translate") == "no" or "notranslate" in classes
 
 
-def inline(node: Element | Raw, known: dict[int, bool]) -> bool:
-    """Part of a segment: text, a comment, or an inline element with no block inside
-    (`known`: the answers so far, by node id, so that each node is looked at once)."""
+def inline(node: Element | Raw, known: dict[int, bool], tags: frozenset = INLINE) -> bool:
+    """Part of a segment: text, a comment, or an element of `tags` (HTML's inline ones, and
+    a format's own codes around words) with no block inside (`known`: the answers so far, by
+    node id, so that each node is looked at once)."""
     if not isinstance(node, Element):
         return True
     if id(node) not in known:
-        answer = node.tag in INLINE
+        answer = node.tag in tags
         if answer and not untouched(node):
             for child in node.children:
-                answer = answer and inline(child, known)
+                answer = answer and inline(child, known, tags)
         known[id(node)] = answer
     return known[id(node)]
 
@@ -105,6 +107,8 @@ class Segment:
             span.glued = end < len(text) and text[end].isalnum()
             if id(span) in written_before:  # glued to the next point: no space between them
                 span.spaced, span.glued = (before, False), True
+            if span.space:  # it is the space between its words
+                span.spaced, span.glued = (False, False), False
             if span.words:
                 span.head = affix(text, words[span.words[0]][0], start)
                 span.tail = affix(text, end, words[span.words[-1]][1])
@@ -141,7 +145,10 @@ def _collect(
             parts.append(node.text)
             length += len(node.text)
             continue
-        span = Span(range(0), node=node)
+        span = Span(range(0), node=node, space=isinstance(node, Element) and node.start == SPACE)
+        if span.space:  # the model reads the space it makes
+            parts.append(" ")
+            length += 1
         if isinstance(node, Element) and not untouched(node) and node.tag not in VOID:
             span.children, length = _collect(node.children, parts, chars, length)
         chars.append((span, start, length))
@@ -189,6 +196,8 @@ def _emit(
             spaced = span.spaced[1] or (span.spaced[0] and not span.glued and after.isalnum())
             spaced = spaced and not span.words and after != " "
             pieces.append(str(node) + (" " if spaced and not inside_word(words, end) else ""))
+            if span.space and target[end : end + 1] == " ":
+                end += 1  # the space it stands for
         cursor = end
     pieces.append(html.escape(target[cursor:hi], quote=False))
 
@@ -200,8 +209,9 @@ def inside_word(words: list[tuple[int, int]], at: int) -> bool:
     return i >= 0 and words[i][0] < at < words[i][1]
 
 
-def plan(root: Element) -> list[str | Segment]:
-    """The document as raw pieces to copy and segments to translate, in order."""
+def plan(root: Element, tags: frozenset = INLINE) -> list[str | Segment]:
+    """The document as raw pieces to copy and segments to translate, in order; `tags`: the
+    elements a segment runs through."""
     out: list[str | Segment] = []
     run: list[Element | Raw] = []
     known: dict[int, bool] = {}
@@ -215,7 +225,7 @@ def plan(root: Element) -> list[str | Segment]:
     def block(element: Element) -> None:
         out.append(element.start)
         for child in element.children:
-            if inline(child, known):
+            if inline(child, known, tags):
                 run.append(child)
                 continue
             flush()
@@ -243,9 +253,11 @@ class Pages:
         ]
 
     @classmethod
-    def plan(cls, documents: list[str]) -> Pages:
-        """html_tree.MarkupError (one line) for a document nested too deeply (MAX_DEPTH)."""
-        return cls(documents, [plan(parse(document)) for document in documents])
+    def plan(cls, documents: list[str], codes: frozenset = frozenset()) -> Pages:
+        """`codes`: a format's own elements around words, inline as HTML's inline tags are;
+        html_tree.MarkupError (one line) for a document nested too deeply (MAX_DEPTH)."""
+        tags = INLINE | codes
+        return cls(documents, [plan(parse(document), tags) for document in documents])
 
     def render(self, found: list[Translation]) -> list[Translation]:
         """One Translation per document: its one alternative the translated document, scored
@@ -263,14 +275,17 @@ class Pages:
         return results
 
 
-def read_pages(documents: list[str], name: str, max_file_tags: int) -> Pages:
+def read_pages(
+    documents: list[str], name: str, max_file_tags: int, codes: frozenset = frozenset()
+) -> Pages:
     """HTML documents parsed once (their tags, the `<`s, counted first: at most
-    max_file_tags); JobError 413 over it, 422 for markup we cannot read."""
+    max_file_tags; `codes` inline, as Pages.plan); JobError 413 over it, 422 for markup we
+    cannot read."""
     tags = sum(document.count("<") for document in documents)  # at most, before parsing
     if tags > max_file_tags:
         raise JobError(413, f"{tags} tags: the limit is max_file_tags={max_file_tags}")
     try:
-        return Pages.plan(documents)
+        return Pages.plan(documents, codes)
     except MarkupError as error:
         raise JobError(422, f"{name or 'the HTML'}: {error}") from None
 
@@ -280,10 +295,13 @@ def parsed(pages: Pages, render) -> Parsed:
     return Parsed([s.text for s in pages.segments], render, counted)
 
 
-def fragment_file(fragments: list[str], name: str, max_tags: int, write) -> Parsed:
+def fragment_file(
+    fragments: list[str], name: str, max_tags: int, write, codes: frozenset = frozenset()
+) -> Parsed:
     """A file read as HTML fragments (a Word paragraph, a subtitle cue, ...): its segments,
-    and its bytes from `write(translated fragments)`."""
-    pages = read_pages(fragments, name, max_tags)
+    and its bytes from `write(translated fragments)`; `codes`: the format's own elements
+    around words (an XML file's spans, written with its prefixes), inline as HTML's are."""
+    pages = read_pages(fragments, name, max_tags, codes)
     return parsed(pages, lambda found: write([p.text for p in pages.render(found)]))
 
 

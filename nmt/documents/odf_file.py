@@ -25,12 +25,13 @@ from lxml import etree
 from nmt.documents.archive import checked, rewritten
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
-from nmt.documents.xml_inline import PARSER, fragment, local, refill
+from nmt.documents.xml_inline import PARSER, code_names, fragment, local, refill
 from nmt.errors import JobError
 
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 PARTS = ("content.xml", "styles.xml")
 SPANS = {"span", "a"}
+SPACING = frozenset({"tab", "line-break", "s"})  # codes that make a space (or a break)
 PARAGRAPHS = (f"{{{TEXT}}}p", f"{{{TEXT}}}h")
 
 
@@ -102,8 +103,10 @@ def reader(kind: str, mimetype: str):
             }
             return rewritten(archive, parts)
 
-        fragments = [fragment(p, SPANS) for part in found.values() for p in part]
-        return fragment_file(fragments, name, limits.max_file_tags, write)
+        every = [p for part in found.values() for p in part]
+        fragments = [fragment(p, SPANS, SPACING) for p in every]
+        codes = code_names(every, SPANS)
+        return fragment_file(fragments, name, limits.max_file_tags, write, codes)
 
     return read_file
 

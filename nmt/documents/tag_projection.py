@@ -39,6 +39,9 @@ class Span:
     spaced: tuple[bool, bool] = (False, False)
     # a point before a word of its own ("<img>word"): never pushed off it by a space
     glued: bool = False
+    # a point read as the space between two words ("truck<tab/>A"): it takes the place of the
+    # target's space where it lands
+    space: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.words, range):

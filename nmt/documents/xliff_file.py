@@ -30,7 +30,7 @@ from lxml import etree
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
 from nmt.documents.text_file import decode_utf8
-from nmt.documents.xml_inline import PARSER, fragment, local, refill
+from nmt.documents.xml_inline import PARSER, code_names, fragment, local, refill
 from nmt.errors import JobError
 
 NAMESPACES = {
@@ -129,4 +129,5 @@ def read_file(data: bytes, name: str, limits, retranslate: bool = False) -> Pars
         return etree.tostring(tree, xml_declaration=True, encoding="UTF-8")
 
     fragments = [fragment(s, PAIRED_CODES) for _, s in units]
-    return fragment_file(fragments, name, limits.max_file_tags, write)
+    codes = code_names([s for _, s in units], PAIRED_CODES)
+    return fragment_file(fragments, name, limits.max_file_tags, write, codes)

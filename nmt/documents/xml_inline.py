@@ -33,16 +33,24 @@ def written_name(element: etree._Element, name: str) -> str:
     return f"{prefix}:{qname.localname}" if prefix else qname.localname
 
 
-def point(element: etree._Element) -> str:
+def point(element: etree._Element, space: bool = False) -> str:
     """A child as a point: its XML as the file has it, without the namespace declarations
-    lxml adds to a piece serialized alone."""
+    lxml adds to a piece serialized alone; with `space`, read as a space (inline.kept)."""
     raw = etree.tostring(element, encoding="unicode", with_tail=False)
     start_end = raw.find(">")
-    return kept(html.escape(DECLARATIONS.sub("", raw[:start_end]) + raw[start_end:]))
+    return kept(html.escape(DECLARATIONS.sub("", raw[:start_end]) + raw[start_end:]), space)
 
 
-def fragment(element: etree._Element, paired: set[str]) -> str:
-    """The element's content as a fragment; `paired`: the local names of codes around words."""
+def between_words(element: etree._Element, before: str) -> bool:
+    """Whether a child stands between two words with no space of its own: the text `before`
+    it and its tail each end and start with a character that is not whitespace."""
+    after = element.tail or ""
+    return bool(before) and not before[-1].isspace() and bool(after) and not after[0].isspace()
+
+
+def fragment(element: etree._Element, paired: set[str], spacing: frozenset = frozenset()) -> str:
+    """The element's content as a fragment; `paired`: the local names of codes around words;
+    `spacing`: those of codes that make a space (a tab), read as one between two words."""
     out = [escaped(element.text or "")]
     for child in element:
         if isinstance(child.tag, str) and local(child) in paired:
@@ -50,11 +58,24 @@ def fragment(element: etree._Element, paired: set[str]) -> str:
             attributes = "".join(
                 f' {written_name(child, k)}="{html.escape(v)}"' for k, v in child.attrib.items()
             )
-            out.append(f"<{name}{attributes}>{fragment(child, paired)}</{name}>")
+            out.append(f"<{name}{attributes}>{fragment(child, paired, spacing)}</{name}>")
         else:
-            out.append(point(child))
+            before = next(filter(None, reversed(out)), "")  # the last text or tag written
+            space = local(child) in spacing and between_words(child, before)
+            out.append(point(child, space))
         out.append(escaped(child.tail or ""))
     return "".join(out)
+
+
+def code_names(elements: list[etree._Element], paired: set[str]) -> frozenset[str]:
+    """The names the fragments of `elements` write their paired codes under (the file's
+    prefixes: "text:span"), for nmt.documents.markup to read them as inline."""
+    return frozenset(
+        written_name(e, e.tag)
+        for element in elements
+        for e in element.iter()
+        if e is not element and isinstance(e.tag, str) and local(e) in paired
+    )
 
 
 def refill(element: etree._Element, page: str) -> None:
