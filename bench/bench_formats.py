@@ -72,6 +72,17 @@ def split_word(sentence: str) -> tuple[str, str, str]:
     return " ".join(words[:1]) + " ", words[1], " " + " ".join(words[2:])
 
 
+def with_tags(s: list[str], wrap: Callable[[int, str], str]) -> list[str]:
+    """The sentences, each tagged one's second word wrapped by `wrap(i, word)`."""
+    out = []
+    for i, x in enumerate(s):
+        if tagged(i):
+            a, w, b = split_word(x)
+            x = a + wrap(i, w) + b
+        out.append(x)
+    return out
+
+
 @dataclass
 class Layout:
     """A format's file of the sentences, and its translation read back: one text per
@@ -95,17 +106,12 @@ def read_text(data: bytes, n: int):
 
 
 def make_html(s: list[str]) -> bytes:
-    body = []
-    for i, x in enumerate(s):
-        if tagged(i):
-            a, w, b = split_word(x)
-            x = f"{a}<b>{w}</b>{b}"
-        body.append(f"<p>{x}</p>")
+    body = [f"<p>{x}</p>" for x in with_tags(s, lambda i, w: f"<b>{w}</b>")]
     return ("<html><body>\n" + "\n".join(body) + "\n</body></html>\n").encode()
 
 
 def read_html(data: bytes, n: int):
-    root = lxml_html.fromstring(data)
+    root = lxml_html.fromstring(data.decode())  # UTF-8, as the product writes it
     ps = root.findall(".//p")
     texts = [p.text_content() for p in ps]
     kept = [len(p.findall("b")) == 1 for i, p in enumerate(ps) if tagged(i)]
@@ -113,13 +119,7 @@ def read_html(data: bytes, n: int):
 
 
 def make_markdown(s: list[str]) -> bytes:
-    out = []
-    for i, x in enumerate(s):
-        if tagged(i):
-            a, w, b = split_word(x)
-            x = f"{a}**{w}**{b}"
-        out.append(x + "\n")
-    return "\n".join(out).encode()
+    return "\n".join(x + "\n" for x in with_tags(s, lambda i, w: f"**{w}**")).encode()
 
 
 def read_markdown(data: bytes, n: int):
@@ -251,14 +251,10 @@ def make_epub(s: list[str]) -> bytes:
     book.set_title("Captions")
     book.set_language("en")
     chapters = []
+    marked = with_tags(s, lambda i, w: f"<b>{w}</b>")
     for c, start in enumerate(range(0, len(s), 100)):
         chapter = epub.EpubHtml(title=f"Part {c + 1}", file_name=f"c{c}.xhtml", lang="en")
-        body = []
-        for i, x in enumerate(s[start : start + 100], start):
-            if tagged(i):
-                a, w, b = split_word(x)
-                x = f"{a}<b>{w}</b>{b}"
-            body.append(f"<p>{x}</p>")
+        body = [f"<p>{x}</p>" for x in marked[start : start + 100]]
         chapter.content = "".join(body)
         book.add_item(chapter)
         chapters.append(chapter)
@@ -350,6 +346,7 @@ def subtitle_reader(fmt: str, s: list[str]):
         cues, texts, kept, at = cue_texts(data, fmt), [], [], 0
         for i, count in enumerate(owners):
             joined = " ".join(" ".join(c.split()) for c in cues[at : at + count])
+            joined = joined.replace("</i> <i>", " ")  # italics closed at a cue's end, reopened
             at += count
             if tagged(i):
                 kept.append(joined.count("<i>") == 1 and joined.count("</i>") == 1)
@@ -377,11 +374,8 @@ def read_po(data: bytes, n: int):
 
 def make_xliff(s: list[str]) -> bytes:
     units = []
-    for i, x in enumerate(s):
-        if tagged(i):
-            a, w, b = split_word(x)
-            x = f'{a}<g id="b{i}">{w}</g>{b}'
-        elif holding(i):
+    for i, x in enumerate(with_tags(s, lambda i, w: f'<g id="b{i}">{w}</g>')):
+        if holding(i):
             x = f'{x} <x id="p{i}"/>'
         units.append(f'<trans-unit id="u{i}"><source>{x}</source></trans-unit>')
     return (

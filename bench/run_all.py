@@ -4,7 +4,8 @@ trained model to bench_inference.py, runs bench_serve.py on it with both engines
 CTranslate2 int8 export made here, in a temporary folder), what scores and alignments cost
 (bench_scores_cost.py), how its alignments compare with eflomal's (bench_alignment.py), what
 cutting paragraphs into sentences costs and buys (bench_documents.py), what format=html
-costs and where its tags land (bench_html.py), how idle an idle server is (bench_idle.py),
+costs and where its tags land (bench_html.py), each file format against the plain lines
+(bench_formats.py), how idle an idle server is (bench_idle.py),
 what the sentence cache buys (bench_cache.py), what its Hugging Face export gives
 (bench_hf.py), how it takes capitals, unpunctuated lines and numbers (bench_robustness.py),
 whether it carries protected spans and uses a glossary's terms on both engines
@@ -47,6 +48,7 @@ if ckpt:  # serving needs a trained model: real output lengths
         run(str(HERE / "bench_alignment.py"), "--ckpt", ckpt)
         run(str(HERE / "bench_documents.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_html.py"), "--ckpt", ckpt, "--export", str(export))
+        run(str(HERE / "bench_formats.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_idle.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_cache.py"), "--ckpt", ckpt, "--export", str(export))
         run(str(HERE / "bench_hf.py"), "--ckpt", ckpt)

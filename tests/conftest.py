@@ -408,20 +408,24 @@ def ct2_f32(overfit_engine, tmp_path_factory):
     return CTranslate2Engine(out, "cpu", "default", 1, 1024)
 
 
-def word_translator(change=str.upper, reverse: bool = False):
+def word_translator(change=str.upper, reverse: bool = False, swap: int | None = None):
     """A stand-in translator for documents (translate_pages' `translate`): each word
     changed by `change`, word i aligned to word i (or with `reverse`, to word n-1-i: an
-    alignment that crosses everything), the text's outer whitespace kept."""
+    alignment that crosses everything); with `swap`, words swap and swap+1 change places in
+    the target, aligned where they went; the text's outer whitespace kept."""
     from nmt.translation.translated import Translation
 
     def translate(texts: list[str], numbers: list[int]):
         found = []
         for text in texts:
             words = text.split()
-            lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-            target = lead + " ".join(change(w) for w in words) + trail
             n = len(words)
-            pairs = [(i, n - 1 - i if reverse else i) for i in range(n)]
+            order = list(range(n))  # target word j is source word order[j]
+            if swap is not None and swap + 1 < n:
+                order[swap], order[swap + 1] = order[swap + 1], order[swap]
+            lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+            target = lead + " ".join(change(words[i]) for i in order) + trail
+            pairs = sorted((i, n - 1 - j if reverse else j) for j, i in enumerate(order))
             found.append(Translation(text, alternatives=[(target, 0.0)], alignments=[pairs]))
         return found
 

@@ -13,6 +13,7 @@ from conftest import (
     translated_docx,
     translated_word_file,
     uppercase_translator,
+    word_translator,
 )
 from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
@@ -249,8 +250,8 @@ def test_a_word_file_is_read_once_counted_then_written_as_its_job_writes_it():
     assert len(word.fragments) == 2  # the empty paragraph has nothing to translate
     pages = Pages.plan(word.fragments)
     assert [(s.text, s.word_count, s.tag_count) for s in pages.segments] == [
-        ("A dog runs.", 3, 1),
-        ("Two men.", 2, 1),
+        ("A dog runs.", 3, 0),  # a paragraph's own formatting is no tag
+        ("Two men.", 2, 0),
     ]
     found = pages.render(uppercase_translator([s.text for s in pages.segments], [1, 2]))
     out = word.translated([t.text for t in found])
@@ -262,12 +263,13 @@ def test_a_word_file_is_read_once_counted_then_written_as_its_job_writes_it():
 
 
 def test_a_paragraph_of_many_runs_and_line_breaks_is_read_and_rebuilt_whole():
-    """3000 runs of one letter each (one word, 3000 tags) and a bold run of 500 line breaks:
-    each line rebuilt as a copy of its run's formatting alone, not of all its breaks."""
+    """3000 runs of one letter each, every other one bold (one word, 1500 tags), and a bold
+    run of 500 line breaks: each line rebuilt as a copy of its run's formatting alone, not of
+    all its breaks."""
     document = docx.Document()
     letters = document.add_paragraph()
-    for _ in range(3000):
-        letters.add_run("a")
+    for i in range(3000):
+        letters.add_run("a").bold = i % 2 == 1
     broken = document.add_paragraph().add_run("x")
     broken.bold = True
     for _ in range(500):
@@ -276,11 +278,11 @@ def test_a_paragraph_of_many_runs_and_line_breaks_is_read_and_rebuilt_whole():
     data = io.BytesIO()
     document.save(data)
     word = WordFile(data.getvalue())
-    assert [f.count("<span") for f in word.fragments] == [3000, 501]
+    assert [(f.count("<span"), f.count("<br")) for f in word.fragments] == [(1500, 0), (0, 500)]
     pages = Pages.plan(word.fragments)
-    assert [(s.word_count, s.tag_count) for s in pages.segments] == [(1, 3000), (1, 1)] + [
-        (1, 1)
-    ] * 500  # each line of the broken run its own segment, as after a <br>
+    assert [(s.word_count, s.tag_count) for s in pages.segments] == [(1, 1500)] + [
+        (1, 0)
+    ] * 501  # each line of the broken run its own segment, as after a <br>
     found = pages.render(uppercase_translator([s.text for s in pages.segments], [1] * 502))
     out = docx.Document(io.BytesIO(word.translated([t.text for t in found])))
     assert out.paragraphs[0].text == "A" * 3000
@@ -369,3 +371,24 @@ def test_a_word_file_of_many_small_elements_is_refused_before_python_docx_reads_
     with pytest.raises(JobError, match="over 1,000,000 XML elements") as refused:
         check(Job(data=bomb, name="a.docx", format="docx"), Limits.unbounded())
     assert refused.value.status == 413
+
+
+def test_a_bold_word_the_translation_moves_into_its_plain_neighbours_words_stays_bold(
+    overfit_pairs,
+):
+    """The paragraph's own formatting is its text, not a tag: a bold word aligned inside the
+    words of the plain run after it ("Six shirtless children" → "SIX CHILDREN SHIRTLESS")
+    keeps its bold, and the plain words around it stay plain."""
+    words = overfit_pairs[0][0].split()
+    document = docx.Document()
+    paragraph = document.add_paragraph(words[0] + " ")
+    paragraph.add_run(words[1]).bold = True
+    paragraph.add_run(" " + " ".join(words[2:]))
+    data = io.BytesIO()
+    document.save(data)
+    out = translated_word_file(data.getvalue(), word_translator(swap=1))
+    runs = docx.Document(io.BytesIO(out)).paragraphs[0].runs
+    moved = [words[0], words[2], words[1], *words[3:]]
+    assert "".join(r.text for r in runs) == " ".join(moved).upper()
+    assert [r.text for r in runs if r.bold] == [words[1].upper()]
+    assert all(r.bold is None for r in runs if r.text != words[1].upper())

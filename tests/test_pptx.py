@@ -15,6 +15,7 @@ from conftest import (
     run_module,
     stand_in,
     uppercase_translator,
+    word_translator,
 )
 from pptx.util import Inches
 
@@ -133,3 +134,26 @@ def test_translate_writes_a_presentation_from_a_presentation(tmp_path, model_pt,
     assert done.returncode == 0, done.stderr.decode()
     after = texts(out.read_bytes())
     assert len(after) == 7 and all(after) and after[0] != overfit_pairs[0][0]
+
+
+def test_a_bold_word_the_translation_moves_into_its_plain_neighbours_words_stays_bold(
+    overfit_pairs,
+):
+    """As in a Word file: the run of the paragraph's own formatting is no tag, so a bold word
+    aligned inside its words keeps its bold."""
+    words = overfit_pairs[0][0].split()
+    made = pptx.Presentation()
+    box = made.slides.add_slide(made.slide_layouts[6]).shapes.add_textbox(
+        Inches(1), Inches(1), Inches(6), Inches(1)
+    )
+    paragraph = box.text_frame.paragraphs[0]
+    for text, bold in ((words[0] + " ", None), (words[1], True), (" " + " ".join(words[2:]), None)):
+        run = paragraph.add_run()
+        run.text, run.font.bold = text, bold
+    data = io.BytesIO()
+    made.save(data)
+    out = translated(data.getvalue(), word_translator(swap=1))
+    runs = pptx.Presentation(io.BytesIO(out)).slides[0].shapes[0].text_frame.paragraphs[0].runs
+    moved = [words[0], words[2], words[1], *words[3:]]
+    assert "".join(r.text for r in runs) == " ".join(moved).upper()
+    assert [r.text for r in runs if r.font.bold] == [words[1].upper()]

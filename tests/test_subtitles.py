@@ -21,7 +21,7 @@ from conftest import (
 )
 
 from nmt.decoding.settings import DecodeConfig
-from nmt.documents.subtitles import LINE_CHARS, layout
+from nmt.documents.subtitles import LINE_CHARS, layout, shares
 from nmt.errors import JobError
 
 GREEDY = DecodeConfig(strategy="greedy")
@@ -126,6 +126,13 @@ def test_a_translation_whose_words_cross_its_cues_is_cut_at_their_shares(suffix,
         opens = [m[1] for m in TAG.finditer(text) if not m[0].startswith("</")]
         closes = [m[1] for m in TAG.finditer(text) if m[0].startswith("</")]
         assert sorted(opens) == sorted(closes), text
+
+
+def test_a_tag_cut_between_two_cues_is_closed_and_opened_again_around_their_words():
+    assert shares("<i>Two dogs run fast</i> home.", [3, 2]) == [
+        "<i>Two dogs run</i>",
+        "<i>fast</i> home.",  # no space between the reopened tag and its word
+    ]
 
 
 @pytest.mark.parametrize("suffix", ["srt", "vtt"])

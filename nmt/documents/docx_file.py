@@ -1,16 +1,17 @@
 """format=docx: a Word document's text translated, each run's formatting kept.
 
 Read and written with python-docx. Every paragraph (of the body, of table cells however
-nested, of text boxes, of headers and footers) is turned into an HTML fragment in which each
-text run is a `<span>`, each line break in it (Shift+Enter) a `<br>` (which bounds segments,
-as in HTML), each hyperlink, tracked insertion, smart tag or simple field an `<a>` around its
-runs, and everything else in the paragraph (images, text boxes, bookmarks, a run holding more
-than text) a point; all fragments of the document are read together as HTML pages
-(nmt.documents.markup), so a run's formatting lands on the target words aligned to its
-words, as an inline HTML tag does. Each paragraph is then rebuilt from the translated
-fragment: a copy of its source run (formatting and all) per `<span>`, with the span's text;
-text between spans joins the run before it (or the next run, after a link or a point); a
-point is put back itself, so a text box inside is translated in place.
+nested, of text boxes, of headers and footers) is turned into an HTML fragment: the runs of
+the paragraph's own formatting (the one most of its characters have, nmt.documents.runs)
+plain text, each other text run a `<span>`, each line break in a run (Shift+Enter) a `<br>`
+(which bounds segments, as in HTML), each hyperlink, tracked insertion, smart tag or simple
+field an `<a>` around its runs, and everything else in the paragraph (images, text boxes,
+bookmarks, a run holding more than text) a point; all fragments of the document are read
+together as HTML pages (nmt.documents.markup), so a run's formatting lands on the target
+words aligned to its words, as an inline HTML tag does. Each paragraph is then rebuilt from
+the translated fragment: a copy of its source run (formatting and all) per `<span>`, with
+the span's text; text outside the spans a run of the paragraph's own formatting; a point is
+put back itself, so a text box inside is translated in place.
 """
 
 from __future__ import annotations
@@ -18,22 +19,26 @@ from __future__ import annotations
 import copy
 import html
 import io
+import re
 import sys
 
 import docx
 from docx.oxml.ns import qn
 from docx.text.run import Run
+from lxml import etree
 
 from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
+from nmt.documents.runs import own_run
 from nmt.errors import JobError
 
 # lastRenderedPageBreak: where Word last laid out a page break, in every file it saves (a
 # hint it writes anew, dropped with the run's other parts when the run is rebuilt)
 TEXT_PARTS = {qn("w:rPr"), qn("w:t"), qn("w:tab"), qn("w:br"), qn("w:lastRenderedPageBreak")}
 PARAGRAPH = qn("w:p")
+TAGS = re.compile(r"<[^>]*>")  # of a fragment, whose text is escaped
 # runs inside these are the paragraph's text as much as runs outside them: a hyperlink, a
 # tracked insertion, a smart tag, custom XML, a simple field
 DOCX_INLINE = {
@@ -71,8 +76,22 @@ def line_break(run):
     return element
 
 
+def formatting(run) -> bytes:
+    """A run's formatting, to compare runs by: its rPr as XML (b"" for none)."""
+    properties = run.find(qn("w:rPr"))
+    return b"" if properties is None else etree.tostring(properties)
+
+
+def paragraph_run(container):
+    """The text run of `container` in the formatting that covers most of its characters
+    (nmt.documents.runs): its text is the paragraph's own, not a tag."""
+    texts = [child for child in container if text_run(child)]
+    return own_run(texts, lambda run: Run(run, None).text, formatting)
+
+
 def fragment(container, nodes: list) -> str:
     """`container`'s children as HTML; `nodes[k]` is the XML element of `data-k="k"`."""
+    own = paragraph_run(container)
     parts = []
     for child in container:
         if child.tag == qn("w:pPr"):
@@ -80,12 +99,14 @@ def fragment(container, nodes: list) -> str:
         k = len(nodes)
         nodes.append(child)
         if text_run(child):  # a line break (Shift+Enter) bounds segments, as <br> does in HTML
+            plain = formatting(child) == formatting(own)
             for i, line in enumerate(Run(child, None).text.split("\n")):
                 if i:
                     parts.append(f'<br data-k="{len(nodes)}">')
                     nodes.append(line_break(child))
                 if line:
-                    parts.append(f'<span data-k="{k}">{html.escape(line, quote=False)}</span>')
+                    text = html.escape(line, quote=False)
+                    parts.append(text if plain else f'<span data-k="{k}">{text}</span>')
         elif child.tag in DOCX_INLINE:
             parts.append(f'<a data-k="{k}">{fragment(child, nodes)}</a>')
         else:
@@ -93,52 +114,48 @@ def fragment(container, nodes: list) -> str:
     return "".join(parts)
 
 
-def rebuild(container, translated: Element, nodes: list) -> None:
-    """Replace `container`'s children (but its properties) by the translated fragment's."""
+def rebuild(container, translated: Element, nodes: list, own=None) -> None:
+    """Replace `container`'s children (but its properties) by the translated fragment's;
+    `own`: the run of the paragraph's own formatting (found in `container` when not given),
+    for the text outside every `<span>`."""
+    own = paragraph_run(container) if own is None else own
     for child in list(container):
         if child.tag != qn("w:pPr"):
             container.remove(child)
-    runs, pending = [], ""  # text joins the last run, unless a link or a point came after it
+    last = None  # (the run made last, its source), while nothing came after it
     placed = set()  # the source elements put back as they are (a point once, its copies after)
 
-    def flush() -> None:  # text after a link or a point, before the next one: a run of its own
-        nonlocal pending
-        if pending:
-            run = Run(container.makeelement(qn("w:r"), {}), None)
-            container.append(run._r)
-            run.text, pending = pending, ""
+    def add(text: str, source) -> None:
+        nonlocal last
+        if last is not None and last[1] is source:
+            last[0].text += text
+            return
+        element = bare_copy(source) if source is not None else container.makeelement(qn("w:r"))
+        container.append(element)
+        run = Run(element, None)
+        run.text = text
+        last = (run, source)
 
     for node in translated.children:
         if isinstance(node, Text):
-            if runs:
-                runs[-1].text += node.text
-            else:
-                pending += node.text
+            add(node.text, own)
             continue
         if not isinstance(node, Element) or "data-k" not in node.attrs:
             continue
         source = nodes[int(node.attrs["data-k"])]
         if node.tag == "span":
-            text = pending + "".join(n.text for n in node.children if isinstance(n, Text))
-            pending = ""
-            if not text:
-                continue  # its words went to another run
-            element = bare_copy(source)
-            container.append(element)
-            run = Run(element, None)
-            run.text = text
-            runs.append(run)
+            text = "".join(n.text for n in node.children if isinstance(n, Text))
+            if text:  # else its words went to another run
+                add(text, source)
             continue
-        flush()
         if node.tag == "a":
             element = empty_copy(source)  # its children are all rebuilt
-            rebuild(element, node, nodes)
+            rebuild(element, node, nodes, paragraph_run(source))
             container.append(element)
         else:  # itself, not a copy: a text box inside is translated later, in place
             container.append(copy.deepcopy(source) if id(source) in placed else source)
             placed.add(id(source))
-        runs = []
-    flush()
+        last = None
 
 
 def paragraphs(document) -> list:
@@ -171,7 +188,7 @@ class WordFile:
             for element in paragraphs(self.document):
                 nodes: list = []
                 source = fragment(element, nodes)
-                if "<span" in source:
+                if TAGS.sub("", source).strip():  # text, not only points
                     self.todo.append((element, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
             raise ArchiveError(

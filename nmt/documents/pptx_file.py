@@ -3,12 +3,13 @@
 Read and written with python-pptx. Every DrawingML paragraph (`a:p`) of every slide (text
 boxes, placeholders, grouped shapes, table cells, the slide's footer, date and number
 placeholders) and of its speaker notes is turned into an HTML fragment, as a Word
-paragraph is (nmt.documents.docx_file): each run a `<span>`, each line break (`a:br`) a
-`<br>` (which bounds segments), each field (a slide number, a date) a point; all fragments
-are translated together as HTML pages, so a run's formatting lands on the target words
-aligned to its words. Each paragraph is then rebuilt: a copy of its source run (its `a:rPr`)
-per `<span>`, with the span's text; text between spans joins the run before it; its
-paragraph properties stay first and its end-of-paragraph properties last. Slide layouts
+paragraph is (nmt.documents.docx_file): the runs of the paragraph's own formatting plain text
+(nmt.documents.runs), each other run a `<span>`, each line break (`a:br`) a `<br>` (which
+bounds segments), each field (a slide number, a date) a point; all fragments are translated
+together as HTML pages, so a run's formatting lands on the target words aligned to its words.
+Each paragraph is then rebuilt: a copy of its source run (its `a:rPr`) per `<span>`, with the
+span's text; text outside the spans a run of the paragraph's own formatting; its paragraph
+properties stay first and its end-of-paragraph properties last. Slide layouts
 and masters (their prompt texts) and charts are not translated.
 """
 
@@ -17,25 +18,50 @@ from __future__ import annotations
 import copy
 import html
 import io
+import re
 import sys
 
 import pptx
+from lxml import etree
 from pptx.oxml.ns import qn
 
 from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
+from nmt.documents.runs import own_run
 from nmt.errors import JobError
 
 DECK = "a .pptx file"
 PARAGRAPH, RUN, TEXT, BREAK = qn("a:p"), qn("a:r"), qn("a:t"), qn("a:br")
 PROPERTIES = {qn("a:pPr"), qn("a:endParaRPr")}  # a paragraph's own, first and last
+TAGS = re.compile(r"<[^>]*>")  # of a fragment, whose text is escaped
+
+
+# attributes of a run's a:rPr that PowerPoint sets by itself (a spelling mark, an edit
+# flag): runs that differ only in these are of one formatting
+VOLATILE = ("err", "dirty", "smtClean", "smtId")
+
+
+def formatting(run) -> bytes:
+    """A run's formatting, to compare runs by: its a:rPr as XML without VOLATILE."""
+    properties = run.find(qn("a:rPr"))
+    if properties is None:
+        return b""
+    properties = copy.deepcopy(properties)
+    for name in VOLATILE:
+        properties.attrib.pop(name, None)
+    return etree.tostring(properties)
+
+
+def run_text(run) -> str:
+    return "".join(t.text or "" for t in run.iter(TEXT))
 
 
 def fragment(paragraph, nodes: list) -> str:
     """`paragraph`'s runs, breaks and fields as HTML; `nodes[k]` is the element of
-    `data-k="k"`."""
+    `data-k="k"`. The runs of the paragraph's own formatting are plain text."""
+    own = own_run([c for c in paragraph if c.tag == RUN], run_text, formatting)
     parts = []
     for child in paragraph:
         if child.tag in PROPERTIES:
@@ -43,9 +69,11 @@ def fragment(paragraph, nodes: list) -> str:
         k = len(nodes)
         nodes.append(child)
         if child.tag == RUN:
-            text = "".join(t.text or "" for t in child.iter(TEXT))
-            if text:
-                parts.append(f'<span data-k="{k}">{html.escape(text, quote=False)}</span>')
+            text = html.escape(run_text(child), quote=False)
+            if text and formatting(child) == formatting(own):
+                parts.append(text)
+            elif text:
+                parts.append(f'<span data-k="{k}">{text}</span>')
         elif child.tag == BREAK:
             parts.append(f'<br data-k="{k}">')
         else:
@@ -56,7 +84,7 @@ def fragment(paragraph, nodes: list) -> str:
 def new_run(source, text: str):
     """A run of `source`'s formatting (its a:rPr, or none) holding `text`."""
     run = source.makeelement(RUN, {})
-    properties = source.find(qn("a:rPr")) if source is not None else None
+    properties = source.find(qn("a:rPr"))
     if properties is not None:
         run.append(copy.deepcopy(properties))
     run.append(run.makeelement(TEXT, {}))
@@ -65,39 +93,40 @@ def new_run(source, text: str):
 
 
 def rebuild(paragraph, translated: Element, nodes: list) -> None:
-    """Replace `paragraph`'s runs, breaks and fields by the translated fragment's."""
+    """Replace `paragraph`'s runs, breaks and fields by the translated fragment's; text
+    outside every `<span>` in the paragraph's own formatting."""
+    own = own_run([c for c in paragraph if c.tag == RUN], run_text, formatting)
     end = paragraph.find(qn("a:endParaRPr"))
     for child in list(paragraph):
         if child.tag not in PROPERTIES:
             paragraph.remove(child)
     made: list = []
-    pending, last_run = "", None
+    last = None  # (the run made last, its source), while nothing came after it
     placed = set()
+
+    def add(text: str, source) -> None:
+        nonlocal last
+        if last is not None and last[1] is source:
+            last[0][-1].text += text
+            return
+        last = (new_run(paragraph if source is None else source, text), source)
+        made.append(last[0])
+
     for node in translated.children:
         if isinstance(node, Text):
-            if last_run is not None:
-                last_run[-1].text += node.text
-            else:
-                pending += node.text
+            add(node.text, own)
             continue
         if not isinstance(node, Element) or "data-k" not in node.attrs:
             continue
         source = nodes[int(node.attrs["data-k"])]
         if node.tag == "span":
-            text = pending + "".join(n.text for n in node.children if isinstance(n, Text))
-            pending = ""
+            text = "".join(n.text for n in node.children if isinstance(n, Text))
             if text:
-                last_run = new_run(source, text)
-                made.append(last_run)
+                add(text, source)
             continue
-        if pending:
-            made.append(new_run(source if source.tag == RUN else None, pending))
-            pending = ""
         made.append(copy.deepcopy(source) if id(source) in placed else source)
         placed.add(id(source))
-        last_run = None
-    if pending:
-        made.append(new_run(paragraph, pending))
+        last = None
     for element in made:
         if end is not None:
             end.addprevious(element)
@@ -122,7 +151,7 @@ class Presentation:
                 for paragraph in root.iter(PARAGRAPH):
                     nodes: list = []
                     source = fragment(paragraph, nodes)
-                    if "<span" in source:
+                    if TAGS.sub("", source).strip():  # text, not only points
                         self.todo.append((paragraph, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
             raise ArchiveError(

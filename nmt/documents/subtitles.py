@@ -155,7 +155,7 @@ def shares(text: str, words: list[int]) -> list[str]:
     for k, count in enumerate(words):
         seen += count
         end = len(tokens) if k + 1 == len(words) else round(len(tokens) * seen / total)
-        piece = " ".join(opened + tokens[at:end]) if end > at else ""
+        piece = "".join(opened) + " ".join(tokens[at:end]) if end > at else ""
         for tag in ANY_TAG.findall(" ".join(tokens[at:end])):
             if tag.startswith("</"):
                 opened = opened[:-1]
