@@ -316,15 +316,22 @@ def test_a_page_of_22000_inline_tags_is_refused_before_projection(server):
 
 
 def test_a_word_paragraph_of_100000_runs_is_refused_before_projection(server):
-    def paragraph(runs: int) -> dict:
-        run = b'<w:r><w:t xml:space="preserve">a </w:t></w:r>'
-        return upload("runs.docx", docx_bytes(word_document(b"<w:p>" + run * runs + b"</w:p>")))
+    def paragraph(runs: int, coloured: bool = False) -> dict:
+        """`runs` runs of "a ", each of its own colour with `coloured` (so each is a tag: a
+        paragraph's own formatting is its text)."""
+        made = b"".join(
+            b"<w:r>"
+            + (b'<w:rPr><w:color w:val="%06X"/></w:rPr>' % k if coloured else b"")
+            + b'<w:t xml:space="preserve">a </w:t></w:r>'
+            for k in range(runs)
+        )
+        return upload("runs.docx", docx_bytes(word_document(b"<w:p>" + made + b"</w:p>")))
 
     outcome = attack(server, "/translate_file", **paragraph(100_000))  # a 13 KB file
     assert outcome.status == 413, outcome
     assert "max_zip_ratio" in one_line(outcome) or "segment 1 has" in one_line(outcome)
     assert_bounded(outcome, 10)
-    outcome = attack(server, "/translate_file", **paragraph(300))  # within chars and words
+    outcome = attack(server, "/translate_file", **paragraph(300, coloured=True))  # chars, words
     assert outcome.status == 413 and "max_segment_tags=200" in one_line(outcome)
     assert_bounded(outcome, 10)
 

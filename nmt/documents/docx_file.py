@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import html
 import io
-import re
 import sys
 
 import docx
@@ -31,14 +30,13 @@ from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
-from nmt.documents.runs import own_run
+from nmt.documents.runs import has_words, own_run
 from nmt.errors import JobError
 
 # lastRenderedPageBreak: where Word last laid out a page break, in every file it saves (a
 # hint it writes anew, dropped with the run's other parts when the run is rebuilt)
 TEXT_PARTS = {qn("w:rPr"), qn("w:t"), qn("w:tab"), qn("w:br"), qn("w:lastRenderedPageBreak")}
 PARAGRAPH = qn("w:p")
-TAGS = re.compile(r"<[^>]*>")  # of a fragment, whose text is escaped
 # runs inside these are the paragraph's text as much as runs outside them: a hyperlink, a
 # tracked insertion, a smart tag, custom XML, a simple field
 DOCX_INLINE = {
@@ -188,7 +186,7 @@ class WordFile:
             for element in paragraphs(self.document):
                 nodes: list = []
                 source = fragment(element, nodes)
-                if TAGS.sub("", source).strip():  # text, not only points
+                if has_words(source):
                     self.todo.append((element, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
             raise ArchiveError(

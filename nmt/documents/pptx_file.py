@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import html
 import io
-import re
 import sys
 
 import pptx
@@ -29,13 +28,12 @@ from nmt.documents.archive import ArchiveError, checked
 from nmt.documents.html_tree import Element, Text, parse
 from nmt.documents.markup import fragment_file
 from nmt.documents.parsed import Parsed
-from nmt.documents.runs import own_run
+from nmt.documents.runs import has_words, own_run
 from nmt.errors import JobError
 
 DECK = "a .pptx file"
 PARAGRAPH, RUN, TEXT, BREAK = qn("a:p"), qn("a:r"), qn("a:t"), qn("a:br")
 PROPERTIES = {qn("a:pPr"), qn("a:endParaRPr")}  # a paragraph's own, first and last
-TAGS = re.compile(r"<[^>]*>")  # of a fragment, whose text is escaped
 
 
 # attributes of a run's a:rPr that PowerPoint sets by itself (a spelling mark, an edit
@@ -151,7 +149,7 @@ class Presentation:
                 for paragraph in root.iter(PARAGRAPH):
                     nodes: list = []
                     source = fragment(paragraph, nodes)
-                    if TAGS.sub("", source).strip():  # text, not only points
+                    if has_words(source):
                         self.todo.append((paragraph, source, nodes))
         except Exception as error:  # noqa: BLE001 - zip, XML or package errors alike
             raise ArchiveError(

@@ -8,7 +8,10 @@ Translated text outside every tag is written in the paragraph's own formatting.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+
+MARKUP = re.compile(r"<[^>]*>")  # of a fragment, whose text is escaped
 
 
 def own_run(runs: list, text: Callable, formatting: Callable):
@@ -21,3 +24,8 @@ def own_run(runs: list, text: Callable, formatting: Callable):
         sizes[key] = sizes.get(key, 0) + len(text(run))
         first.setdefault(key, run)
     return first[max(sizes, key=sizes.__getitem__)] if sizes else None
+
+
+def has_words(fragment: str) -> bool:
+    """Whether a paragraph's fragment holds text, not only points and tags."""
+    return bool(MARKUP.sub("", fragment).strip())
