@@ -330,7 +330,7 @@ class CorpusConfig:
 
     domains: dict[str, float] = field(
         default_factory=lambda: {"multi30k": 1.0, "everyday": 1.0, "words": 0.05, "software": 1.0}
-    )  # of multi30k, everyday (Ding's sentences), words (Ding's word pairs), software
+    )  # of multi30k, everyday (Ding's sentences), words (Ding's word pairs), software, docs
     dictionary: str = "trans-de-en"  # the Ding dictionary's package
     catalogs: list[str] = field(default_factory=lambda: list(TRAINING_CATALOGS))
     val_catalogs: list[str] = field(default_factory=lambda: ["procps", "psmisc", "sed"])
@@ -339,6 +339,12 @@ class CorpusConfig:
         default_factory=lambda: ["nano", "gawk", "aptitude-common", "mc-data"]
     )
     held_out_share: float = 0.03  # of the dictionary's lines, each for val and for test
+    # docs: the documentation sets read (nmt.corpus.documentation.DOC_SETS), and the share of
+    # their pages each held out for val and for test (whole pages, by their names' hash)
+    documentation: list[str] = field(
+        default_factory=lambda: ["debian-reference", "installation-guide"]
+    )
+    page_share: float = 0.1
     eval_pairs: int = 500  # the most pairs of a domain's val or test split (a seeded sample)
     max_words: int = 80  # pairs with more words on either side are dropped
     max_ratio: float = 3.0  # and pairs whose word counts differ more

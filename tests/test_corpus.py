@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from nmt.config import CorpusConfig, DataConfig
-from nmt.corpus import catalogs, ding
+from nmt.corpus import catalogs, ding, documentation
 from nmt.corpus.build import corpus_folder, held_out_split
 from nmt.corpus.cleaning import REASONS, cleaned
+from nmt.corpus.documentation import DOC_SETS
 from nmt.corpus.packages import MissingPackage, candidate_version, unpacked
 from nmt.data.sources import load_split, provenance
 from nmt.files import read_lines
@@ -157,3 +158,32 @@ def test_data_debian_loads_the_built_splits_and_model_pt_records_their_packages(
     assert sources["corpus"] == built.name and sources["packages"][
         "trans-de-en"
     ] == candidate_version("trans-de-en")
+
+
+def test_documentation_pages_pair_by_their_blocks_and_are_held_out_whole(cache: Path):
+    """data=docs on Debian's reference (debian-reference-en and -de): a German page has its
+    English page's blocks in order, so they pair by position, then by sentence; every pair
+    of a page lands in the split its name's hash picks."""
+    cfg = CorpusConfig(
+        domains={"docs": 1.0}, documentation=["debian-reference"], eval_pairs=100_000
+    )
+    built = corpus_folder(cfg, None, cache)
+    manifest = json.loads((built / "manifest.json").read_text())
+    report = manifest["report"]["docs"]
+    assert report["pages read"] > report["pages skipped, blocks differ"] >= 0
+    for split in ("train", "val", "test"):
+        assert report[split]["read"] == report[split]["kept"] + sum(
+            report[split][r] for r in REASONS
+        )
+    roots = [unpacked(p, cache / "packages").root for p in DOC_SETS["debian-reference"].packages]
+    train = dict(pairs(built, "train"))
+    held = {split: dict(pairs(built, f"{split}_docs")) for split in ("val", "test")}
+    assert train and held["val"] and held["test"]
+    assert ("Package dependencies", "Paketabhängigkeiten") in {**train, **held["val"]}.items()
+    assert not (held["val"].keys() | held["test"].keys()) & train.keys()
+    for page, found in documentation.pages(DOC_SETS["debian-reference"], roots):
+        split = held_out_split(f"debian-reference/{page}", cfg.page_share)
+        if found is None or split == "train":
+            continue
+        kept = [(en, de) for en, de in found if held[split].get(en) == de]
+        assert kept and all(en not in train for en, _ in found)  # the whole page held out

@@ -1,13 +1,15 @@
 """The corpus as text files, one pair of `{split}.en` / `{split}.de` per split, built once.
 
 Domains: `multi30k` (its train, val and test_2016_flickr), `everyday` (Ding's example
-sentences), `words` (Ding's word pairs, training only) and `software` (gettext catalogs).
-Held-out units are whole: a dictionary line's sentences all go to one split (its hash picks
-which), a package's messages all to one (CorpusConfig names which). A training pair whose
-English is also the English of any held-out pair, or of a kept package's catalogs (never
-trained on), is dropped as a twin. Training repeats each domain by its weight (a fraction:
-that share of it, a seeded sample). Splits: `train`, `val` (every domain's val, for choosing
-checkpoints), and `val_<domain>`, `test_<domain>` (test_multi30k is test_2016_flickr).
+sentences), `words` (Ding's word pairs, training only), `software` (gettext catalogs) and
+`docs` (documentation pages in both languages). Held-out units are whole: a dictionary
+line's sentences all go to one split (its hash picks which), a package's messages all to one
+(CorpusConfig names which), a documentation page's pairs all to one (its name's hash). A
+training pair whose English is also the English of any held-out pair, or of a kept
+package's catalogs (never trained on), is dropped as a twin. Training repeats each domain
+by its weight (a fraction: that share of it, a seeded sample). Splits: `train`, `val` (every
+domain's val, for choosing checkpoints), and `val_<domain>`, `test_<domain>` (test_multi30k
+is test_2016_flickr).
 
 The folder is named by a hash of the settings, the builder's version and every package's
 version, and holds `manifest.json`: the versions, the cleaning report per domain and split
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from nmt.config import CorpusConfig
-from nmt.corpus import catalogs, ding
+from nmt.corpus import catalogs, ding, documentation
 from nmt.corpus.cleaning import cleaned
 from nmt.corpus.packages import Unpacked, unpacked
 from nmt.files import read_lines
@@ -77,6 +79,8 @@ def named_packages(cfg: CorpusConfig) -> list[str]:
         names.append(cfg.dictionary)
     if "software" in cfg.domains:
         names += cfg.catalogs + cfg.val_catalogs + cfg.test_catalogs + cfg.kept_catalogs
+    if "docs" in cfg.domains:
+        names += [p for name in cfg.documentation for p in doc_set(name).packages]
     return list(dict.fromkeys(names))
 
 
@@ -104,9 +108,12 @@ def build_splits(
             domains[domain], report[domain] = dictionary[domain]
         elif domain == "software":
             domains[domain], report[domain] = catalog_splits(cfg, packages)
+        elif domain == "docs":
+            domains[domain], report[domain] = documentation_splits(cfg, packages)
         else:
             raise ValueError(
-                f"data.corpus.domains: {domain!r} is none of multi30k, everyday, words, software"
+                f"data.corpus.domains: {domain!r} is none of multi30k, everyday, words, "
+                "software, docs"
             )
     held = {en for parts in domains.values() for s in HELD_OUT for en, _ in parts.get(s, [])}
     held |= kept_sources(cfg, packages)
@@ -182,6 +189,34 @@ def catalog_splits(
         )
     }
     return cleaned_splits(cfg, raw)
+
+
+def doc_set(name: str) -> documentation.DocSet:
+    if name not in documentation.DOC_SETS:
+        raise ValueError(
+            f"data.corpus.documentation: {name!r} is none of {', '.join(documentation.DOC_SETS)}"
+        )
+    return documentation.DOC_SETS[name]
+
+
+def documentation_splits(
+    cfg: CorpusConfig, packages: dict[str, Unpacked]
+) -> tuple[dict[str, Pairs], dict]:
+    """The documentation sets' sentence pairs, each page's in the split its name's hash picks;
+    the report counts the pages read and those skipped (their two languages' blocks differ)."""
+    raw: dict[str, Pairs] = {"train": [], "val": [], "test": []}
+    read = skipped = 0
+    for name in cfg.documentation:
+        found = doc_set(name)
+        roots = [packages[p].root for p in found.packages]
+        for page, pairs in documentation.pages(found, roots):
+            read += 1
+            if pairs is None:
+                skipped += 1
+            else:
+                raw[held_out_split(f"{name}/{page}", cfg.page_share)] += pairs
+    splits, report = cleaned_splits(cfg, raw)
+    return splits, report | {"pages read": read, "pages skipped, blocks differ": skipped}
 
 
 def cleaned_splits(cfg: CorpusConfig, raw: dict[str, Pairs]) -> tuple[dict[str, Pairs], dict]:
