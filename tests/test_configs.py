@@ -117,3 +117,12 @@ def test_the_cpu_recipe_trains_in_bf16_only_where_the_cpu_has_it(monkeypatch, na
     monkeypatch.setattr(nmt.cpu, "cpu_has_native_bf16", lambda: native)
     cfg = compose_train(["experiment=multi30k_cpu"])
     assert cfg.trainer.precision == ("bf16-mixed" if native else "32-true")
+
+
+@pytest.mark.parametrize(
+    "option,domain", [("ding", "everyday"), ("gettext", "software"), ("docs", "docs")]
+)
+def test_a_one_domain_data_config_trains_on_that_domain_alone(option, domain):
+    """Its `domains` merge into the default mix, so it turns the mix's others off."""
+    domains = compose_train([f"data={option}"]).data.corpus.domains
+    assert {name for name, weight in domains.items() if weight > 0} == {domain}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -168,7 +169,11 @@ def test_documentation_pages_pair_by_their_blocks_and_are_held_out_whole(cache: 
         domains={"docs": 1.0}, documentation=["debian-reference"], eval_pairs=100_000
     )
     built = corpus_folder(cfg, None, cache)
+    # the domains a one-domain config turns off (weight 0) are not built: the same corpus
+    off = CorpusConfig(**{**asdict(cfg), "domains": {"docs": 1.0, "everyday": 0, "software": 0}})
+    assert corpus_folder(off, None, cache) == built
     manifest = json.loads((built / "manifest.json").read_text())
+    assert set(manifest["report"]) == {"docs"}
     report = manifest["report"]["docs"]
     assert report["pages read"] > report["pages skipped, blocks differ"] >= 0
     for split in ("train", "val", "test"):

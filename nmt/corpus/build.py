@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +43,10 @@ HELD_OUT = ("val", "test")
 
 def corpus_folder(cfg: CorpusConfig, multi30k: Path | None, cache: Path) -> Path:
     """The built corpus's folder under cache/corpus, built first if it is not there.
-    multi30k: the folder of Multi30k's files (needed if the domains name it)."""
+    multi30k: the folder of Multi30k's files (needed if the domains name it). A domain of
+    weight 0 is not built at all: a config of one domain sets the others' weights to 0, since
+    its `domains` are merged into the default mix."""
+    cfg = replace(cfg, domains={d: w for d, w in cfg.domains.items() if w > 0})
     packages = {name: unpacked(name, cache / "packages") for name in named_packages(cfg)}
     settings = {k: v for k, v in asdict(cfg).items() if k != "cache_dir"}
     versions = {name: p.version for name, p in packages.items()}

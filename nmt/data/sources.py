@@ -195,7 +195,7 @@ def build_debian_corpus(cfg: DataConfig) -> Path:
     if (cfg.src_lang, cfg.tgt_lang) != ("en", "de"):
         raise ValueError("data.source=debian is English-German: data.src_lang=en, tgt_lang=de")
     multi30k = None
-    if "multi30k" in cfg.corpus.domains:
+    if cfg.corpus.domains.get("multi30k", 0) > 0:
         multi30k = (
             local_multi30k(cfg)
             or [download_multi30k(cfg, split) for split in ("train", "val", "test_2016_flickr")][0]
