@@ -90,6 +90,7 @@ def paragraph_run(container):
 def fragment(container, nodes: list) -> str:
     """`container`'s children as HTML; `nodes[k]` is the XML element of `data-k="k"`."""
     own = paragraph_run(container)
+    own_formatting = None if own is None else formatting(own)
     parts = []
     for child in container:
         if child.tag == qn("w:pPr"):
@@ -97,7 +98,7 @@ def fragment(container, nodes: list) -> str:
         k = len(nodes)
         nodes.append(child)
         if text_run(child):  # a line break (Shift+Enter) bounds segments, as <br> does in HTML
-            plain = formatting(child) == formatting(own)
+            plain = formatting(child) == own_formatting
             for i, line in enumerate(Run(child, None).text.split("\n")):
                 if i:
                     parts.append(f'<br data-k="{len(nodes)}">')

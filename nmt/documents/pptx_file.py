@@ -56,10 +56,17 @@ def run_text(run) -> str:
     return "".join(t.text or "" for t in run.iter(TEXT))
 
 
+def paragraph_run(paragraph):
+    """The run of `paragraph` in the formatting that covers most of its characters
+    (nmt.documents.runs): its text is the paragraph's own, not a tag."""
+    return own_run([c for c in paragraph if c.tag == RUN], run_text, formatting)
+
+
 def fragment(paragraph, nodes: list) -> str:
     """`paragraph`'s runs, breaks and fields as HTML; `nodes[k]` is the element of
     `data-k="k"`. The runs of the paragraph's own formatting are plain text."""
-    own = own_run([c for c in paragraph if c.tag == RUN], run_text, formatting)
+    own = paragraph_run(paragraph)
+    own_formatting = None if own is None else formatting(own)
     parts = []
     for child in paragraph:
         if child.tag in PROPERTIES:
@@ -68,7 +75,7 @@ def fragment(paragraph, nodes: list) -> str:
         nodes.append(child)
         if child.tag == RUN:
             text = html.escape(run_text(child), quote=False)
-            if text and formatting(child) == formatting(own):
+            if text and formatting(child) == own_formatting:
                 parts.append(text)
             elif text:
                 parts.append(f'<span data-k="{k}">{text}</span>')
@@ -93,7 +100,7 @@ def new_run(source, text: str):
 def rebuild(paragraph, translated: Element, nodes: list) -> None:
     """Replace `paragraph`'s runs, breaks and fields by the translated fragment's; text
     outside every `<span>` in the paragraph's own formatting."""
-    own = own_run([c for c in paragraph if c.tag == RUN], run_text, formatting)
+    own = paragraph_run(paragraph)
     end = paragraph.find(qn("a:endParaRPr"))
     for child in list(paragraph):
         if child.tag not in PROPERTIES:
