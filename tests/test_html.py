@@ -9,10 +9,13 @@ from html.parser import HTMLParser
 
 import pytest
 from conftest import (
+    document_result,
     html_pages,
     run_module,
+    stand_in,
     translated_html,
     uppercase_translator,
+    word_translator,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -402,3 +405,29 @@ def test_translate_format_html_writes_the_page_and_refuses_what_it_cannot_write(
     assert refused.returncode != 0
     last = refused.stderr.decode().strip().splitlines()[-1]
     assert last.endswith("format html answers with documents alone: drop nbest")
+
+
+@pytest.mark.parametrize(
+    ("page", "written"),
+    [
+        (
+            "<html><head><title>A dog</title></head><body><p>A dog runs.</p></body></html>",
+            '<html><head><meta charset="utf-8"><title>',
+        ),
+        (
+            '<HTML><HEAD><META HTTP-EQUIV="Content-Type" CONTENT="text/html; charset=iso-8859-1">'
+            "</HEAD><P>A dog runs.</P>",
+            'CONTENT="text/html; charset=utf-8">',
+        ),
+        ("<head><meta charset='windows-1252'></head><p>A dog runs.</p>", "<meta charset='utf-8'>"),
+        ("<p>A dog runs.</p>", "<p>Aß dogß runs.ß</p>"),  # a fragment: no head to say it in
+    ],
+)
+def test_an_html_file_says_it_is_utf_8_so_its_umlauts_open_as_written(page, written):
+    """English pages are often ASCII with no charset or a Latin one, which their German in
+    UTF-8 would contradict; a browser opening the file would show "Ã\x9f" for "ß"."""
+    german = word_translator(lambda word: word + "ß")
+    data = document_result(stand_in(german), "html", data=page.encode(), name="a.html").data
+    out = data.decode("utf-8")
+    assert written in out and "ß" in out
+    assert len(re.findall("charset", out, re.IGNORECASE)) == ("head" in page.lower())

@@ -49,7 +49,11 @@ def wait_for_command(connection: socket.socket, request: dict, fds: list[int]) -
     for fd in fds:
         os.close(fd)
     connection.sendall(f"{pid}\n".encode())
+    import time as _t; _s = _t.time()
     status = os.waitpid(pid, 0)[1]
+    if os.environ.get("ZLOG"):
+        with open(os.environ["ZLOG"], "a") as _f:
+            _f.write(f"{_t.time()-_s:.2f} {request['module']} {' '.join(request['args'])[:150]}\n")
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     connection.sendall(f"{code}\n".encode())
     os._exit(0)

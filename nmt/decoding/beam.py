@@ -115,6 +115,17 @@ def finish_ended(
 
 
 @torch.inference_mode()
+def candidates(live, step_log_probs, row_sentence, k, steering):
+    """A step's (B', M) candidates: their log-probs, parent rows, tokens and each one's own token
+    log-prob; the best by log-prob, or with `steering` in the order of their steered ranks."""
+    if steering is None:
+        return top_candidates(live.log_prob, step_log_probs, k)
+    cand_log_prob, parent, token = steering.candidates(
+        live.log_prob, step_log_probs, row_sentence, k
+    )
+    return cand_log_prob, parent, token, step_log_probs[parent, token]  # parent: a B' * beams row
+
+
 def beam_search(
     model: Transformer | Ensemble,
     src: Tensor,
@@ -138,15 +149,9 @@ def beam_search(
         step_log_probs, step_attention = decoder.step(live.prefix)
         row_sentence = live.sentence.repeat_interleave(beams)  # (N,)
         step_log_probs = batch.constrain(step_log_probs, live.prefix, row_sentence, t, cfg)
-        if steering is None:  # each candidate's own token log-prob too
-            cand_log_prob, parent, token, cand_token = top_candidates(
-                live.log_prob, step_log_probs, k
-            )
-        else:  # (B', M) candidates, in the order of their steered ranks
-            cand_log_prob, parent, token = steering.candidates(
-                live.log_prob, step_log_probs, row_sentence, k
-            )
-            cand_token = step_log_probs[parent, token]  # parent indexes the B' * beams rows
+        cand_log_prob, parent, token, cand_token = candidates(
+            live, step_log_probs, row_sentence, k, steering
+        )
         live.record(step_attention)
 
         is_eos = token.eq(batch.special.eos)  # (B', 2k)

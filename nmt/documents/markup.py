@@ -312,6 +312,24 @@ def read_texts(texts: list[str], name: str, limits) -> Parsed:
 
 
 def read_file(data: bytes, name: str, limits) -> Parsed:
-    """An HTML file: its translated bytes."""
+    """An HTML file: its translated bytes, in UTF-8 and saying so (`declared_utf8`)."""
     pages = read_pages([decode_utf8(data, name)], name, limits.max_file_tags)
-    return parsed(pages, lambda found: pages.render(found)[0].text.encode())
+    return parsed(pages, lambda found: declared_utf8(pages.render(found)[0].text).encode())
+
+
+HEAD = re.compile(r"<head(?:\s[^>]*)?>", re.IGNORECASE)
+# `<meta charset=X>`, or `<meta http-equiv=Content-Type content="text/html; charset=X">`
+CHARSET = re.compile(r"(<meta\b[^>]*?\bcharset\s*=\s*[\"']?\s*)([^\s\"';>]*)", re.IGNORECASE)
+
+
+def declared_utf8(page: str) -> str:
+    """`page` as it is written out, in UTF-8: a charset its meta tags declare becomes utf-8, and a
+    document with a `<head>` but no charset gets `<meta charset="utf-8">` first in it. English
+    in ASCII reads the same in any charset, German does not: without this a browser that opens
+    the file reads its umlauts as windows-1252. A fragment (no `<head>`) is left as it is."""
+    if CHARSET.search(page):
+        return CHARSET.sub(lambda m: m[1] + ("utf-8" if m[2].lower() != "utf-8" else m[2]), page)
+    head = HEAD.search(page)
+    if head is None:
+        return page
+    return page[: head.end()] + '<meta charset="utf-8">' + page[head.end() :]
