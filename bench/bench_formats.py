@@ -49,7 +49,6 @@ from pptx.util import Inches
 from nmt.jobs.check import check
 from nmt.jobs.job import Job, Limits
 from nmt.jobs.run import engine_translator, run
-from nmt.terms.spans import Rules
 from nmt.translation.sentences import SentenceSplitter
 from nmt.translation.texts import translate_texts
 
@@ -435,8 +434,7 @@ def each_side(engine, search, english: list[str], files: dict) -> list[Side]:
     n = len(english)
 
     def plain() -> Run:
-        # the spans `translate` carries by default, as every format's job does
-        found = translate_texts(engine, english, search, "lines", protect=Rules())
+        found = translate_texts(engine, english, search, "lines")
         return Run(n, None, [t.text for t in found])
 
     def through_file(fmt: str, name: str, data: bytes):

@@ -192,6 +192,39 @@ def test_a_lost_span_goes_after_the_words_aligned_to_the_word_before_it_and_is_r
     assert doubled.warnings == ["span 'https://example.org' was written 2 times: kept once"]
 
 
+@pytest.mark.parametrize(
+    ("source", "read", "translation", "links", "restored"),
+    [  # a catalog's messages, as a model without placeholders reads and writes them
+        ("%s: Deleting %s", "Deleting", "Löschen", [(0, 0)], "%s: Löschen %s"),
+        (
+            "Cannot open (%s) now",
+            "Cannot open now",
+            "Kann jetzt nicht öffnen",
+            [(0, 0), (1, 3), (2, 1)],
+            "Kann jetzt nicht öffnen (%s)",
+        ),
+        (
+            'Saved "{name}", done.',
+            "Saved done.",
+            "Gespeichert, fertig.",
+            [(0, 0), (1, 1)],
+            'Gespeichert, "{name}", fertig.',
+        ),
+        ("It costs $4.99.", "It costs.", "Es kostet.", [(0, 0), (1, 1)], "Es kostet $4.99."),
+    ],
+)
+def test_punctuation_glued_to_a_taken_out_span_goes_with_it(
+    source, read, translation, links, restored
+):
+    """`%s:` is taken out whole, so its colon is neither read alone (and written ` : `) nor
+    lost; a sentence's final mark stays with the sentence."""
+    protected = protect(source, DEFAULT_RULES.compiled(), placeholders=False)
+    assert protected.text == read
+    assert restore(protected, translation, links).text == restored
+    numbers = protect("Costs (1234.5).", DEFAULT_RULES.compiled(), False, "localize")
+    assert numbers.written == ["(1234,5)"]  # localized inside its glue
+
+
 @pytest.fixture(params=["torch", "ctranslate2"])
 def engine(request, overfit_engine):
     return overfit_engine if request.param == "torch" else request.getfixturevalue("ct2_f32")

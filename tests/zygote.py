@@ -28,7 +28,7 @@ import sys
 
 PRELOADED = (
     *("torch", "lightning.pytorch", "hydra", "omegaconf", "sentencepiece", "sacrebleu"),
-    # the file formats' and the server's libraries, which read no environment at import
+    # the file formats' and the server's libraries: none reads at import what a test sets
     *("fastapi", "docx", "pptx", "lxml.etree", "markdown_it", "mdit_py_plugins", "polib"),
     *("phonenumbers", "babel", "srt", "webvtt", "re2", "sentencex", "defusedxml", "PIL"),
     # and this checkout's own modules that import none of those below

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from dataclasses import dataclass, field
 
 import re2
@@ -186,7 +187,8 @@ def protect(
     (a model that never saw a placeholder) takes each span out instead, with a space beside
     it: the model reads the rest, and `restore` places the span by the alignment alone.
     numbers=localize: a span that is a number as written comes back localized."""
-    ranges = find(sentence, compiled)
+    cores = find(sentence, compiled)
+    ranges = [glued(sentence, r) for r in cores] if not placeholders else cores
     if not ranges:
         words = len(sentence.split())
         return Protected(sentence, sentence, [], [[i] for i in range(words)], [])
@@ -206,8 +208,8 @@ def protect(
         origins += [(span.start, span.stop)] * len(placeholder)
         spans.append((placeholder, sentence[span.start : span.stop]))
         at = span.stop
-        if not placeholders and before.endswith(" "):
-            at += len(sentence[at:]) - len(sentence[at:].lstrip())
+        if not placeholders and (before.endswith(" ") or not "".join(parts).strip()):
+            at += len(sentence[at:]) - len(sentence[at:].lstrip())  # one space, or none first
     parts.append(sentence[at:])
     origins += [(c, c + 1) for c in range(at, len(sentence))]
     text = "".join(parts)
@@ -226,12 +228,38 @@ def protect(
     if numbers != "keep":
         whole = {(m.start(), m.end()) for m in NUMBERS.finditer(sentence)}
         written = [
-            as_mode(span, numbers) if (r.start, r.stop) in whole else span
-            for r, span in zip(ranges, written, strict=True)
+            sentence[r.start : c.start]
+            + as_mode(sentence[c.start : c.stop], numbers)
+            + sentence[c.stop : r.stop]
+            if (c.start, c.stop) in whole
+            else span
+            for r, c, span in zip(ranges, cores, written, strict=True)
         ]
     return Protected(
         sentence, text, spans, source_of, placeholder_words, span_words, not placeholders, written
     )
+
+
+def glued(sentence: str, span: range) -> range:
+    """`span` and the punctuation glued to it, when the rest of its whitespace word is
+    punctuation alone: `%s:`, `(%s)`, `"{name}",`. A span taken out goes back with it, as
+    the source wrote it; the model would have read a stray ":" or "()" and written it with
+    spaces, or elsewhere. The marks that end the sentence stay with the sentence."""
+    start, stop = span.start, span.stop
+    while start > 0 and not sentence[start - 1].isspace():
+        start -= 1
+    while stop < len(sentence) and not sentence[stop].isspace():
+        stop += 1
+    before, after = sentence[start : span.start], sentence[span.stop : stop]
+    if not sentence[stop:].strip():  # the sentence's last word: its final marks stay
+        after = after.rstrip(".!?…")
+    if not all(punctuation(c) for c in before + after):
+        return span
+    return range(span.start - len(before), span.stop + len(after))
+
+
+def punctuation(char: str) -> bool:
+    return unicodedata.category(char).startswith("P")
 
 
 def _word_index(text: str) -> list[int]:
