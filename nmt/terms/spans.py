@@ -6,8 +6,9 @@ A span is a URL, an e-mail address, inline code (`...`), a template variable (`{
 model.pt says `placeholders: true`), `protect` puts a placeholder (#1, #2, ...: two pieces,
 "#" and digits) in each span's place, so the model reads a token it can carry instead of
 pieces it would translate or garble. A model that never saw one garbles it ("#1" becomes
-"Nummer 1"), so for any other model the span is taken out, the model translates the rest,
-and the span goes in at its aligned position (the last case below).
+"Nummer 1"), so for any other model the span is taken out, with the punctuation glued to it
+(`glued`: `%s:`, `(%s)`), the model translates the rest, and the span goes in at its aligned
+position (the last case below).
 `restore` then puts each span back, byte for byte:
 - its placeholder is in the output once: in its place;
 - twice or more: in place of the one aligned to the placeholder's source word (else the
