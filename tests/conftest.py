@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -40,9 +41,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
-# Modules whose tests train or start processes for tens of seconds each: collected first, so
-# that xdist hands them out first (it hands out work in collection order, a group of tests
-# first) and no worker ends the run alone on one of them while the other idles.
+# Modules whose tests train or start processes for tens of seconds each: handed out early,
+# so that no worker ends the run alone on one of them while the other idles.
 HEAVY_MODULES = (
     "test_training.py",
     "test_reliability.py",
@@ -51,11 +51,59 @@ HEAVY_MODULES = (
     "test_sweeps.py",
     "test_budget_bands.py",
     "test_loss_normalisation.py",
+    "test_corpus.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name not in HEAVY_MODULES)  # stable: order kept
+    """The order xdist hands work out in (`scheduled_first`): the tests that do not need the
+    shared overfit model first, heaviest first, while tests/overfit_build.py trains it; then
+    the groups that need it, largest first, so that none is left for the run's end; then the
+    rest, heavy modules first."""
+    scopes: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        group = item.get_closest_marker("xdist_group")
+        scopes.setdefault(group.args[0] if group else item.nodeid, []).append(item)
+
+    def rank(scope: list[pytest.Item]) -> tuple:
+        needs_model = any("overfit_run" in item.fixturenames for item in scope)
+        heavy = any(item.path.name in HEAVY_MODULES for item in scope)
+        return (needs_model, not heavy, -len(scope))
+
+    items[:] = [item for scope in sorted(scopes.values(), key=rank) for item in scope]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist's controller hands work out in our order (above), not by scope size."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """xdist's controller (not a worker, not a run without -n) starts the overfit model's
+    build (tests/overfit_build.py) once the build's lock is held for it."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from nmt.config import DataConfig
+    from nmt.data.sources import local_multi30k
+
+    data = local_multi30k(DataConfig(source="multi30k", name="multi30k"))
+    if data is None or not (data / "train.en").is_file():
+        return  # the workers find Multi30k themselves (or skip, saying so)
+    folder = config._tmp_path_factory.getbasetemp() / "shared_overfit_run"
+    builder = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "overfit_build.py"), str(folder), str(data)],
+        env={**os.environ, **COMMAND_ENV},
+        cwd=ROOT / "tests",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    assert builder.stdout.readline() == b"locked\n", "tests/overfit_build.py did not start"
+    _BUILDERS.append(builder)
+
+
+_BUILDERS: list[subprocess.Popen] = []
 
 
 # --- helpers: tensors, threads, configs and command lines ---
@@ -189,6 +237,52 @@ class Command:
             raise subprocess.TimeoutExpired(cmd, timeout) from None
 
 
+class ZygoteProcess:
+    """A command forked by the zygote that outlives the call that began it, as a Popen:
+    `pid`, `returncode`, `poll()` and `wait(timeout)`; what nmt.serving.launch needs."""
+
+    def __init__(self, request: dict, fds: list[int]) -> None:
+        self.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.connection.connect(zygote().path)
+        socket.send_fds(self.connection, [json.dumps(request).encode() + b"\n"], fds)
+        self.pid = int(self._line())
+        self.returncode: int | None = None
+
+    def _line(self) -> bytes:
+        line = b""
+        while not line.endswith(b"\n"):
+            byte = self.connection.recv(1)
+            if not byte:
+                raise RuntimeError(f"the zygote's waiter of pid {self.pid} is gone")
+            line += byte
+        return line
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            ready, _, _ = select.select([self.connection], [], [], timeout)
+            if not ready:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            self.returncode = int(self._line())
+            self.connection.close()
+        return self.returncode
+
+    def poll(self) -> int | None:
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def zygote_serve(args: list[str], env: dict | None, log) -> ZygoteProcess:
+    """nmt.serving.launch's `start`: `python -m nmt.serve args` forked from the zygote, in a
+    session of its own, on one thread, logging into `log`, so a test's server does not pay
+    the imports again (its model workers, which LitServe spawns, still do)."""
+    env = {**(env or os.environ), **COMMAND_ENV}
+    request = {"module": "nmt.serve", "args": args, "cwd": str(ROOT), "env": env, "session": True}
+    with open(os.devnull, "rb") as stdin:
+        return ZygoteProcess(request, [stdin.fileno(), log.fileno(), log.fileno()])
+
+
 _ZYGOTES: list[Zygote] = []
 
 
@@ -201,6 +295,9 @@ def zygote() -> Zygote:
 def pytest_sessionfinish() -> None:
     for each in _ZYGOTES:
         each.stop()
+    for builder in _BUILDERS:
+        builder.kill()
+        builder.wait()
 
 
 # --- data: the real Multi30k files and a tiny tokenizer trained on them ---
@@ -235,7 +332,7 @@ def multi30k_dir() -> Path:
     return folder
 
 
-def _head(path: Path, n: int) -> list[str]:
+def head(path: Path, n: int) -> list[str]:
     """The first n lines of a text file, without their newline."""
     with open(path, encoding="utf-8", newline="\n") as f:
         return [line.removesuffix("\n") for line in islice(f, n)]
@@ -244,7 +341,7 @@ def _head(path: Path, n: int) -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_tokenizer(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
     """A 1000-piece joint BPE model over the first 3000 Multi30k training pairs (about 1 s)."""
-    texts = _head(multi30k_dir / "train.en", 3000) + _head(multi30k_dir / "train.de", 3000)
+    texts = head(multi30k_dir / "train.en", 3000) + head(multi30k_dir / "train.de", 3000)
     cfg = TokenizerConfig(
         name="tiny", dir=str(tmp_path_factory.mktemp("tokenizer")), vocab_size=1000
     )
@@ -323,7 +420,7 @@ def write_split_files(folder: Path, pairs: dict[str, tuple[list[str], list[str]]
 @pytest.fixture(scope="session")
 def overfit_pairs(multi30k_dir: Path) -> tuple[list[str], list[str]]:
     """The first OVERFIT_PAIRS real Multi30k training pairs (en, de)."""
-    return _head(multi30k_dir / "train.en", OVERFIT_PAIRS), _head(
+    return head(multi30k_dir / "train.en", OVERFIT_PAIRS), head(
         multi30k_dir / "train.de", OVERFIT_PAIRS
     )
 
@@ -362,21 +459,28 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[
         (folder / ".built").touch()
 
 
+def build_overfit_run(pairs: tuple[list[str], list[str]], shared: Path) -> None:
+    """`nmt.train` of TINY_TRAINING on `pairs` (its train, val and test split alike) into
+    shared/run, the pair files in shared/data; whatever shared held before is removed."""
+    from nmt.training.fit import train
+
+    shutil.rmtree(shared, ignore_errors=True)
+    splits = {split: pairs for split in ("train", "val", "test_2016_flickr")}
+    data = write_split_files(shared / "data", splits)
+    run = shared / "run"
+    run.mkdir()
+    train(compose_train_config(overfit_training(data, run)), run)
+
+
 @pytest.fixture(scope="session")
 def overfit_run(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
     overfit pairs: model.pt, checkpoints/, logs/, metrics.json. Trained once for all test
     processes (a minute and a half on 2 cores), then copied into each, which may change its
     copy."""
-    from nmt.training.fit import train
-
     with built_once(tmp_path_factory, "overfit_run") as (shared, to_build):
-        if to_build:
-            splits = {split: overfit_pairs for split in ("train", "val", "test_2016_flickr")}
-            data = write_split_files(shared / "data", splits)
-            run = shared / "run"
-            run.mkdir()
-            train(compose_train_config(overfit_training(data, run)), run)
+        if to_build:  # not built by tests/overfit_build.py, which the controller starts
+            build_overfit_run(overfit_pairs, shared)
     run_dir = tmp_path_factory.mktemp("overfit_run")
     shutil.copytree(shared / "run", run_dir, dirs_exist_ok=True, symlinks=True)
     return run_dir

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import math
 import shutil
-from itertools import islice
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import OVERFIT_PAIRS, compose_train_config, one_thread, overfit_training, run_module
+from conftest import (
+    OVERFIT_PAIRS,
+    compose_train_config,
+    head,
+    one_thread,
+    overfit_training,
+    run_module,
+)
 from torch import nn
 
 from nmt.model import ModelConfig, Transformer
@@ -126,12 +132,6 @@ def first_step_probs(model: Transformer, tokenizer, line: str) -> torch.Tensor:
     log_probs = logits[0, -1].float().log_softmax(-1)
     log_probs[[tokenizer.pad_id, tokenizer.bos_id]] = float("-inf")
     return log_probs.softmax(-1)
-
-
-def head(path: Path, n: int) -> list[str]:
-    """The first n lines of a text file."""
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in islice(f, n)]
 
 
 def is_error_line(line: str) -> bool:

@@ -29,6 +29,7 @@ from conftest import (
     run_module,
     translated_docx,
     translated_html,
+    zygote_serve,
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,14 +45,17 @@ CHROMIUM = "/usr/bin/chromium"
 
 
 @contextmanager
-def serving(ckpt: Path, *args: str, log_path: Path | None = None) -> Iterator[str]:
+def serving(
+    ckpt: Path, *args: str, log_path: Path | None = None, start=zygote_serve
+) -> Iterator[str]:
     """nmt.serve of `ckpt` on one thread, this checkout first on the path (nmt.serving.launch),
     without its sentence cache unless `args` say otherwise: each request is decoded, so the
-    fault tests find their requests in flight (the cache has tests of its own). Its log goes
-    to `log_path` if given."""
+    fault tests find their requests in flight (the cache has tests of its own). Forked from
+    the zygote, unless `start` is launch's `started` (a cold start, as a user's). Its log
+    goes to `log_path` if given."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     args = [f"ckpt={ckpt}", "threads=1", "cache_sentences=0", *args]
-    with launched(args, env, log_path=log_path) as url:
+    with launched(args, env, log_path=log_path, start=start) as url:
         yield url
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT, translated_html
+from conftest import ROOT, translated_html, zygote_serve
 from test_serve import BAD, LIMITS, post
 
 from nmt.inference.output_text import best_text
@@ -32,7 +32,7 @@ def exported(overfit_engine, tmp_path_factory) -> Path:
 def server(exported: Path) -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     args = [f"ckpt={exported}", "backend=ctranslate2", "workers=2", "threads=1", *LIMITS]
-    with launched(args, env) as url:
+    with launched(args, env, start=zygote_serve) as url:
         yield url
 
 

@@ -27,6 +27,8 @@ import psutil
 import pytest
 from test_serve import post, serving
 
+from nmt.serving.launch import started
+
 pytestmark = [
     pytest.mark.xdist_group("serve"),  # with test_serve's servers: one set at a time
     pytest.mark.skipif(sys.platform != "linux", reason="finds the model workers in /proc"),
@@ -35,7 +37,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def server(model_pt: Path) -> Iterator[str]:
-    with serving(model_pt, "workers=2", "batch_requests=1", "timeout=20") as url:
+    with serving(model_pt, "workers=2", "batch_requests=1", "timeout=20", start=started) as url:
         yield url
 
 

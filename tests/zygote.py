@@ -7,9 +7,10 @@ and so copy page by page, the whole inherited heap (a refused `nmt.serve` took 2
 now).
 
 Protocol, one unix-socket connection per command: the client sends one JSON line (module,
-args, cwd, env) with three file descriptors (stdin, stdout, stderr) beside it; a waiter forks
-the command, sends its pid as a line, waits for it, and sends its status as a line (the
-returncode as subprocess gives it: negative for a signal).
+args, cwd, env, and `session`: true for a process group of its own) with three file
+descriptors (stdin, stdout, stderr) beside it; a waiter forks the command, sends its pid as a
+line, waits for it, and sends its status as a line (the returncode as subprocess gives it:
+negative for a signal).
 
 Libraries that read the environment at import (datasets reads HF_DATASETS_CACHE, which tests
 set per run; prometheus_client reads its multiprocess folder, which the server sets) are left
@@ -37,7 +38,11 @@ PRELOADED = (
 
 
 def run_command(request: dict, fds: list[int]) -> None:
-    """In the forked command: become `python -m module args` and never return."""
+    """In the forked command: become `python -m module args` and never return; with
+    `session`, in a session (and so a process group) of its own, as Popen's
+    start_new_session gives."""
+    if request.get("session"):
+        os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)

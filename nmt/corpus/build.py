@@ -31,7 +31,7 @@ import numpy as np
 from nmt.config import CorpusConfig
 from nmt.corpus import catalogs, ding, documentation
 from nmt.corpus.cleaning import cleaned
-from nmt.corpus.packages import Unpacked, unpacked
+from nmt.corpus.packages import Unpacked, unpacked_all
 from nmt.files import read_lines
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def corpus_folder(cfg: CorpusConfig, multi30k: Path | None, cache: Path) -> Path
     weight 0 is not built at all: a config of one domain sets the others' weights to 0, since
     its `domains` are merged into the default mix."""
     cfg = replace(cfg, domains={d: w for d, w in cfg.domains.items() if w > 0})
-    packages = {name: unpacked(name, cache / "packages") for name in named_packages(cfg)}
+    packages = unpacked_all(named_packages(cfg), cache / "packages")
     settings = {k: v for k, v in asdict(cfg).items() if k != "cache_dir"}
     versions = {name: p.version for name, p in packages.items()}
     key = json.dumps([BUILDER_VERSION, settings, versions, multi30k_identity(cfg, multi30k)])

@@ -13,9 +13,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 
 def free_port() -> int:
@@ -24,22 +25,33 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextmanager
-def launched(
-    args: list[str], env: dict | None = None, startup: float = 120, log_path: Path | None = None
-) -> Iterator[str]:
-    """`python -m nmt.serve args port=<free>`; yields "http://127.0.0.1:<port>" once ready.
-    Its log (stdout and stderr) goes to `log_path`, else to a temporary file."""
-    port = free_port()
-    # a file, not a pipe: nobody reads a pipe while it serves
-    log = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "nmt.serve", *args, "host=127.0.0.1", f"port={port}"],
+def started(args: list[str], env: dict | None, log: BinaryIO) -> subprocess.Popen:
+    """`python -m nmt.serve args` in a session (and so a process group) of its own, its
+    stdout (uvicorn's access log, at log_level=info) and stderr into `log`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "nmt.serve", *args],
         env=env,
-        stdout=log,  # uvicorn's access log (log_level=info) goes to stdout
+        stdout=log,
         stderr=log,
         start_new_session=True,
     )
+
+
+@contextmanager
+def launched(
+    args: list[str],
+    env: dict | None = None,
+    startup: float = 120,
+    log_path: Path | None = None,
+    start: Callable[[list[str], dict | None, BinaryIO], subprocess.Popen] = started,
+) -> Iterator[str]:
+    """`python -m nmt.serve args port=<free>`, begun by `start` (a process group leader, as
+    Popen gives it); yields "http://127.0.0.1:<port>" once ready. Its log (stdout and stderr)
+    goes to `log_path`, else to a temporary file."""
+    port = free_port()
+    # a file, not a pipe: nobody reads a pipe while it serves
+    log = open(log_path, "w+b") if log_path else tempfile.TemporaryFile()
+    process = start([*args, "host=127.0.0.1", f"port={port}"], env, log)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + startup
