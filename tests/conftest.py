@@ -385,6 +385,9 @@ TINY_TRAINING = [
     "checkpoint.average_last_epochs=[]",
     "trainer.precision=32-true",
     "trainer.max_time=null",
+    # no final evaluation: an untrained model's search runs to its length limit (~4 s of a
+    # 6 s run); the overfit run, and the tests of the final evaluation, ask for theirs
+    "final_evaluation.splits=[]",
 ]
 
 
@@ -469,7 +472,8 @@ def build_overfit_run(pairs: tuple[list[str], list[str]], shared: Path) -> None:
     data = write_split_files(shared / "data", splits)
     run = shared / "run"
     run.mkdir()
-    train(compose_train_config(overfit_training(data, run)), run)
+    evaluated = "final_evaluation.splits=[valid,test]"  # the recipe's: its test reads them
+    train(compose_train_config(overfit_training(data, run, evaluated)), run)
 
 
 @pytest.fixture(scope="session")

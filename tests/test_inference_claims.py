@@ -186,7 +186,6 @@ def second_model(overfit_run, overfit_data, tmp_path_factory) -> Path:
         "trainer.max_steps=50",
         "optim.warmup_steps=10",
         "optim.lr_scale=0.4",  # far enough in 50 steps for outputs that vary with the input
-        "final_evaluation.splits=[]",
     )
     with one_thread():
         return train_run(work, overrides) / "model.pt"

@@ -280,11 +280,7 @@ def test_a_run_shorter_than_the_warmup_still_warms_up_and_decays(overfit_data, t
     from nmt.training.schedules import inverse_sqrt_lr
 
     overrides = ["optim.warmup_steps=2000", "trainer.max_steps=20", "val_bleu=false"]
-    overrides += [
-        "checkpoint.monitor=val/loss",
-        "checkpoint.mode=min",
-        "final_evaluation.splits=[]",
-    ]
+    overrides += ["checkpoint.monitor=val/loss", "checkpoint.mode=min"]
     cfg = compose_train_config(overfit_training(overfit_data, tmp_path, *overrides))
     assert cfg.optim.warmup_fraction == 0.2  # the recipe's
     train(cfg, tmp_path / "run")

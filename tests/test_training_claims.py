@@ -18,7 +18,6 @@ VALIDATED_EVERY_STEP = [
     "val_bleu=false",
     "checkpoint.monitor=val/loss",
     "checkpoint.mode=min",
-    "final_evaluation.splits=[]",
 ]
 PATIENCE = 2
 
