@@ -56,19 +56,26 @@ HEAVY_MODULES = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The order xdist hands work out in (`scheduled_first`): the tests that do not need the
-    shared overfit model first, heaviest first, while tests/overfit_build.py trains it; then
-    the groups that need it, largest first, so that none is left for the run's end; then the
-    rest, heavy modules first."""
+    """The order xdist hands work out in (conftest's `pytest_configure` keeps it): first the
+    largest group that needs the shared overfit model, whose worker trains it (~40 s); then
+    the tests that need no model, heaviest first, for the other worker meanwhile, so neither
+    waits; then the other groups that need it, largest first, so that none is left for the
+    run's end; then the rest, heavy modules first."""
     scopes: dict[str, list[pytest.Item]] = {}
     for item in items:
         group = item.get_closest_marker("xdist_group")
         scopes.setdefault(group.args[0] if group else item.nodeid, []).append(item)
 
+    def needs_model(scope: list[pytest.Item]) -> bool:
+        return any("overfit_run" in item.fixturenames for item in scope)
+
+    def heavy(scope: list[pytest.Item]) -> bool:
+        return any(item.path.name in HEAVY_MODULES for item in scope)
+
+    largest = max((s for s in scopes.values() if needs_model(s)), key=len, default=None)
+
     def rank(scope: list[pytest.Item]) -> tuple:
-        needs_model = any("overfit_run" in item.fixturenames for item in scope)
-        heavy = any(item.path.name in HEAVY_MODULES for item in scope)
-        return (needs_model, not heavy, -len(scope))
+        return (scope is not largest, needs_model(scope), not heavy(scope), -len(scope))
 
     items[:] = [item for scope in sorted(scopes.values(), key=rank) for item in scope]
 
@@ -77,33 +84,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """xdist's controller hands work out in our order (above), not by scope size."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """xdist's controller (not a worker, not a run without -n) starts the overfit model's
-    build (tests/overfit_build.py) once the build's lock is held for it."""
-    config = session.config
-    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
-        return
-    from nmt.config import DataConfig
-    from nmt.data.sources import local_multi30k
-
-    data = local_multi30k(DataConfig(source="multi30k", name="multi30k"))
-    if data is None or not (data / "train.en").is_file():
-        return  # the workers find Multi30k themselves (or skip, saying so)
-    folder = config._tmp_path_factory.getbasetemp() / "shared_overfit_run"
-    builder = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "overfit_build.py"), str(folder), str(data)],
-        env={**os.environ, **COMMAND_ENV},
-        cwd=ROOT / "tests",
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-    )
-    assert builder.stdout.readline() == b"locked\n", "tests/overfit_build.py did not start"
-    _BUILDERS.append(builder)
-
-
-_BUILDERS: list[subprocess.Popen] = []
 
 
 # --- helpers: tensors, threads, configs and command lines ---
@@ -295,9 +275,6 @@ def zygote() -> Zygote:
 def pytest_sessionfinish() -> None:
     for each in _ZYGOTES:
         each.stop()
-    for builder in _BUILDERS:
-        builder.kill()
-        builder.wait()
 
 
 # --- data: the real Multi30k files and a tiny tokenizer trained on them ---
@@ -483,7 +460,7 @@ def overfit_run(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Path
     processes (a minute and a half on 2 cores), then copied into each, which may change its
     copy."""
     with built_once(tmp_path_factory, "overfit_run") as (shared, to_build):
-        if to_build:  # not built by tests/overfit_build.py, which the controller starts
+        if to_build:
             build_overfit_run(overfit_pairs, shared)
     run_dir = tmp_path_factory.mktemp("overfit_run")
     shutil.copytree(shared / "run", run_dir, dirs_exist_ok=True, symlinks=True)
