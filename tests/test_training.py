@@ -623,6 +623,7 @@ def test_two_nodes_of_one_process_each_train_as_one_job(overfit_data, tmp_path):
         "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.encoder_layers=1",
         "model.decoder_layers=1", "tokenizer.vocab_size=500", "data.max_tokens=600",
         "trainer.max_steps=6", "trainer.max_time=null", "budget_bands=[]",
+        "final_evaluation.splits=[]",  # rank 0's, after DDP: the test above has it
         "trainer.check_val_every_n_epoch=1", "trainer.strategy=ddp", "trainer.accelerator=cpu",
         "trainer.devices=1", "trainer.num_nodes=2", "trainer.enable_progress_bar=false",
         f"hydra.run.dir={tmp_path / 'run'}", *PLAIN,
