@@ -253,11 +253,11 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
 
         ckpt = export(overfit_engine, tmp_path / "int8", "int8", False)
     val = (multi30k_dir / "val.en").read_text(encoding="utf-8").splitlines()
-    # CTranslate2 decodes this several times faster: its lines hold three sentences each, so
-    # its request still decodes for seconds after the signal (one sentence a line ended 0.5 s
-    # after it on a Zen 5 EPYC)
-    per_line = 3 if backend == "ctranslate2" else 1
-    lines = [" ".join(val[i : i + per_line]) for i in range(0, 256 * per_line, per_line)]
+    # CTranslate2 decodes this several times faster: its 256 lines hold three sentences each,
+    # so its request still decodes for seconds after the signal (one sentence a line ended
+    # 0.5 s after it on a Zen 5 EPYC); torch's 128 lines of one decode for ~6 s on a Xeon
+    per_line, count = (3, 256) if backend == "ctranslate2" else (1, 128)
+    lines = [" ".join(val[i : i + per_line]) for i in range(0, count * per_line, per_line)]
     args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1"]
     args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120"]
     log = tmp_path / "serve.log"
@@ -267,7 +267,7 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
 
         def ask():
             search = {"strategy": "beam", "beam_size": 8, "min_len": 50, "max_len_b": 70}
-            body = {"text": lines, "search": search}  # 256+ x 8 hypotheses of 50+ tokens
+            body = {"text": lines, "search": search}  # 128+ x 8 hypotheses of 50+ tokens
             try:
                 answered["response"] = httpx.post(url + "/translate", json=body, timeout=120)
             except httpx.HTTPError as error:
