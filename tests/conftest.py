@@ -140,7 +140,12 @@ def run_module(
         streams[0].write(stdin)
         streams[0].seek(0)
         with started_module(module, args, cwd, streams, env) as command:
-            returncode = command.wait(timeout, [sys.executable, "-m", module, *args])
+            try:
+                returncode = command.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(command.pid, signal.SIGKILL)
+                cmd = [sys.executable, "-m", module, *args]
+                raise subprocess.TimeoutExpired(cmd, timeout) from None
         stdout, stderr = (_read(stream) for stream in streams[1:])
     if text:
         stdout, stderr = stdout.decode(), stderr.decode()
@@ -154,7 +159,7 @@ def started_module(
     module: str, args: list[str], cwd: Path, streams=None, env: dict[str, str] | None = None
 ) -> Iterator[Command]:
     """`python -m module args` forked from the zygote, as run_module's, and not waited for:
-    yields its Command (`pid`, and `wait` for its returncode). `streams`: its stdin, stdout
+    yields its Command (`pid`, `wait` and `poll` for its returncode). `streams`: its stdin, stdout
     and stderr (open files), else /dev/null for all three."""
     env = {**os.environ, **(env or {}), **COMMAND_ENV}
     with ExitStack() as files:
@@ -188,12 +193,20 @@ class Zygote:
         )
         assert self.process.stdout.readline() == b"ready\n", "tests/zygote.py did not start"
 
+    def start(self, request: dict, fds: list[int]) -> Command:
+        """Fork the command `request` names, `fds` its stdin, stdout and stderr."""
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        connection.connect(self.path)
+        socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], fds)
+        return Command(connection)
+
     @contextmanager
     def command(self, request: dict, fds: list[int]) -> Iterator[Command]:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.connect(self.path)
-            socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], fds)
-            yield Command(connection)
+        command = self.start(request, fds)
+        try:
+            yield command
+        finally:
+            command.connection.close()
 
     def stop(self) -> None:
         self.process.kill()
@@ -202,29 +215,11 @@ class Zygote:
 
 
 class Command:
-    """One command forked by the zygote: its pid, then its returncode, read from the socket."""
+    """One command forked by the zygote, as a Popen: `pid`, then `returncode`, `poll()` and
+    `wait(timeout)`, read from the socket (what nmt.serving.launch needs of a server too)."""
 
     def __init__(self, connection: socket.socket) -> None:
-        self.connection, self.replies = connection, connection.makefile("rb")
-        self.pid = int(self.replies.readline())
-
-    def wait(self, timeout: float, cmd: list[str]) -> int:
-        self.connection.settimeout(timeout)
-        try:
-            return int(self.replies.readline())
-        except TimeoutError:
-            os.kill(self.pid, signal.SIGKILL)
-            raise subprocess.TimeoutExpired(cmd, timeout) from None
-
-
-class ZygoteProcess:
-    """A command forked by the zygote that outlives the call that began it, as a Popen:
-    `pid`, `returncode`, `poll()` and `wait(timeout)`; what nmt.serving.launch needs."""
-
-    def __init__(self, request: dict, fds: list[int]) -> None:
-        self.connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.connection.connect(zygote().path)
-        socket.send_fds(self.connection, [json.dumps(request).encode() + b"\n"], fds)
+        self.connection = connection
         self.pid = int(self._line())
         self.returncode: int | None = None
 
@@ -253,14 +248,14 @@ class ZygoteProcess:
             return None
 
 
-def zygote_serve(args: list[str], env: dict | None, log) -> ZygoteProcess:
+def zygote_serve(args: list[str], env: dict | None, log) -> Command:
     """nmt.serving.launch's `start`: `python -m nmt.serve args` forked from the zygote, in a
     session of its own, on one thread, logging into `log`, so a test's server does not pay
     the imports again (its model workers, which LitServe spawns, still do)."""
     env = {**(env or os.environ), **COMMAND_ENV}
     request = {"module": "nmt.serve", "args": args, "cwd": str(ROOT), "env": env, "session": True}
     with open(os.devnull, "rb") as stdin:
-        return ZygoteProcess(request, [stdin.fileno(), log.fileno(), log.fileno()])
+        return zygote().start(request, [stdin.fileno(), log.fileno(), log.fileno()])
 
 
 _ZYGOTES: list[Zygote] = []
@@ -439,29 +434,22 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[
         (folder / ".built").touch()
 
 
-def build_overfit_run(pairs: tuple[list[str], list[str]], shared: Path) -> None:
-    """`nmt.train` of TINY_TRAINING on `pairs` (its train, val and test split alike) into
-    shared/run, the pair files in shared/data; whatever shared held before is removed."""
-    from nmt.training.fit import train
-
-    shutil.rmtree(shared, ignore_errors=True)
-    splits = {split: pairs for split in ("train", "val", "test_2016_flickr")}
-    data = write_split_files(shared / "data", splits)
-    run = shared / "run"
-    run.mkdir()
-    evaluated = "final_evaluation.splits=[valid,test]"  # the recipe's: its test reads them
-    train(compose_train_config(overfit_training(data, run, evaluated)), run)
-
-
 @pytest.fixture(scope="session")
 def overfit_run(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
     overfit pairs: model.pt, checkpoints/, logs/, metrics.json. Trained once for all test
     processes (a minute and a half on 2 cores), then copied into each, which may change its
     copy."""
+    from nmt.training.fit import train
+
     with built_once(tmp_path_factory, "overfit_run") as (shared, to_build):
         if to_build:
-            build_overfit_run(overfit_pairs, shared)
+            splits = {split: overfit_pairs for split in ("train", "val", "test_2016_flickr")}
+            data = write_split_files(shared / "data", splits)
+            run = shared / "run"
+            run.mkdir()
+            evaluated = "final_evaluation.splits=[valid,test]"  # the recipe's: a test reads it
+            train(compose_train_config(overfit_training(data, run, evaluated)), run)
     run_dir = tmp_path_factory.mktemp("overfit_run")
     shutil.copytree(shared / "run", run_dir, dirs_exist_ok=True, symlinks=True)
     return run_dir

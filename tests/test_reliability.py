@@ -354,7 +354,7 @@ def test_a_sigkilled_run_resumes_with_the_same_losses(overfit_data, tmp_path):
         while not (periodic / "step000004.ckpt").exists() and time.time() < deadline:
             time.sleep(0.05)
         os.kill(command.pid, signal.SIGKILL)
-        assert command.wait(60, ["nmt.train", *killed]) == -signal.SIGKILL
+        assert command.wait(60) == -signal.SIGKILL
     assert not (tmp_path / "killed" / "model.pt").exists()  # it really died mid-run
 
     args = train_args(overfit_data, tmp_path, "killed", [*extra, "ckpt_path=last"])
