@@ -176,9 +176,15 @@ def test_a_slow_first_minute_near_an_edge_keeps_the_model_and_validation_correct
     assert model.cfg.dropout == 0.3 and cfg.model.dropout == 0.3
     assert {m.dropout.p for m in model.modules() if isinstance(m, Residual)} == {0.3}
     assert any("re-estimated after validation" in r.message for r in caplog.records)
+    fit.total_steps = 6_900  # below 7,000 but within 2% of it: an estimate at the edge
+    choose.on_validation_end(trainer, module)
+    assert choose.chosen == 2 and model.cfg.dropout == 0.3
+    fit.total_steps = 6_800  # clear of it: the 7,000 band's dropout, in place
+    choose.on_validation_end(trainer, module)
+    assert choose.chosen == 1 and model.cfg.dropout == 0.2
     fit.total_steps = 2000  # an estimate in the 3+3 band's
     choose.on_validation_end(trainer, module)
-    assert choose.chosen == 2 and choose.start_over is None  # its shape differs: kept
+    assert choose.chosen == 1 and choose.start_over is None  # its shape differs: kept
 
 
 def test_the_command_line_wins_and_bad_bands_are_refused():

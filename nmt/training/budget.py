@@ -26,6 +26,10 @@ PACE_SECONDS = 60.0  # how long a run with a time budget trains before it choose
 # A first estimate this close under a band's bound (a share of it) does not start the run over
 # with that band's model: a pace read while the machine was busy is low by more than that.
 EDGE_MARGIN = 0.1
+# A re-estimate after validation switches bands in place only this far (a share of the bound)
+# past the bound it crosses: an estimate hovering at an edge would flip dropout every time
+# (the recipe's hour on a Xeon read 7,124, 6,974 and 7,074 around the 7,000 bound).
+SWITCH_MARGIN = 0.02
 
 
 def time_budget(trainer: L.Trainer) -> Timer | None:
@@ -126,7 +130,8 @@ class ChooseBudgetBand(L.Callback):
     not taken where the estimate lies within EDGE_MARGIN of its bound (the next band is).
 
     After each validation the estimate is read again: where it now falls in another band of
-    the same shape settings, that band is applied in place (dropout, the schedule's fields,
+    the same shape settings, more than SWITCH_MARGIN past the bound between them, that band
+    is applied in place (dropout, the schedule's fields,
     the windows: the config's own where the new band sets none), and logged."""
 
     def __init__(self, bands: list[BudgetBand], cfg, chosen: int | None = None, spent=0.0):
@@ -210,6 +215,10 @@ class ChooseBudgetBand(L.Callback):
         band = band_for(self.bands, total) if total is not None else None
         now = self.bands[self.chosen]
         if band is None or band is now or shape_of(band) != shape_of(now):
+            return
+        upper = self.bands.index(band) > self.chosen
+        crossed = (now if upper else band).max_updates  # the bound between the two bands
+        if abs(total - crossed) <= SWITCH_MARGIN * crossed:
             return
         settings = {name: self.own[name] for name in now.settings if name in SETTERS}
         for name, value in (settings | band.settings).items():
