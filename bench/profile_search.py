@@ -2,15 +2,16 @@
 
     python bench/profile_search.py --ckpt model.pt [--split val.en] [--beam 5] [--rounds 3]
 
-The model's own search (beam `--beam`; 1 runs greedy), on the engine `nmt.translate` builds
-(its batch budget, one process, torch's threads). Timed unprofiled, the best of `--rounds`:
-the sentencepiece encoding of every line, the planner (its batches, less that encoding), the
-search over the planned batches, and the whole `engine.translate`. Then one run under
-torch's profiler, with the search's steps wrapped in named scopes (by patching this process's
-modules; the library holds no profiling code): every op's self CPU time goes to the scope it
-ran in, and a decoder layer's ops to the kind of kernel they are. What the profiled run spent
-in a scope beyond its ops' self time is Python (and torch's dispatch) between them; the
-profiler's own cost sits there too, so the shares are printed beside the unprofiled wall.
+The model's own search (beam `--beam`; 1 runs greedy), on the engine `nmt.translate` builds,
+its batches searched one after another (`--workers` 1) on torch's threads. Timed
+unprofiled, the best of `--rounds`: the sentencepiece encoding of every line, the planner
+(its batches, less that encoding), the search over the planned batches, and the decoding of
+the best translations to text. Then one run under torch's profiler, with the search's steps
+wrapped in named scopes (by patching this process's modules; the library holds no profiling
+code): every op's self CPU time goes to the scope it ran in, and a decoder layer's ops to the
+kind of kernel they are. What the profiled run spent in a scope beyond its ops' self time is
+Python (and torch's dispatch) between them; the profiler's own cost sits there too, so the
+shares are printed beside the unprofiled wall.
 """
 
 from __future__ import annotations
@@ -126,8 +127,10 @@ def main() -> None:
     parser.add_argument("--split", default="val.en")
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=1, help="batches searched at once")
     args = parser.parse_args()
     engine = loading.load(InferenceConfig(ckpt=args.ckpt, decode=DecodeConfig()))
+    engine.workers = args.workers  # the profiler follows one thread's scopes: 1 to profile
     search, line = choose_search(engine.card, DecodeConfig(), [])
     if args.beam == 1:
         search = replace(search, strategy="greedy", beam_size=1)
@@ -138,14 +141,15 @@ def main() -> None:
 
     batches = engine.planner.plan(lines, search)
     decode = lambda: list(engine.search_batches(batches, search))  # noqa: E731
+    found = decode()
+    best = [nbest[0].tokens for nbests in found for nbest in nbests if nbest]
     encode = best_of(args.rounds, lambda: engine.tokenizer.encode(lines))
     plan = best_of(args.rounds, lambda: engine.planner.plan(lines, search))
     searched = best_of(args.rounds, decode)
-    whole = best_of(args.rounds, lambda: engine.translate(lines, search))
+    detokenize = best_of(args.rounds, lambda: engine.tokenizer.decode(best))
     print(
-        f"unprofiled, best of {args.rounds}: translate {whole:.2f} s = tokenization "
-        f"{encode:.2f} + planner {plan - encode:.2f} + search {searched:.2f} + the rest "
-        f"{whole - plan - searched:.2f} (detokenizing is the caller's)"
+        f"unprofiled, best of {args.rounds}: tokenization {encode:.3f} s, planner "
+        f"{plan - encode:.3f} s, search {searched:.3f} s, detokenization {detokenize:.3f} s"
     )
 
     install_scopes()

@@ -826,3 +826,33 @@ def test_a_batch_holds_no_more_decoder_state_than_its_budget_and_translates_alik
     finally:
         overfit_engine.planner = planner
     assert tokens_of(cut) == tokens_of(overfit_engine.translate(lines, search))
+
+
+def test_every_search_steps_in_inference_mode(overfit_engine, overfit_pairs, monkeypatch):
+    """No search records autograd: every decoder step of greedy, beam, sampling, a steered
+    and a constrained beam runs under inference mode (beam search once lost it to a helper,
+    and each step then built a graph no one read)."""
+    from nmt.decoding.state import StepDecoder
+
+    modes = []
+    step = StepDecoder.step
+
+    def recorded(self, prefix):
+        modes.append(torch.is_inference_mode_enabled())
+        return step(self, prefix)
+
+    monkeypatch.setattr(StepDecoder, "step", recorded)
+    sources, references = overfit_pairs
+    lines, terms = sources[:2], [[references[0].split()[1]], [references[1].split()[1]]]
+    beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0)
+    runs = [
+        dict(search=DecodeConfig()),
+        dict(search=beam),
+        dict(search=DecodeConfig(strategy="sample", seed=1, nbest=2)),
+        dict(search=beam, constraints=terms, steer=True),
+        dict(search=beam, constraints=terms),
+    ]
+    for run in runs:
+        modes.clear()
+        overfit_engine.translate(lines, **run)
+        assert modes and all(modes), run

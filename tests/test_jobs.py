@@ -160,6 +160,36 @@ def test_decoding_stops_between_batches_and_within_one_when_told(overfit_engine,
         )
 
 
+def test_batches_searched_two_at_a_time_give_one_streams_answers_and_stop_alike(
+    overfit_engine, overfit_pairs
+):
+    """On the CPU the engine searches `workers` batches at once, each in a thread of one CPU
+    thread: greedy, an n-best beam with alignments and scores, and forced scores of given
+    pairs come out as from one stream, and a stop within a batch still ends the call; the
+    caller's thread count is kept."""
+    import torch
+
+    from nmt.decoding.state import Stopped
+
+    lines, engine = overfit_pairs[0][:24], overfit_engine
+    beam = DecodeConfig(strategy="beam", beam_size=4, nbest=2, len_penalty=1.0)
+    runs = [dict(search=DecodeConfig()), dict(search=beam, alignments=True, scores=True)]
+    budget, engine.planner.max_tokens = engine.planner.max_tokens, 96  # several batches
+    try:
+        assert len(engine.planner.plan(lines, beam)) > 2
+        alone = [engine.translate(lines, **run) for run in runs]
+        scored = engine.score(lines, overfit_pairs[1][:24])
+        engine.workers, threads = 2, torch.get_num_threads()
+        assert [engine.translate(lines, **run) for run in runs] == alone
+        assert engine.score(lines, overfit_pairs[1][:24]) == scored
+        assert torch.get_num_threads() == threads
+        asked = []
+        with pytest.raises(Stopped, match="decoder steps"):
+            engine.translate(lines, beam, stop=lambda: asked.append(1) or len(asked) > 1)
+    finally:
+        engine.workers, engine.planner.max_tokens = 1, budget
+
+
 def test_ctranslate2_stops_a_greedy_or_sampled_batch_within_it_when_told(ct2_f32, overfit_pairs):
     """On CTranslate2, `stop` is asked within a batch too where it can end one (its step
     callback, beam_size 1): the batch ends at its first check, its partial translations are

@@ -114,7 +114,6 @@ def finish_ended(
     live.finish(finished, rows, sentences, log_probs, score[ended], eos_log_prob)
 
 
-@torch.inference_mode()
 def candidates(live, step_log_probs, row_sentence, k, steering):
     """A step's (B', M) candidates: their log-probs, parent rows, tokens and each one's own token
     log-prob; the best by log-prob, or with `steering` in the order of their steered ranks."""
@@ -126,6 +125,7 @@ def candidates(live, step_log_probs, row_sentence, k, steering):
     return cand_log_prob, parent, token, step_log_probs[parent, token]  # parent: a B' * beams row
 
 
+@torch.inference_mode()
 def beam_search(
     model: Transformer | Ensemble,
     src: Tensor,

@@ -54,7 +54,8 @@ def load(cfg: InferenceConfig) -> Engine:
         from nmt.inference.torch_engine import TorchEngine
 
         paths = [cfg.ckpt, *cfg.ensemble]
-        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg))
+        workers = cfg.threads or torch.get_num_threads()  # on the CPU: one thread each
+        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), "", workers)
     else:
         from nmt.inference.ct2_engine import CTranslate2Engine
 

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -29,6 +31,7 @@ from nmt.inference.engine import Engine, ModelCard
 from nmt.inference.planner import LineBatch, Planner
 from nmt.model import Ensemble, Transformer, count_parameters
 
+T, R = TypeVar("T"), TypeVar("R")
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -77,16 +80,31 @@ class TorchEngine(Engine):
     constrains = True
     default_max_tokens = 4096  # our search gains from large batches (docs/benchmarks.md)
 
-    def __init__(self, checkpoint: Checkpoint, max_tokens: int, path: str = "", name: str = ""):
-        """`checkpoint`: its model already on its device and in its dtype."""
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        max_tokens: int,
+        path: str = "",
+        name: str = "",
+        workers: int = 1,
+    ):
+        """`checkpoint`: its model already on its device and in its dtype; `workers`: batches
+        searched at once on the CPU, each in a thread of its own on one CPU thread."""
         self.model: Transformer | Ensemble = checkpoint.model
+        self.workers = workers if self.model_device.type == "cpu" else 1
         planner = Planner(checkpoint.tokenizer, self.model.cfg.max_positions, max_tokens)
         card = checkpoint_card(checkpoint, name or Path(path).stem)
         super().__init__(card, checkpoint.tokenizer, planner, path)
 
     @classmethod
     def load(
-        cls, paths: list[str], device: str, dtype: str, max_tokens: int, name: str = ""
+        cls,
+        paths: list[str],
+        device: str,
+        dtype: str,
+        max_tokens: int,
+        name: str = "",
+        workers: int = 1,
     ) -> TorchEngine:
         """One checkpoint, or several searched as one `Ensemble` (the mean of their next-token
         probabilities: members may differ in shape but must share the tokenizer and the
@@ -109,7 +127,7 @@ class TorchEngine(Engine):
                 {**first.info, "ensemble": [str(Path(path).resolve()) for path in paths]},
                 first.search,
             )
-        return cls(first, max_tokens, paths[0], name)
+        return cls(first, max_tokens, paths[0], name, workers)
 
     @contextmanager
     def evaluating(self) -> Iterator[None]:
@@ -131,44 +149,60 @@ class TorchEngine(Engine):
         hypotheses: int = 0,
         stop=None,
     ) -> Iterator[list]:
+        """Each batch's n-best lists, in order: on the CPU, `workers` batches at a time."""
+
+        def run(batch: LineBatch) -> list:
+            return self.search_batch(batch, search, attention, hypotheses, stop)
+
         with self.evaluating():
-            for batch in batches:
-                src, options = self.tensors(batch)
-                options.record_attention, options.hypotheses = attention, hypotheses
-                options.stop = stop
-                if batch.constraints is None:
-                    yield translate_batch(self.model, src, search, options)
-                    continue
-                ends_word = self.tokenizer.word_ends  # the ids that end a term's word
-                if batch.steer:  # soft: the terms steer the beam
-                    device, bonus = self.model_device, search.term_bonus
-                    steering = Steering.of(batch.constraints, ends_word, bonus, device)
-                    yield beam_search(self.model, src, search, options, steering)
-                else:
-                    yield constrained_beam_search(
-                        self.model, src, search, batch.constraints, ends_word, options
-                    )
+            if self.workers > 1 and len(batches) > 1:
+                yield from in_threads(run, batches, self.workers)
+            else:
+                yield from map(run, batches)
+
+    def search_batch(
+        self, batch: LineBatch, search: DecodeConfig, attention: bool, hypotheses: int, stop
+    ) -> list:
+        src, options = self.tensors(batch)
+        options.record_attention, options.hypotheses = attention, hypotheses
+        options.stop = stop
+        if batch.constraints is None:
+            return translate_batch(self.model, src, search, options)
+        ends_word = self.tokenizer.word_ends  # the ids that end a term's word
+        if batch.steer:  # soft: the terms steer the beam
+            device, bonus = self.model_device, search.term_bonus
+            steering = Steering.of(batch.constraints, ends_word, bonus, device)
+            return beam_search(self.model, src, search, options, steering)
+        return constrained_beam_search(
+            self.model, src, search, batch.constraints, ends_word, options
+        )
+
+    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
+        """Each batch's token log-probs, in order: on the CPU, `workers` batches at a time."""
+        with self.evaluating():
+            if self.workers > 1 and len(batches) > 1:
+                yield from in_threads(self.score_batch, batches, self.workers)
+            else:
+                yield from map(self.score_batch, batches)
 
     @torch.inference_mode()
-    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
-        """One teacher-forced pass per batch; an ensemble's log-prob is that of the mean of its
-        members' probabilities, as its search's is."""
+    def score_batch(self, batch: LineBatch) -> list[list[float]]:
+        """One teacher-forced pass; an ensemble's log-prob is that of the mean of its members'
+        probabilities, as its search's is."""
         members = self.model.members if isinstance(self.model, Ensemble) else [self.model]
         bos, eos, pad = self.tokenizer.bos_id, self.tokenizer.eos_id, self.tokenizer.pad_id
         device = self.model_device
-        with self.evaluating():
-            for batch in batches:
-                targets = batch.prefixes or [[] for _ in batch.lines]
-                src = padded(batch.sources, pad).to(device)
-                tgt_in = padded([[bos, *t] for t in targets], pad).to(device)
-                tgt_out = padded([[*t, eos] for t in targets], pad).to(device)
-                per_member = []
-                for member in members:
-                    states = member.teacher_forced_states(src, tgt_in)
-                    logits = member.project_vocab(states).float()
-                    per_member.append(logits.log_softmax(-1).gather(-1, tgt_out[..., None])[..., 0])
-                log_probs = torch.stack(per_member).logsumexp(0) - math.log(len(members))
-                yield [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
+        targets = batch.prefixes or [[] for _ in batch.lines]
+        src = padded(batch.sources, pad).to(device)
+        tgt_in = padded([[bos, *t] for t in targets], pad).to(device)
+        tgt_out = padded([[*t, eos] for t in targets], pad).to(device)
+        per_member = []
+        for member in members:
+            states = member.teacher_forced_states(src, tgt_in)
+            logits = member.project_vocab(states).float()
+            per_member.append(logits.log_softmax(-1).gather(-1, tgt_out[..., None])[..., 0])
+        log_probs = torch.stack(per_member).logsumexp(0) - math.log(len(members))
+        return [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
 
     def tensors(self, batch: LineBatch) -> tuple[torch.Tensor, SearchOptions]:
         """The batch's sources (B, S) and options (its prefixes, (B, P), and which end a word)
@@ -226,6 +260,22 @@ class TorchEngine(Engine):
             raise ValueError(f"an ensemble's {key} is not stored: store it in one model")
         store_info(self.path, key, value)
         self.info[key] = value
+
+
+def in_threads(run: Callable[[T], R], items: list[T], workers: int) -> Iterator[R]:
+    """run(item) for each item, in order, `workers` at a time in threads of one CPU thread
+    each: torch's ops let go of the GIL, so one batch's kernels run while another's Python
+    steps (docs/benchmarks.md). Left early (an error, a Stopped), the items not yet started
+    are dropped and those running finish."""
+    threads = torch.get_num_threads()
+    pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
+    try:
+        futures = [pool.submit(run, item) for item in items]
+        for future in futures:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        torch.set_num_threads(threads)  # the count a thread started later takes
 
 
 def padded(rows: list[list[int]], pad_id: int) -> torch.Tensor:
