@@ -2,8 +2,9 @@
 weights, the same test_2016_flickr lines end to end (tokenize, search, detokenize).
 
 Every system first finds its best settings on a slice of the lines (the sweep is printed):
-ours and CTranslate2 their batch budget in tokens, CTranslate2 also 2 single-threaded workers
-or 1 worker on 2 threads, HF its sentences per `generate` call and attention (`eager`,
+ours and CTranslate2 their batch budget in tokens and 2 single-threaded workers (ours: threads
+of one process, `TorchEngine(workers=2)`, as `nmt.translate` runs on 2 cores) or 1 worker
+on 2 threads, HF its sentences per `generate` call and attention (`eager`,
 `sdpa`). Then all systems are warmed up on the whole work and timed `--rounds` times, the
 order rotating (bench/harness.py); each ratio is the median of the per-round ratios with
 their min and max. Precision: fp32 against fp32, bf16 against bf16 where the CPU multiplies
@@ -49,7 +50,7 @@ BASE = ModelConfig(vocab_size=5000, dropout=0.0)  # the base shape, our Multi30k
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 TORCH_BUDGETS = [4096, 8192, 16384, 32768]  # tokens per batch
 CT2_BUDGETS = [512, 1024, 2048, 4096]
-CT2_LAYOUTS = {"2x1": 2, "1x2": 1}  # workers x threads on 2 cores -> workers
+LAYOUTS = {"2x1": 2, "1x2": 1}  # workers x threads on 2 cores -> workers (both engines)
 HF_BATCHES = [64, 128, 256]  # sentences per generate call
 HF_ATTENTION = ["eager", "sdpa"]
 CT2_QUANTIZATION = {"fp32": "float32", "int8": "int8", "bf16": "float32"}  # -> nmt.export's
@@ -132,8 +133,13 @@ def candidates(name: str, model: Transformer, tokenizer, folder: Path, device: s
         copy.load_state_dict(model.state_dict())
         copy = copy.to(device, DTYPES[precision]).eval()
         checkpoint = Checkpoint(copy, tokenizer, "en", "de", {})
+        layouts = LAYOUTS if device == "cpu" else {"1 GPU": 1}
         return {
-            f"max_tokens={b}": lambda b=b: Ours(TorchEngine(checkpoint, b)) for b in TORCH_BUDGETS
+            f"{layout} max_tokens={b}": lambda b=b, w=workers: Ours(
+                TorchEngine(checkpoint, b, workers=w)
+            )
+            for layout, workers in layouts.items()
+            for b in TORCH_BUDGETS
         }
     if kind == "ct2":
         fp32 = Checkpoint(model.float().eval(), tokenizer, "en", "de", {})
@@ -146,7 +152,7 @@ def candidates(name: str, model: Transformer, tokenizer, folder: Path, device: s
         except (RuntimeError, ValueError) as error:
             print(f"{name} unavailable on {device}: {error}", flush=True)
             return {}
-        layouts = CT2_LAYOUTS if device == "cpu" else {"1 GPU": 1}
+        layouts = LAYOUTS if device == "cpu" else {"1 GPU": 1}
         out = {}
         for layout, workers in layouts.items():
             for b in CT2_BUDGETS if device == "cpu" else TORCH_BUDGETS:

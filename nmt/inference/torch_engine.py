@@ -177,32 +177,26 @@ class TorchEngine(Engine):
             self.model, src, search, batch.constraints, ends_word, options
         )
 
-    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
-        """Each batch's token log-probs, in order: on the CPU, `workers` batches at a time."""
-        with self.evaluating():
-            if self.workers > 1 and len(batches) > 1:
-                yield from in_threads(self.score_batch, batches, self.workers)
-            else:
-                yield from map(self.score_batch, batches)
-
     @torch.inference_mode()
-    def score_batch(self, batch: LineBatch) -> list[list[float]]:
-        """One teacher-forced pass; an ensemble's log-prob is that of the mean of its members'
-        probabilities, as its search's is."""
+    def score_batches(self, batches: list[LineBatch]) -> Iterator[list[list[float]]]:
+        """One teacher-forced pass per batch; an ensemble's log-prob is that of the mean of its
+        members' probabilities, as its search's is."""
         members = self.model.members if isinstance(self.model, Ensemble) else [self.model]
         bos, eos, pad = self.tokenizer.bos_id, self.tokenizer.eos_id, self.tokenizer.pad_id
         device = self.model_device
-        targets = batch.prefixes or [[] for _ in batch.lines]
-        src = padded(batch.sources, pad).to(device)
-        tgt_in = padded([[bos, *t] for t in targets], pad).to(device)
-        tgt_out = padded([[*t, eos] for t in targets], pad).to(device)
-        per_member = []
-        for member in members:
-            states = member.teacher_forced_states(src, tgt_in)
-            logits = member.project_vocab(states).float()
-            per_member.append(logits.log_softmax(-1).gather(-1, tgt_out[..., None])[..., 0])
-        log_probs = torch.stack(per_member).logsumexp(0) - math.log(len(members))
-        return [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
+        with self.evaluating():
+            for batch in batches:
+                targets = batch.prefixes or [[] for _ in batch.lines]
+                src = padded(batch.sources, pad).to(device)
+                tgt_in = padded([[bos, *t] for t in targets], pad).to(device)
+                tgt_out = padded([[*t, eos] for t in targets], pad).to(device)
+                per_member = []
+                for member in members:
+                    states = member.teacher_forced_states(src, tgt_in)
+                    logits = member.project_vocab(states).float()
+                    per_member.append(logits.log_softmax(-1).gather(-1, tgt_out[..., None])[..., 0])
+                log_probs = torch.stack(per_member).logsumexp(0) - math.log(len(members))
+                yield [log_probs[i, : len(t) + 1].tolist() for i, t in enumerate(targets)]
 
     def tensors(self, batch: LineBatch) -> tuple[torch.Tensor, SearchOptions]:
         """The batch's sources (B, S) and options (its prefixes, (B, P), and which end a word)
