@@ -131,8 +131,8 @@ class ChooseBudgetBand(L.Callback):
 
     After each validation the estimate is read again: where it now falls in another band of
     the same shape settings, more than SWITCH_MARGIN past the bound between them, that band
-    is applied in place (dropout, the schedule's fields,
-    the windows: the config's own where the new band sets none), and logged."""
+    is applied in place (dropout, the schedule's fields, the windows: the config's own where
+    the new band sets none), and logged."""
 
     def __init__(self, bands: list[BudgetBand], cfg, chosen: int | None = None, spent=0.0):
         self.bands, self.cfg = bands, cfg
