@@ -62,6 +62,7 @@ KERNELS = {  # a decoder layer's ops by name
     "aten::add": "decoder: norms and residual adds",
 }
 OTHER = "decoder: other ops (views, copies, embedding)"
+LOOP = "the search loop itself"  # the search's own lines, outside every scope
 
 
 def scoped(function, name: str):
@@ -99,11 +100,11 @@ def attribute(events) -> tuple[dict[str, float], dict[str, float]]:
     for event in events:
         seconds = event.self_cpu_time_total / 1e6
         if event.name == "search":
-            python["the search loop itself"] += seconds
+            python[LOOP] += seconds
         elif event.name.startswith(PREFIX):
             python[event.name.removeprefix(PREFIX)] += seconds
         else:
-            part = scope_of(event) or "the search loop itself"
+            part = scope_of(event) or LOOP
             if part == "decoder layers":
                 part = next((k for key, k in KERNELS.items() if key in event.name), OTHER)
             ops[part] += seconds

@@ -54,8 +54,8 @@ def load(cfg: InferenceConfig) -> Engine:
         from nmt.inference.torch_engine import TorchEngine
 
         paths = [cfg.ckpt, *cfg.ensemble]
-        workers = cfg.threads or torch.get_num_threads()  # on the CPU: one thread each
-        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), "", workers)
+        workers = torch.get_num_threads()  # cfg.threads, set above: on the CPU, one each
+        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), workers=workers)
     else:
         from nmt.inference.ct2_engine import CTranslate2Engine
 
