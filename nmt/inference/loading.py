@@ -50,16 +50,15 @@ def load(cfg: InferenceConfig) -> Engine:
     check_model(cfg)
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    threads = torch.get_num_threads()  # cfg.threads where given, set above; else torch's own
     if cfg.backend == "torch":
         from nmt.inference.torch_engine import TorchEngine
 
-        paths = [cfg.ckpt, *cfg.ensemble]
-        workers = torch.get_num_threads()  # cfg.threads, set above: on the CPU, one each
-        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), workers=workers)
+        paths = [cfg.ckpt, *cfg.ensemble]  # on the CPU, `threads` batches at once, one each
+        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), workers=threads)
     else:
         from nmt.inference.ct2_engine import CTranslate2Engine
 
-        threads = cfg.threads or torch.get_num_threads()
         engine = CTranslate2Engine(cfg.ckpt, cfg.device, cfg.compute_type, threads, max_tokens(cfg))
     engine.card.name = model_name(cfg, engine.card)
     # the imports' and the first model's objects live as long as the process: the cyclic
