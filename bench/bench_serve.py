@@ -33,9 +33,10 @@ from harness import ROUNDS, Run, Side, alternate, sweep
 from nmt.config import InferenceConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.inference import loading
-from nmt.inference.output_text import best_text
 from nmt.inference.search_choice import choose_search
 from nmt.serving.launch import launched
+from nmt.terms.spans import DEFAULT_RULES
+from nmt.translation.texts import translate_texts
 
 CLIENTS = 16
 # The one-request-at-a-time servers tried as "batching off"; the faster is the baseline.
@@ -172,7 +173,10 @@ def main() -> None:
     engine, search = offline_engine(args.ckpt, args.backend)
 
     def offline() -> Run:
-        return Run(len(lines), None, best_text(engine.tokenizer, engine.translate(lines, search)))
+        # translate's own path and defaults (sentences, protected spans), the work a served
+        # answer does: the engine alone would skip both
+        found = translate_texts(engine, lines, search, protect=DEFAULT_RULES)
+        return Run(len(lines), None, [t.text for t in found])
 
     # the offline answers every served one must equal; computing them warms offline up on the
     # exact work it is timed on (the servers warm themselves: 2 x CLIENTS requests first)
