@@ -91,7 +91,9 @@ def encode_split(ds: datasets.Dataset, tokenizer: Tokenizer, num_proc: int) -> d
             batched=True,
             batch_size=ENCODE_BATCH_ROWS,
             fn_kwargs={"tokenizer": tokenizer, "id_type": id_type},
-            num_proc=num_proc,
+            # datasets 5 starts a pool for num_proc=1 too (~0.1 s a split to start one, and a
+            # tiny run's data took longer to hand over than to tokenize): one runs in-process
+            num_proc=num_proc if num_proc > 1 else None,
             desc="Tokenizing",
         )
         .with_format(None)
