@@ -481,6 +481,14 @@ def ct2_f32(overfit_engine, tmp_path_factory):
     return CTranslate2Engine(out, "cpu", "default", 1, 1024)
 
 
+@pytest.fixture(scope="session")
+def ct2_int8(overfit_engine, tmp_path_factory) -> Path:
+    """The overfit model's CTranslate2 export in int8 (what `nmt.export` writes by default)."""
+    from nmt.ct2.model_dir import export
+
+    return export(overfit_engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
+
+
 def word_translator(change=str.upper, reverse: bool = False, swap: int | None = None):
     """A stand-in translator for documents (translate_pages' `translate`): each word
     changed by `change`, word i aligned to word i (or with `reverse`, to word n-1-i: an

@@ -56,11 +56,7 @@ def server(request, model_pt: Path, tmp_path_factory) -> Iterator[str]:
     if request.param == "torch":
         args = [f"ckpt={model_pt}", "workers=1", "threads=1"]
     else:
-        from nmt.ct2.model_dir import export
-        from nmt.inference.torch_engine import TorchEngine
-
-        engine = TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
-        out = export(engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
+        out = request.getfixturevalue("ct2_int8")
         args = [f"ckpt={out}", "backend=ctranslate2", "workers=1", "threads=1"]
     args += ["timeout=20", f"body_seconds={BODY_SECONDS}", f"header_seconds={HEADER_SECONDS}"]
     args += [f"max_client_connections={CLIENT_CONNECTIONS}", f"max_bodies_bytes={BODIES_BYTES}"]

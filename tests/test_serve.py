@@ -614,12 +614,11 @@ def test_a_text_file_splits_into_lines_at_newlines_alone_as_translate_reads_it()
     assert run(plan, upper).data.decode() == data.upper()
 
 
-def test_the_ctranslate2_backend_serves_its_offline_translations(overfit_engine, lines, tmp_path):
-    from nmt.ct2.model_dir import export
+def test_the_ctranslate2_backend_serves_its_offline_translations(ct2_int8, lines):
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.serving.api import TranslationAPI
 
-    out = export(overfit_engine, tmp_path / "ct2", "int8", overwrite=False)
+    out = ct2_int8
     api = TranslationAPI(
         compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
     )
@@ -658,15 +657,12 @@ def test_a_search_is_checked_whole_against_the_servers_default(api) -> None:
     assert answers[-1]["translation"]
 
 
-def test_extreme_but_valid_settings_translate_on_both_backends(
-    api, overfit_engine, lines, tmp_path
-):
+def test_extreme_but_valid_settings_translate_on_both_backends(api, ct2_f32, lines):
     """Settings at the edges a backend could trip on: a top-k above the vocabulary, min_len
     past the length limit, a temperature so small that only the best token is left."""
-    from nmt.ct2.model_dir import export
     from nmt.serving.api import Failure, TranslationAPI
 
-    out = export(overfit_engine, tmp_path / "ct2", "float32", overwrite=False)
+    out = ct2_f32.path
     ct2 = TranslationAPI(
         compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
     )

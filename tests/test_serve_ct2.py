@@ -22,10 +22,8 @@ pytestmark = pytest.mark.xdist_group("serve")
 
 
 @pytest.fixture(scope="module")
-def exported(overfit_engine, tmp_path_factory) -> Path:
-    from nmt.ct2.model_dir import export
-
-    return export(overfit_engine, tmp_path_factory.mktemp("ct2") / "int8", "int8", False)
+def exported(ct2_int8) -> Path:
+    return ct2_int8
 
 
 @pytest.fixture(scope="module")

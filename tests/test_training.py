@@ -609,19 +609,21 @@ def test_ddp_two_cpu_processes_complete_and_agree(overfit_data, tmp_path):
     assert model.cfg.decoder_layers == 3 and model.cfg.alignment_heads == 1
 
 
-def test_two_nodes_of_one_process_each_train_as_one_job(overfit_data, tmp_path):
+def test_two_nodes_of_one_process_each_fine_tune_as_one_job(overfit_run, overfit_data, tmp_path):
     """Multi-node, simulated: two `torchrun --nnodes 2 --nproc-per-node 1` launches on
-    127.0.0.1, node ranks 0 and 1, one run folder (a shared file system), trainer.num_nodes=2.
+    127.0.0.1, node ranks 0 and 1, one run folder (a shared file system), trainer.num_nodes=2,
+    a fine-tune (`init_from`, test_init_from.py): both ranks start from the same checkpoint.
     The ranks agree on the step and the weights, trained on their own shares of the data (by
-    global rank), and rank 0 alone wrote model.pt and metrics.json."""
+    global rank), rank 0 alone wrote model.pt and metrics.json, and the model's tokenizer is
+    the checkpoint's."""
     from nmt.serving.launch import free_port
 
+    start = overfit_run / "model.pt"
     port = free_port()
     env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
     train = [
         "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
-        "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.encoder_layers=1",
-        "model.decoder_layers=1", "tokenizer.vocab_size=500", "data.max_tokens=600",
+        f"init_from={start}", "data.max_tokens=600",
         "trainer.max_steps=6", "trainer.max_time=null", "budget_bands=[]",
         "final_evaluation.splits=[]",  # rank 0's, after DDP: the test above has it
         "trainer.check_val_every_n_epoch=1", "trainer.strategy=ddp", "trainer.accelerator=cpu",
@@ -662,6 +664,9 @@ def test_two_nodes_of_one_process_each_train_as_one_job(overfit_data, tmp_path):
     assert (run / "model.pt").is_file() and (run / "metrics.json").is_file()
     assert "Inference checkpoint" in logs[0] and "Inference checkpoint" not in logs[1]
     assert [(r["world_size"], r["node_rank"]) for r in ranks] == [(2, 0), (2, 1)]
+    tuned = load_checkpoint(run / "model.pt")
+    assert tuned.info["init_from"] == str(start)
+    assert tuned.tokenizer.identity == load_checkpoint(start).tokenizer.identity
 
 
 @pytest.mark.slow
