@@ -631,8 +631,6 @@ def test_two_nodes_of_one_process_each_fine_tune_as_one_job(overfit_run, overfit
         f"hydra.run.dir={tmp_path / 'run'}", *PLAIN,
     ]  # fmt: skip
     (tmp_path / "run").mkdir()
-    (tmp_path / "tok").mkdir()
-    train.append(f"tokenizer.dir={tmp_path / 'tok'}")
     nodes = [
         subprocess.Popen(
             [
