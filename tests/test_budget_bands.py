@@ -203,19 +203,21 @@ def test_the_command_line_wins_and_bad_bands_are_refused():
 
 
 def test_a_training_run_takes_its_band_from_its_step_budget(overfit_data, tmp_path, caplog):
-    """Real training (the recipe shrunk), a step budget of 40 updates and a band up to 100:
+    """Real training (the recipe shrunk), a step budget of 4 updates and a band up to 100:
     the band's dropout is the one model.pt was trained with, and the log says why."""
     from nmt.checkpoint import load_checkpoint
     from nmt.training.fit import train
 
     cfg = compose_train_config(
-        overfit_training(overfit_data, tmp_path, "trainer.max_steps=40", "trainer.max_time=null")
+        overfit_training(overfit_data, tmp_path, "trainer.max_steps=4", "trainer.max_time=null")
     )
     cfg.budget_bands = [BudgetBand(100, {"model.dropout": 0.05}), BudgetBand(None, {})]
     with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
         train(cfg, tmp_path / "run")
     assert load_checkpoint(tmp_path / "run" / "model.pt").model.cfg.dropout == 0.05
-    assert any("up to 100 updates, since the budget holds ~40" in r.message for r in caplog.records)
+    assert any(
+        "up to 100 updates, since the budget holds ~4 updates" in r.message for r in caplog.records
+    )
 
 
 SHALLOW = {"model.decoder_layers": 1, "model.d_ff": 64, "model.dropout": 0.1}
@@ -229,8 +231,8 @@ def test_a_band_of_another_shape_starts_over_as_if_the_command_line_gave_it(
     overfit_data, tmp_path, caplog
 ):
     """The tiny recipe (2 decoder layers, FFN 128) with a band up to 100 updates that trains 1
-    decoder layer, FFN 64, dropout 0.1, and a budget of 30 updates within an hour's max_time:
-    no time budget can hold more than 30 updates, so the band is certain at the first update
+    decoder layer, FFN 64, dropout 0.1, and a budget of 6 updates within an hour's max_time:
+    no time budget can hold more than 6 updates, so the band is certain at the first update
     (waiting a minute for the pace, the run would have ended before choosing). The run stops
     after that update, discards that model's checkpoints and starts over; model.pt then has
     exactly the weights of a run given those settings on the command line (and no max_time)."""
@@ -239,7 +241,7 @@ def test_a_band_of_another_shape_starts_over_as_if_the_command_line_gave_it(
 
     def tiny(work, *extra):
         return overfit_training(
-            overfit_data, work, "trainer.max_steps=30", "checkpoint.average_last_epochs=[3]", *extra
+            overfit_data, work, "trainer.max_steps=6", "checkpoint.average_last_epochs=[3]", *extra
         )
 
     banded = compose_train_config(tiny(tmp_path / "banded", "trainer.max_time=00:01:00:00"))
@@ -249,9 +251,9 @@ def test_a_band_of_another_shape_starts_over_as_if_the_command_line_gave_it(
     given = [f"{name}={value}" for name, value in SHALLOW.items()]
     train(compose_train_config(tiny(tmp_path / "given", *given)), tmp_path / "given")
 
-    assert any("since the budget holds ~30 updates:" in r.message for r in caplog.records)
+    assert any("since the budget holds ~6 updates:" in r.message for r in caplog.records)
     assert any("another shape: starting over" in r.message for r in caplog.records)
-    assert metrics["global_step"] == 30 and metrics["selection"]["chosen"]
+    assert metrics["global_step"] == 6 and metrics["selection"]["chosen"]
     started_over = load_checkpoint(tmp_path / "banded" / "model.pt").model
     assert (started_over.cfg.decoder_layers, started_over.cfg.d_ff) == (1, 64)
     reference = load_checkpoint(tmp_path / "given" / "model.pt").model.state_dict()
@@ -278,10 +280,10 @@ def test_a_run_that_started_over_resumes_with_its_bands_model(overfit_data, tmp_
         cfg.budget_bands = shallow_bands()
         return cfg
 
-    train(banded(10), tmp_path / "run")
+    train(banded(4), tmp_path / "run")
     with caplog.at_level(logging.INFO, logger="nmt.training.budget"):
-        metrics = train(banded(20, "ckpt_path=last"), tmp_path / "run")
-    assert metrics["global_step"] == 20
+        metrics = train(banded(8, "ckpt_path=last"), tmp_path / "run")
+    assert metrics["global_step"] == 8
     assert load_checkpoint(tmp_path / "run" / "model.pt").model.cfg.decoder_layers == 1
     messages = [r.message for r in caplog.records if r.message.startswith("Budget band ")]
     assert len(messages) == 1 and "as chosen earlier in this run" in messages[0]

@@ -256,7 +256,7 @@ def test_a_cosine_schedule_reaches_zero_where_the_budget_ends(overfit_data, tmp_
     _, metrics, rows, lr = run(
         "by_time",
         "trainer.max_steps=-1",
-        "trainer.max_time=00:00:00:08",
+        "trainer.max_time=00:00:00:04",
         "checkpoint.every_n_train_steps=0",
     )
     last = metrics["global_step"]
@@ -280,6 +280,7 @@ def test_a_run_shorter_than_the_warmup_still_warms_up_and_decays(overfit_data, t
     from nmt.training.schedules import inverse_sqrt_lr
 
     overrides = ["optim.warmup_steps=2000", "trainer.max_steps=20", "val_bleu=false"]
+    overrides += ["data.max_tokens=600"]  # small batches: the schedule is what is measured
     overrides += ["checkpoint.monitor=val/loss", "checkpoint.mode=min"]
     cfg = compose_train_config(overfit_training(overfit_data, tmp_path, *overrides))
     assert cfg.optim.warmup_fraction == 0.2  # the recipe's
@@ -384,7 +385,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "trainer.max_steps=20",  # in the first band: chosen at the first update, timer or not
         "trainer.enable_progress_bar=false",
         "final_evaluation.splits=[]",  # it has its own test (the overfit run's)
-        "data.max_eval_pairs=100",  # the checkpoints chosen on 100 val lines: the same path
+        "data.max_eval_pairs=20",  # the checkpoints chosen on 20 val lines: the same path
         # the first 8,000 pairs, BPE-trained and word-aligned: eflomal takes 17 s over all 29k
         "data.max_train_pairs=8000",
         f"hydra.run.dir={tmp_path / 'run'}",
@@ -429,7 +430,7 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
         # take twice as long and check nothing more)
         "data.max_train_pairs=500",
         "trainer.max_steps=10",
-        "data.max_eval_pairs=100",  # its val losses and test BLEU on 100 lines: the same path
+        "data.max_eval_pairs=20",  # its val losses and test BLEU on 20 lines: the same path
     ]
     args += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
     result = run_module("nmt.train", args, tmp_path, timeout=600, env=env, text=True)
