@@ -16,9 +16,20 @@ from nmt.written_numbers import PLACEHOLDERS
 REASONS = ("empty", "too long", "ratio", "source = target", "placeholders unmatched", "duplicates")
 
 
+PLACEHOLDER_STARTS = "%{$:"  # every PLACEHOLDERS match begins with one of these
+
+
 def placeholders(text: str) -> Counter:
     """The format placeholders in a text, as a multiset."""
     return Counter(m.group(0) for m in PLACEHOLDERS.finditer(text))
+
+
+def placeholders_unmatched(en: str, de: str) -> bool:
+    """Whether the two sides' placeholders differ. Most pairs hold none: those are passed
+    without a search (a dictionary's 370,000 sides took 2 s to search)."""
+    if not any(start in text for text in (en, de) for start in PLACEHOLDER_STARTS):
+        return False
+    return placeholders(en) != placeholders(de)
 
 
 def broken_rule(en: str, de: str, max_words: int, max_ratio: float) -> str | None:
@@ -32,7 +43,7 @@ def broken_rule(en: str, de: str, max_words: int, max_ratio: float) -> str | Non
         return "ratio"
     if en == de:
         return "source = target"
-    if placeholders(en) != placeholders(de):
+    if placeholders_unmatched(en, de):
         return "placeholders unmatched"
     return None
 

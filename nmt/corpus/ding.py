@@ -58,7 +58,9 @@ def parse(line: str) -> DictionaryLine:
 
 def plain(text: str) -> str:
     """A sub-entry without its annotations, its spaces single."""
-    return " ".join(ANNOTATION.sub("", text).split())
+    if "{" in text or "[" in text:  # most have none: the search is skipped
+        text = ANNOTATION.sub("", text)
+    return " ".join(text.split())
 
 
 def sentence_pairs(en: str, de: str) -> list[tuple[str, str]]:
