@@ -98,7 +98,9 @@ def test_the_finetune_experiment_runs_as_its_comment_says(
     quarter of general pairs in, and writes model.pt. Without init_from: one line, exit 2."""
     en, de = (_lines(multi30k_dir / f"train.{lang}", 300) for lang in ("en", "de"))
     general = zip(en, de, strict=True)
-    (tmp_path / "general.tsv").write_text("".join(f"{x}\t{y}\n" for x, y in general))
+    general = [f"{x}\t{y}\n" for x, y in general]
+    (tmp_path / "general.tsv").write_text("".join(general))
+    (tmp_path / "forgetting.tsv").write_text("".join(general[:20]))  # scored: a few will do
     domain = zip(*overfit_pairs, strict=True)
     (tmp_path / "domain.tsv").write_text("".join(f"{x}\t{y}\n" for x, y in domain))
     args = [
@@ -127,7 +129,7 @@ def test_the_finetune_experiment_runs_as_its_comment_says(
     scored = [
         f"ckpt={tmp_path / 'run' / 'model.pt'}",
         "data=files",
-        f"data.data_files.test={tmp_path / 'general.tsv'}",
+        f"data.data_files.test={tmp_path / 'forgetting.tsv'}",
         "splits=[test]",
         f"hydra.run.dir={tmp_path / 'eval'}",
     ]
