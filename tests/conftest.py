@@ -258,6 +258,25 @@ def zygote_serve(args: list[str], env: dict | None, log) -> Command:
         return zygote().start(request, [stdin.fileno(), log.fileno(), log.fileno()])
 
 
+def server_process(url: str):
+    """The main process (a psutil.Process) of the server at `url` that this test process
+    started, cold or forked from the zygote: the first of its descendants to listen on the
+    url's port (a forked server's command line is the zygote's, so the port finds it)."""
+    import psutil
+
+    port = int(url.rsplit(":", 1)[1])
+    listening = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            sockets = process.net_connections("tcp")
+        except psutil.Error:
+            continue  # ended meanwhile
+        if any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets):
+            listening.append(process)
+    assert listening, f"no process this test started listens on port {port}"
+    return min(listening, key=lambda process: process.create_time())
+
+
 _ZYGOTES: list[Zygote] = []
 
 

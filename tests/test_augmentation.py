@@ -313,13 +313,21 @@ SHARES = AugmentConfig(
 )
 
 
+# the tests of the two data modules below: on one worker, which builds them once
+ONE_WORKER = pytest.mark.xdist_group("augmentation")
+
+
 @pytest.fixture(scope="module")
 def plain_and_augmented(multi30k_dir, tmp_path_factory):
-    plain = data_module(tmp_path_factory.mktemp("plain"), multi30k_dir, AugmentConfig())
-    augmented = data_module(tmp_path_factory.mktemp("augmented"), multi30k_dir, SHARES)
+    # one folder: the views are drawn per epoch, after the encoding and the links, which
+    # the second module finds cached (eflomal runs once)
+    folder = tmp_path_factory.mktemp("augment")
+    plain = data_module(folder, multi30k_dir, AugmentConfig())
+    augmented = data_module(folder, multi30k_dir, SHARES)
     return plain, augmented
 
 
+@ONE_WORKER
 def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
     _, dm = plain_and_augmented
     tokenizer, starts = dm.tokenizer, dm.tokenizer.word_starts()
@@ -363,6 +371,7 @@ def test_augmented_rows_are_real_pairs_with_true_links(plain_and_augmented):
     assert all(count > 10 for count in seen.values()), seen
 
 
+@ONE_WORKER
 def test_views_are_drawn_per_epoch_alike_on_every_rank(plain_and_augmented):
     _, dm = plain_and_augmented
     epoch1 = epoch_rows(dm, 1)
@@ -373,6 +382,7 @@ def test_views_are_drawn_per_epoch_alike_on_every_rank(plain_and_augmented):
     assert rank0 | rank1 == epoch1
 
 
+@ONE_WORKER
 def test_no_view_gives_the_batches_of_plain_training(plain_and_augmented, caplog):
     plain, _ = plain_and_augmented
     assert not plain.data_cfg.augment.active
@@ -383,6 +393,7 @@ def test_no_view_gives_the_batches_of_plain_training(plain_and_augmented, caplog
     )
 
 
+@ONE_WORKER
 def test_an_epochs_views_are_logged_and_cached(plain_and_augmented, caplog):
     from nmt.data.augmentation import augment_epoch
 

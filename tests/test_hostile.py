@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from conftest import ROOT
+from conftest import ROOT, server_process, zygote_serve
 
 from nmt.serving.launch import launched
 
@@ -60,7 +60,7 @@ def server(request, model_pt: Path, tmp_path_factory) -> Iterator[str]:
         args = [f"ckpt={out}", "backend=ctranslate2", "workers=1", "threads=1"]
     args += ["timeout=20", f"body_seconds={BODY_SECONDS}", f"header_seconds={HEADER_SECONDS}"]
     args += [f"max_client_connections={CLIENT_CONNECTIONS}", f"max_bodies_bytes={BODIES_BYTES}"]
-    with launched(args, env) as url:
+    with launched(args, env, start=zygote_serve) as url:
         yield url
 
 
@@ -77,13 +77,8 @@ class Outcome:
 
 def server_processes(url: str) -> list[psutil.Process]:
     """The server's process and all its children."""
-    port = url.rsplit(":", 1)[1]
-    main = [
-        p
-        for p in psutil.Process().children()
-        if any(f"port={port}" in part for part in p.cmdline())
-    ]
-    return main + [c for p in main for c in p.children(recursive=True)]
+    main = server_process(url)
+    return [main, *main.children(recursive=True)]
 
 
 def server_rss_mb(url: str) -> float:

@@ -106,13 +106,16 @@ def test_a_store_that_cannot_count_is_refused_in_one_line(uri, message):
 
 
 def test_two_servers_behind_one_store_refuse_the_eleventh_request(
-    redis_uri, model_pt: Path, overfit_pairs, tmp_path
+    redis_uri, ct2_int8: Path, overfit_pairs, tmp_path
 ):
     """Two nmt.serve processes with the same keys file and limits_storage: 16 requests of one
-    key, alternated between them, get 10 answers and 6 refusals (10/day, counted once)."""
+    key, alternated between them, get 10 answers and 6 refusals (10/day, counted once). On
+    the CTranslate2 backend, whose server starts no worker processes: the limits are the
+    door's, before either engine."""
     keys = tmp_path / "keys.txt"
     keys.write_text(KEY + "\n")
     args = [
+        "backend=ctranslate2",
         "workers=1",
         f"api_keys_file={keys}",
         "limit_requests=10/day",
@@ -120,7 +123,7 @@ def test_two_servers_behind_one_store_refuse_the_eleventh_request(
     ]
     headers = {"Authorization": f"Bearer {KEY}"}
     body = {"text": overfit_pairs[0][0]}
-    with serving(model_pt, *args) as first, serving(model_pt, *args) as second:
+    with serving(ct2_int8, *args) as first, serving(ct2_int8, *args) as second:
         codes = [
             httpx.post(url + "/translate", json=body, headers=headers, timeout=60).status_code
             for url in [first, second] * 8

@@ -912,7 +912,7 @@ def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offl
     client = httpx.Client(timeout=60)
 
     @settings(
-        max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+        max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
     @given(bodies())
     def answer_in_one_line(body: bytes) -> None:
@@ -930,7 +930,7 @@ def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offl
 
     answer_in_one_line()
     client.close()
-    assert sum(statuses.values()) >= 400 and statuses.get(200) and statuses.get(422)
+    assert sum(statuses.values()) >= 200 and statuses.get(200) and statuses.get(422)
     assert httpx.get(server + "/health", timeout=10).status_code == 200
     assert post(server, {"text": lines}).json()["translation"] == offline
 

@@ -11,7 +11,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from conftest import Command, server_process, zygote_serve
 from test_serve import post, serving
 
 from nmt.serving.launch import started
@@ -37,6 +37,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def server(model_pt: Path) -> Iterator[str]:
+    # a cold start (launch's `started`), as a user's: the other servers fork from the zygote
     with serving(model_pt, "workers=2", "batch_requests=1", "timeout=20", start=started) as url:
         yield url
 
@@ -63,9 +64,8 @@ def children(pid: int) -> dict[int, str]:
 def model_workers(url: str) -> list[int]:
     """The pids of the model workers of the server at `url`, which this process started:
     LitServe spawns them, so they run multiprocessing's spawn_main."""
-    port = url.rsplit(":", 1)[1]
-    main = [pid for pid, cmd in children(os.getpid()).items() if f"port={port}" in cmd]
-    return sorted(pid for pid, cmd in children(main[0]).items() if "spawn_main" in cmd)
+    main = server_process(url)
+    return sorted(p.pid for p in main.children() if "spawn_main" in " ".join(p.cmdline()))
 
 
 def watch_health(url: str, stop: threading.Event, seen: list) -> None:
@@ -161,24 +161,16 @@ def test_a_body_far_over_the_limit_gets_its_413_not_a_reset(server, lines, send)
 
 
 @contextmanager
-def own_server(args: list[str], log: Path) -> Iterator[tuple[subprocess.Popen, int]]:
-    """`python -m nmt.serve args` on a free port, in a process group of its own, its stderr in
-    `log`; yields the main process (signals go to it alone) and the port once /health says
-    ok; the group is killed at the end, whatever the test did."""
-    from conftest import ROOT
-
+def own_server(args: list[str], log: Path) -> Iterator[tuple[Command, int]]:
+    """`python -m nmt.serve args` on a free port, forked from the zygote in a session (and
+    so a process group) of its own, its output in `log`; yields the main process (signals go
+    to it alone) and the port once /health says ok; the group is killed at the end,
+    whatever the test did."""
     from nmt.serving.launch import free_port, healthy
 
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    with open(log, "wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "nmt.serve", *args, f"port={port}"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            start_new_session=True,
-        )
+    with open(log, "wb") as output:
+        process = zygote_serve([*args, f"port={port}"], None, output)
     try:
         deadline = time.monotonic() + 120
         while not healthy(f"http://127.0.0.1:{port}"):
@@ -271,7 +263,7 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
         asking.start()
         time.sleep(1.0)  # the request is decoding
         signalled = time.monotonic()
-        process.send_signal(sig)
+        os.kill(process.pid, sig)
         asking.join(timeout=120)
         response = answered["response"]
         if drain == 1:

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -121,6 +122,10 @@ def test_resume_mid_epoch_reproduces_the_uninterrupted_run(overfit_data, tmp_pat
     assert checkpoint.is_file()
     os.utime(checkpoint)  # the newest file now, as a copy of the folder may leave it
     assert saved_step(resolve_resume("last", whole / "checkpoints")) == 8  # the latest step
+    # TensorBoard reads a run's event files in name order: the second they were opened, then
+    # a count of this process's writers, as text ("10" before "9"). A later process's resume
+    # opens its file in a later second; in this one, the second is waited for.
+    time.sleep(1.01 - time.time() % 1)
     # resumed in its own folder, as after an interruption: steps 3-7 are logged again
     train(config(whole, [f"ckpt_path={checkpoint}"]), whole)
     b, rows_b = read_metrics_csv(whole), read_metrics_rows(whole)
@@ -385,7 +390,7 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "trainer.max_steps=20",  # in the first band: chosen at the first update, timer or not
         "trainer.enable_progress_bar=false",
         "final_evaluation.splits=[]",  # it has its own test (the overfit run's)
-        "data.max_eval_pairs=20",  # the checkpoints chosen on 20 val lines: the same path
+        "data.max_eval_pairs=100",  # the checkpoints chosen on 100 val lines: the same path
         # the first 8,000 pairs, BPE-trained and word-aligned: eflomal takes 17 s over all 29k
         "data.max_train_pairs=8000",
         f"hydra.run.dir={tmp_path / 'run'}",
@@ -430,7 +435,7 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
         # take twice as long and check nothing more)
         "data.max_train_pairs=500",
         "trainer.max_steps=10",
-        "data.max_eval_pairs=20",  # its val losses and test BLEU on 20 lines: the same path
+        "data.max_eval_pairs=100",  # its val losses and test BLEU on 100 lines: the same path
     ]
     args += [f"tokenizer.dir={tmp_path / 'tok'}", "trainer.enable_progress_bar=false"]
     result = run_module("nmt.train", args, tmp_path, timeout=600, env=env, text=True)
