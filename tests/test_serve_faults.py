@@ -31,7 +31,7 @@ from nmt.serving.launch import started
 
 pytestmark = [
     pytest.mark.xdist_group("serve"),  # with test_serve's servers: one set at a time
-    pytest.mark.skipif(sys.platform != "linux", reason="finds the model workers in /proc"),
+    pytest.mark.skipif(sys.platform != "linux", reason="Linux process groups and /proc"),
 ]
 
 
@@ -45,20 +45,6 @@ def server(model_pt: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def lines(overfit_pairs) -> list[str]:
     return overfit_pairs[0][:12]
-
-
-def children(pid: int) -> dict[int, str]:
-    """{pid: command line} of the processes whose parent is `pid`."""
-    found = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            parent = int((entry / "stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except (OSError, ValueError, IndexError):
-            continue  # not a process, or one that just ended
-        if parent == pid:
-            found[int(entry.name)] = command
-    return found
 
 
 def model_workers(url: str) -> list[int]:
