@@ -211,6 +211,7 @@ class Zygote:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait()
+        self.process.stdout.close()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
