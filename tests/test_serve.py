@@ -618,13 +618,12 @@ def test_the_ctranslate2_backend_serves_its_offline_translations(ct2_int8, lines
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.serving.api import TranslationAPI
 
-    out = ct2_int8
     api = TranslationAPI(
-        compose("serve", [f"ckpt={out}", "backend=ctranslate2", "threads=1"]), [], "x"
+        compose("serve", [f"ckpt={ct2_int8}", "backend=ctranslate2", "threads=1"]), [], "x"
     )
     api.setup("cpu")
     assert api.search.length_norm == "power"  # the GNMT penalty, as CTranslate2 runs it
-    offline = CTranslate2Engine(out, "cpu", "default", 1, 1024)
+    offline = CTranslate2Engine(ct2_int8, "cpu", "default", 1, 1024)
     expected = best_text(offline.tokenizer, offline.translate(lines, api.search))
     bodies = [{"text": line} for line in lines] + [{"text": lines}]
     served = served_with(api, bodies)

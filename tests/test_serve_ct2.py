@@ -22,14 +22,9 @@ pytestmark = pytest.mark.xdist_group("serve")
 
 
 @pytest.fixture(scope="module")
-def exported(ct2_int8) -> Path:
-    return ct2_int8
-
-
-@pytest.fixture(scope="module")
-def server(exported: Path) -> Iterator[str]:
+def server(ct2_int8: Path) -> Iterator[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    args = [f"ckpt={exported}", "backend=ctranslate2", "workers=2", "threads=1", *LIMITS]
+    args = [f"ckpt={ct2_int8}", "backend=ctranslate2", "workers=2", "threads=1", *LIMITS]
     with launched(args, env, start=zygote_serve) as url:
         yield url
 
@@ -40,13 +35,13 @@ def lines(overfit_pairs) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def offline(exported: Path, lines: list[str]) -> list[str]:
+def offline(ct2_int8: Path, lines: list[str]) -> list[str]:
     """The exported model's own search, offline, on one thread."""
     from nmt.config import DecodeConfig
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.inference.search_choice import choose_search
 
-    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    engine = CTranslate2Engine(ct2_int8, "cpu", "default", 1, 1024)
     search, _ = choose_search(engine.card, DecodeConfig(), [])
     return best_text(engine.tokenizer, engine.translate(lines, search))
 
@@ -73,13 +68,13 @@ def test_scores_on_request_over_http(server, lines, offline):
     assert post(server, {"text": lines[0], "scores": "yes"}).status_code == 422
 
 
-def test_alignments_on_request_are_translates_own(server, exported, lines, offline):
+def test_alignments_on_request_are_translates_own(server, ct2_int8, lines, offline):
     from nmt.config import DecodeConfig
     from nmt.inference.alignment import pharaoh
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.inference.search_choice import choose_search
 
-    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    engine = CTranslate2Engine(ct2_int8, "cpu", "default", 1, 1024)
     search, _ = choose_search(engine.card, DecodeConfig(), [])
     expected = [
         pharaoh(h[0].alignment) if h else ""
@@ -92,14 +87,14 @@ def test_alignments_on_request_are_translates_own(server, exported, lines, offli
     assert post(server, {"text": lines[0]}).json().get("alignments") is None
 
 
-def test_html_and_files_are_served_as_offline(server, exported, overfit_pairs):
+def test_html_and_files_are_served_as_offline(server, ct2_int8, overfit_pairs):
     """ "format": "html" and POST /translate_file on the in-process server, as the exported
     model translates them offline."""
     from nmt.config import DecodeConfig
     from nmt.inference.ct2_engine import CTranslate2Engine
     from nmt.inference.search_choice import choose_search
 
-    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    engine = CTranslate2Engine(ct2_int8, "cpu", "default", 1, 1024)
     search, _ = choose_search(engine.card, DecodeConfig(), [])
     s = overfit_pairs[0]
     page = f"<p>{s[0]} <em>{s[1]}</em></p>\n<ul><li>{s[2]}</li></ul>"
@@ -110,7 +105,7 @@ def test_html_and_files_are_served_as_offline(server, exported, overfit_pairs):
     assert reply.status_code == 200 and reply.text == expected
 
 
-def test_numbers_as_written_are_served_as_offline(server, exported):
+def test_numbers_as_written_are_served_as_offline(server, ct2_int8):
     """Numbers as written, kept and localized, as the exported model carries them offline."""
     from test_written_numbers import SENTENCES
 
@@ -120,7 +115,7 @@ def test_numbers_as_written_are_served_as_offline(server, exported):
     from nmt.terms.spans import DEFAULT_RULES, Rules
     from nmt.translation.texts import translate_texts
 
-    engine = CTranslate2Engine(exported, "cpu", "default", 1, 1024)
+    engine = CTranslate2Engine(ct2_int8, "cpu", "default", 1, 1024)
     search, _ = choose_search(engine.card, DecodeConfig(), [])
     for mode in ("keep", "localize"):
         rules = Rules(DEFAULT_RULES.kinds, (), mode)
@@ -138,10 +133,10 @@ def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
     assert isinstance(detail, str) and "\n" not in detail and message in detail
 
 
-def test_health_info_page_and_schema(server, exported):
+def test_health_info_page_and_schema(server, ct2_int8):
     assert httpx.get(server + "/health", timeout=10).text == "ok"
     info = httpx.get(server + "/info", timeout=10).json()["model"]
-    assert info["backend"] == "ctranslate2" and str(exported) not in json.dumps(info)
+    assert info["backend"] == "ctranslate2" and str(ct2_int8) not in json.dumps(info)
     assert info["batching"]["workers"] == 2
     limits = info["limits"]
     assert (limits["max_body_bytes"], limits["max_lines"], limits["max_line_chars"]) == (

@@ -74,6 +74,17 @@ def test_every_format_placeholder_is_one_span(placeholder):
     assert spans_of(f"Deleted {placeholder} files, 50% of them.") == [placeholder, "50%"]
 
 
+@pytest.mark.parametrize("placeholder", [*PLACEHOLDERS, "{{name}}", "$HOME", "${x}", ":user"])
+def test_every_placeholder_begins_with_a_character_the_cleaning_looks_for(placeholder):
+    """A corpus's cleaning searches only texts that hold one of PLACEHOLDER_STARTS: every kind
+    the pattern matches must begin with one, or its pairs would pass unchecked."""
+    from nmt.written_numbers import PLACEHOLDER_STARTS
+    from nmt.written_numbers import PLACEHOLDERS as PATTERN
+
+    match = PATTERN.search(f"Deleted {placeholder} files.")
+    assert match and match.group(0) == placeholder and placeholder[0] in PLACEHOLDER_STARTS
+
+
 def test_captions_and_capitals_keep_their_words_for_the_model():
     """Words stay the model's: only digits and what belongs to them are spans (an ALL CAPS
     line's words are no codes, a percent sign in prose no placeholder)."""

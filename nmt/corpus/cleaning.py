@@ -11,12 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from nmt.written_numbers import PLACEHOLDERS
+from nmt.written_numbers import PLACEHOLDER_STARTS, PLACEHOLDERS
 
 REASONS = ("empty", "too long", "ratio", "source = target", "placeholders unmatched", "duplicates")
-
-
-PLACEHOLDER_STARTS = "%{$:"  # every PLACEHOLDERS match begins with one of these
 
 
 def placeholders(text: str) -> Counter:
