@@ -15,11 +15,17 @@ from conftest import ROOT, run_module
 FRAMEWORKS = ("hydra", "lightning", "lightning_fabric", "pytorch_lightning", "datasets")
 
 
-def loaded_frameworks(*modules: str, frameworks: tuple[str, ...] = FRAMEWORKS) -> list[str]:
-    """The framework modules a fresh interpreter holds after importing `modules`."""
+def frameworks_after(*groups: list[str]) -> list[list[str]]:
+    """One fresh interpreter imports each group of modules in turn; after each, the modules it
+    holds of FRAMEWORKS or sentencepiece. The lists only grow: a group whose list is free of a
+    framework loads none of it, alone or after the groups before it."""
+    watched = (*FRAMEWORKS, "sentencepiece")
     code = (
-        f"import sys, json\nfor m in {list(modules)!r}: __import__(m)\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {frameworks!r})))"
+        "import sys, json\nseen = []\n"
+        f"for group in {[list(g) for g in groups]!r}:\n"
+        "    for m in group: __import__(m)\n"
+        f"    seen.append(sorted(m for m in sys.modules if m.split('.')[0] in {watched!r}))\n"
+        "print(json.dumps(seen))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
@@ -27,15 +33,20 @@ def loaded_frameworks(*modules: str, frameworks: tuple[str, ...] = FRAMEWORKS) -
     return json.loads(done.stdout)
 
 
-def test_the_model_tokenizer_searches_and_engines_load_no_framework():
-    """Neither hydra, lightning nor datasets; and the model and the searches not even
-    sentencepiece."""
-    core = ["nmt.model", "nmt.tokenizer", "nmt.checkpoint", "nmt.decoding.search"]
-    assert loaded_frameworks(*core, "nmt.decoding.beam", "nmt.decoding.settings") == []
-    engines = ["nmt.inference.loading", "nmt.inference.torch_engine", "nmt.inference.ct2_engine"]
-    assert loaded_frameworks(*engines, "nmt.inference.search_choice", "nmt.ct2.spec") == []
+def test_the_model_searches_engines_and_evaluation_load_no_framework():
+    """Neither hydra, lightning nor datasets below the entry points; the model and the searches
+    not even sentencepiece; evaluation and reports no Lightning. One interpreter, the layers
+    imported from the bottom up (each list holds what the layers below it loaded too)."""
     lean = ["nmt.model", "nmt.decoding.search", "nmt.decoding.settings"]
-    assert loaded_frameworks(*lean, frameworks=(*FRAMEWORKS, "sentencepiece")) == []
+    core = ["nmt.tokenizer", "nmt.checkpoint", "nmt.decoding.beam"]
+    engines = ["nmt.inference.loading", "nmt.inference.torch_engine", "nmt.inference.ct2_engine"]
+    engines += ["nmt.inference.search_choice", "nmt.ct2.spec"]
+    evaluation = ["nmt.evaluation.evaluation_run", "nmt.evaluation.runs_table"]
+    after = frameworks_after(lean, core, engines, evaluation)
+    assert after[0] == []
+    assert [m for m in after[2] if m.split(".")[0] in FRAMEWORKS] == []
+    assert "sentencepiece" in after[1]  # the watch sees what is imported
+    assert not [m for m in after[3] if "lightning" in m]
 
 
 def test_no_caller_outside_the_engines_asks_which_engine_it_holds():
@@ -53,11 +64,6 @@ def test_no_caller_outside_the_engines_asks_which_engine_it_holds():
         if pattern.search(line)
     ]
     assert offenders == []
-
-
-def test_evaluation_and_reports_load_no_lightning():
-    loaded = loaded_frameworks("nmt.evaluation.evaluation_run", "nmt.evaluation.runs_table")
-    assert not [m for m in loaded if "lightning" in m]
 
 
 def imports_of(path: Path) -> set[str]:

@@ -149,19 +149,20 @@ def test_ten_times_the_lines_stream_through_in_bounded_memory(model_pt, multi30k
 def test_translate_answers_before_its_input_ends(model_pt, overfit_pairs, tmp_path):
     """Streaming: the first chunk's translations arrive while stdin is still open."""
     sources, references = overfit_pairs
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "nmt.translate", f"ckpt={model_pt}", "chunk_lines=2"]
-    with subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    ) as proc:
-        proc.stdin.write(f"{sources[0]}\n{sources[1]}\n".encode())
-        proc.stdin.flush()
-        first = [proc.stdout.readline().decode().rstrip("\n") for _ in range(2)]
-        assert first == references[:2]
-        proc.stdin.write(f"{sources[2]}\n".encode())
-        proc.stdin.close()
-        assert proc.stdout.read().decode() == references[2] + "\n"
-        assert proc.wait(timeout=60) == 0
+    (stdin, to_stdin), (from_stdout, stdout) = os.pipe(), os.pipe()
+    theirs = [open(stdin, "rb", 0), open(stdout, "wb", 0), open(os.devnull, "wb")]
+    args = [f"ckpt={model_pt}", "chunk_lines=2"]
+    with started_module("nmt.translate", args, tmp_path, theirs) as command:
+        for end in theirs:  # the command holds its own copies: ours would keep its pipes open
+            end.close()
+        with open(to_stdin, "wb", 0) as to, open(from_stdout, "rb") as out:
+            to.write(f"{sources[0]}\n{sources[1]}\n".encode())
+            first = [out.readline().decode().rstrip("\n") for _ in range(2)]
+            assert first == references[:2]
+            to.write(f"{sources[2]}\n".encode())
+            to.close()
+            assert out.read().decode() == references[2] + "\n"
+        assert command.wait(timeout=60) == 0
 
 
 # --- bad files and settings ---
