@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.decoding.settings import DecodeConfig
+from nmt.decoding.state import Hypothesis
 from nmt.inference.output_text import SPLITS_A_LINE, best_text, one_line
 from nmt.translation.layout import lay_out
 from nmt.translation.sentences import SentenceSplitter
@@ -77,6 +78,20 @@ def test_one_line_leaves_no_line_break_and_changes_nothing_else(text):
     assert len(out) == len(text) and out.splitlines() == ([out] if out else [])
     assert "\t" not in out and out == text.translate(SPLITS_A_LINE)
     assert all(not chr(c).isprintable() for c in SPLITS_A_LINE)  # what its shortcut trusts
+
+
+def test_a_lone_word_boundary_piece_at_either_end_is_no_text(overfit_engine):
+    """A model that writes "▁" alone first or last (an unseen line's wandering output) gets
+    no outer space: the text MarianTokenizer's join gives, so a format=hf export translates to
+    the same bytes (test_marian_import); inner spaces stay as written."""
+    tokenizer = overfit_engine.tokenizer
+    boundary = tokenizer.sp.piece_to_id("▁")
+    words = tokenizer.encode(["ein  Mann"])[0]
+    raw = tokenizer.decode([[boundary, *words, boundary]])[0]
+    assert raw == " ein  Mann "  # the tokenizer itself keeps whitespace
+    assert best_text(tokenizer, [[Hypothesis([boundary, *words, boundary], 0.0, 0.0)]]) == [
+        "ein  Mann"
+    ]
 
 
 def test_runs_without_final_punctuation_are_cut_but_sentences_are_not():

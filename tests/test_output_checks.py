@@ -108,7 +108,7 @@ def test_both_engines_flag_a_planted_mismatch_and_a_planted_loop(
         f"{sources[1]} See {URL}",  # the model never saw a URL: it cannot carry it
         sources[2],
     ]
-    prefixes = ["", "", "Ein Kick Kick Kick Kick"]  # a loop, forced
+    prefixes = ["", "", "Ein Kick Kick Kick Kick "]  # a loop, forced, its last word ended
     search = engine.search
     calibration = Calibration([-5.0, 0.0], [0.0, 1.0], {})
     monkeypatch.setattr(type(engine), "calibration", property(lambda self: calibration))

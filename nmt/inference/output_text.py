@@ -18,10 +18,17 @@ def one_line(text: str) -> str:
     return text if text.isprintable() else text.translate(SPLITS_A_LINE)
 
 
+def model_line(decoded: str) -> str:
+    """A translation the model wrote, as one line without outer spaces: a lone word-boundary
+    piece ("▁") written first or last is no text (MarianTokenizer strips it too, so an
+    export to format=hf translates to the same bytes)."""
+    return one_line(decoded).strip(" ")
+
+
 def best_text(tokenizer: Tokenizer, hypotheses: list[list[Hypothesis]]) -> list[str]:
     """The best hypothesis of each sentence as one line of raw text ("" for none)."""
     texts = tokenizer.decode([nbest[0].tokens if nbest else [] for nbest in hypotheses])
-    return [one_line(t) for t in texts]
+    return [model_line(t) for t in texts]
 
 
 def score_columns(scores: Scores | None) -> str:

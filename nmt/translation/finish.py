@@ -13,7 +13,7 @@ from __future__ import annotations
 from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine
 from nmt.inference.output_checks import check, fix_numbers
-from nmt.inference.output_text import one_line
+from nmt.inference.output_text import model_line
 from nmt.terms import spans
 from nmt.terms.glossary import Glossary
 from nmt.terms.placing import TermUse
@@ -33,7 +33,7 @@ def finish(
     docstring); `mode`: the form numbers come out in (nmt.written_numbers.MODES)."""
     decoded = iter(engine.tokenizer.decode([h.tokens for s in sentences for h in s.hypotheses]))
     for s in sentences:
-        s.texts = [one_line(next(decoded)) for _ in s.hypotheses]
+        s.texts = [model_line(next(decoded)) for _ in s.hypotheses]
         if s.matches:
             targets = [m.entry.target for m in s.matches]
             used = glossary.used(s.texts[0] if s.texts else "", targets)
