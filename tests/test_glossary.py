@@ -14,6 +14,7 @@ from conftest import run_module
 from nmt.decoding.penalties import normalized_score
 from nmt.decoding.settings import SearchError
 from nmt.decoding.state import Hypothesis
+from nmt.inference.output_text import best_text, model_line
 from nmt.terms.glossary import Entry, Glossary, GlossaryError, core
 from nmt.translation.texts import translate_texts
 
@@ -291,7 +292,7 @@ def test_an_annotating_models_best_is_the_beams_best_that_uses_the_most_terms(
         chosen = translate_texts(reader, lines, replace(search, nbest=nbest), glossary=glossary)
         assert reader.hypotheses == search.beam_size
         for j, line in enumerate(lines):
-            texts = engine.tokenizer.decode(reader.found[j])
+            texts = [model_line(t) for t in engine.tokenizer.decode(reader.found[j])]
             targets = [m.entry.target for m in glossary.find(line)]
             order = glossary.rank(texts, targets) if targets else range(len(texts))
             assert [t for t, _ in chosen[j].alternatives] == [texts[h] for h in order][:nbest]
@@ -301,7 +302,8 @@ def test_an_annotating_models_best_is_the_beams_best_that_uses_the_most_terms(
     reader = Recorder(engine, "lemma")
     own = translate_texts(reader, lines, replace(search, term_choice=False), glossary=glossary)
     assert reader.hypotheses == 0
-    assert [t.text for t in own] == engine.tokenizer.decode([f[0] for f in reader.found])
+    firsts = [[Hypothesis(found[0], 0.0, 0.0)] for found in reader.found]
+    assert [t.text for t in own] == best_text(engine.tokenizer, firsts)
 
 
 class Offering(TermReader):

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt.config import DecodeConfig
-from nmt.inference.output_text import best_text, one_line
+from nmt.inference.output_text import best_text, model_line
 from nmt.serving.launch import launched
 
 pytestmark = pytest.mark.xdist_group("serve")  # one worker runs these: one set of servers
@@ -162,7 +162,7 @@ def test_per_request_search_prefix_and_nbest_match_the_offline_search(
         if search.nbest > 1:
             for got, hyps in zip(answer["nbest"], expected, strict=True):
                 texts = overfit_engine.tokenizer.decode([h.tokens for h in hyps])
-                assert [h["text"] for h in got] == [one_line(t) for t in texts]
+                assert [h["text"] for h in got] == [model_line(t) for t in texts]
                 assert [h["score"] for h in got] == pytest.approx([h.score for h in hyps], abs=1e-4)
     again = post(server, {"text": text, "search": cases[2][0]}).json()
     assert again["nbest"] == answer["nbest"]  # a seed repeats its samples
