@@ -126,3 +126,12 @@ def test_a_one_domain_data_config_trains_on_that_domain_alone(option, domain):
     """Its `domains` merge into the default mix, so it turns the mix's others off."""
     domains = compose_train([f"data={option}"]).data.corpus.domains
     assert {name for name, weight in domains.items() if weight > 0} == {domain}
+
+
+def test_the_general_mix_leaves_the_documentation_out_and_the_command_line_adds_it():
+    """data=general's mix as measured (docs/experiments.md): no documentation by default; the
+    README's `+data.corpus.domains.docs=1.0` adds it beside the other domains, unchanged."""
+    mix = compose_train(["experiment=general_cpu"]).data.corpus.domains
+    assert "docs" not in mix and mix["multi30k"] == mix["everyday"] == mix["software"] == 1.0
+    added = compose_train(["experiment=general_cpu", "+data.corpus.domains.docs=1.0"])
+    assert added.data.corpus.domains == {**mix, "docs": 1.0}
