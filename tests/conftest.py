@@ -463,8 +463,7 @@ def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[
 def overfit_run(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder of `nmt.train` (real code, real config shrunk) whose model memorised the
     overfit pairs: model.pt, checkpoints/, logs/, metrics.json. Trained once for all test
-    processes (~25 s on a core), then copied into each, which may change its
-    copy."""
+    processes (~25 s on a core), then copied into each, which may change its copy."""
     from nmt.training.fit import train
 
     with built_once(tmp_path_factory, "overfit_run") as (shared, to_build):
