@@ -252,7 +252,10 @@ def test_numbers_replace_a_number_word_linked_to_its_translation():
 
 
 def write(path: Path, lines: list[str]) -> str:
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    """The file, written once: a rewrite would give it a new mtime, so a new fingerprint,
+    and every cached step after it (the links too) would run again."""
+    if not path.exists():
+        path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return str(path)
 
 
