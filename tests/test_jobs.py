@@ -70,6 +70,18 @@ def test_a_search_costs_its_worst_case_and_a_plain_request_passes():
     assert plan.segments == ["A man rides a bike."] * 16
 
 
+def test_a_sentence_with_protected_spans_is_priced_as_two_searches():
+    """Read whole first, then again with its spans taken out where its translation lost one
+    (nmt.translation.carried): only the sentence holding a span costs twice."""
+    from nmt.terms.spans import DEFAULT_RULES
+
+    beam = DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0, max_len_b=10)
+    line = "Run %s now. A dog runs."
+    unprotected = search_cost(Job(search=beam), [line], 255)
+    first = search_cost(Job(search=beam), ["Run %s now."], 255)
+    assert search_cost(Job(search=beam, protect=DEFAULT_RULES), [line], 255) == unprotected + first
+
+
 def test_the_search_is_priced_per_sentence_as_the_translator_cuts_them():
     """Each sentence of a line is searched with its own limit, at least min_len: a line of
     200 short sentences costs 200 searches (priced as one line it was ~15x under), while

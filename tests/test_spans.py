@@ -263,6 +263,32 @@ def test_both_engines_carry_every_span_alone_and_in_a_batch(engine, overfit_pair
     assert found[2].text.startswith("ann@example.org")
 
 
+def test_a_span_the_model_writes_itself_keeps_its_own_translation_and_the_rest_read_it_out(
+    engine, overfit_pairs
+):
+    """nmt.translation.carried: the memorised line with "Justin" protected is translated as
+    with no protection at all (the model writes the name itself: its text, alignment and
+    scores are the plain ones); "bushes", which it translates, comes out byte for byte all
+    the same, as the spans-taken-out path gives it (numbers=localize reads every span taken
+    out at once), in a batch as alone."""
+    justin = overfit_pairs[0][28]  # "You know i am looking like Justin Bieber."
+    bushes = overfit_pairs[0][0]  # "Two young, White males are outside near many bushes."
+    assert "Justin" in justin and "bushes" in bushes
+    rules = Rules(patterns=("Justin", "bushes"))
+    lines, search = [justin, bushes], engine.search
+    together = translate_texts(engine, lines, search, protect=rules, alignments=True, scores=True)
+    alone = [translate_texts(engine, [line], search, protect=rules)[0] for line in lines]
+    assert [t.text for t in together] == [t.text for t in alone]
+    plain = translate_texts(engine, [justin], search, alignments=True, scores=True)[0]
+    assert "Justin" in plain.text and together[0].text == plain.text
+    assert together[0].alignments == plain.alignments
+    # rated in another batch: the same log-probs but for float rounding
+    assert together[0].scores.word_log_probs == pytest.approx(plain.scores.word_log_probs, abs=1e-4)
+    taken_out = translate_texts(engine, lines, search, protect=replace(rules, numbers="localize"))
+    assert "bushes" not in translate_texts(engine, [bushes], search)[0].text
+    assert together[1].text == taken_out[1].text and together[1].text.count("bushes") == 1
+
+
 def test_translate_carries_spans_as_the_library_does_and_refuses_a_bad_setting_in_one_line(
     model_pt, overfit_engine, overfit_pairs, tmp_path
 ):

@@ -5,7 +5,8 @@ only that format has before parsing (a Word file's inflated size and runs, an HT
 `<`s: `max_file_tags`) and parses it once, in linear time, into the segments that will be
 translated; each segment's characters, words and inline tags are counted before alignment
 and tag projection ever see them. Then the search's worst case is priced: per sentence, as
-the translator cuts the segments (or per segment with segment=lines), the rows the search
+the translator cuts the segments (or per segment with segment=lines), the times it may be
+searched (its glossary terms and protected spans: `sentence_searches`) x the rows the search
 keeps (beams, or one) x the n-best x the longest output it allows (a * (characters + 1) + b
 tokens, at least min_len, at most the model's positions: a token holds at least a
 character), summed over the sentences. The `Plan` keeps what was parsed, so
@@ -23,6 +24,7 @@ from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 from nmt.inference.planner import rows_per_sentence
 from nmt.jobs.job import Job, Limits
+from nmt.terms import spans
 from nmt.terms.placing import MAX_ROUNDS
 from nmt.terms.spans import SpanError
 from nmt.translation.sentences import SentenceSplitter
@@ -49,11 +51,6 @@ def check(job: Job, limits: Limits, splitter: SentenceSplitter | None = None) ->
     job.check_options()
     plan = read(job, limits)
     count(plan, limits, splitter)
-    if limits.max_pattern_seconds < sys.maxsize:
-        try:
-            job.protect.check_texts(plan.segments, limits.max_pattern_seconds)
-        except SpanError as error:
-            raise JobError(422, str(error)) from None
     return plan
 
 
@@ -104,6 +101,11 @@ def count(plan: Plan, limits: Limits, splitter: SentenceSplitter | None = None) 
                 raise JobError(
                     413, f"segment {i + 1} has {found} {name}: the limit is {setting}={limit}"
                 )
+    if limits.max_pattern_seconds < sys.maxsize:  # before the pricing runs them again
+        try:
+            job.protect.check_texts(segments, limits.max_pattern_seconds)
+        except SpanError as error:
+            raise JobError(422, str(error)) from None
     if limits.max_search_cost == sys.maxsize and limits.max_decoder_bytes == sys.maxsize:
         return  # unbounded: nothing to price
     searches = sentence_searches(job, segments, limits.max_output_tokens, splitter)
@@ -140,22 +142,26 @@ def sentence_searches(
     """Per sentence, as the translator cuts the segments (segment=sentences; else each
     segment whole): how many times it may be searched (with a glossary, a sentence holding
     terms may be decoded again from each, up to MAX_ROUNDS times: nmt.terms.placing, unless
-    they are hard constraints of one search, glossary_exact: nmt.decoding.constrained), and
-    the longest output its search allows (at least min_len, at most `max_output`)."""
+    they are hard constraints of one search, glossary_exact: nmt.decoding.constrained; one
+    holding protected spans twice: read whole, then again with its spans taken out where its
+    translation lost one, nmt.translation.carried), and the longest output its search allows
+    (at least min_len, at most `max_output`)."""
     search = job.search
     placed = job.glossary is not None and len(job.glossary) and not job.glossary.exact
     glossary = job.glossary if placed else None
+    rules = job.protect.compiled() if job.protect.active else []
     cut = splitter or SentenceSplitter()
     found = []
     for text in segments:
         if job.segment == "sentences":
-            sizes = [end - start for start, end in cut.spans(text)]
+            sentences = [text[start:end] for start, end in cut.spans(text)]
         else:
-            sizes = [len(text)] if text.strip() else []
+            sentences = [text] if text.strip() else []
         decodes = 1 + min(len(glossary.find(text)), MAX_ROUNDS) if glossary else 1
-        for size in sizes:
-            longest = output_length(search.max_len_a, size + 1, search.max_len_b)
-            found.append((decodes, min(max_output, max(longest, search.min_len, 1))))
+        for sentence in sentences:
+            longest = output_length(search.max_len_a, len(sentence) + 1, search.max_len_b)
+            again = 1 if rules and spans.find(sentence, rules) else 0
+            found.append((decodes + again, min(max_output, max(longest, search.min_len, 1))))
     return found
 
 

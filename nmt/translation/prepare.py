@@ -2,7 +2,9 @@
 
 With segment=sentences each text is laid out (nmt.translation.layout); with segment=lines,
 or a forced prefix, it is one segment. With `protect` rules each sentence's spans become
-placeholders (nmt.terms.spans), and a sentence of spans alone is given back as it came. With
+placeholders (nmt.terms.spans), and a sentence of spans alone is given back as it came; for
+a model that never saw a placeholder a sentence with spans is read whole first
+(nmt.translation.carried). With
 search.fold_case a sentence in capitals is read in sentence case (nmt.translation.casing).
 A glossary's entries are found in the sentence as given (a span is no term's word), or in
 capitals as folded; a model trained to read terms reads them annotated
@@ -19,6 +21,7 @@ from nmt.terms.annotation import annotate
 from nmt.terms.glossary import Glossary, Match
 from nmt.terms.spans import Rules
 from nmt.translation import casing
+from nmt.translation.carried import read_whole_first
 from nmt.translation.layout import Layout, lay_out
 from nmt.translation.sentence import Sentence
 from nmt.translation.sentences import SentenceSplitter
@@ -118,9 +121,12 @@ def prepare_sentences(
         splitter = spans.KeepWhole(splitter, rules)
     whole = [segment == "lines" or bool(prefixes and prefixes[i]) for i in range(len(texts))]
     layouts, sentences = lay_out_texts(texts, whole, splitter, first_line_number, prefixes)
+    learnt = bool(engine.info.get("placeholders"))
     if rules:
-        guard(sentences, rules, bool(engine.info.get("placeholders")), protect.numbers)
+        guard(sentences, rules, learnt, protect.numbers)
     read_as_model(sentences, search.fold_case)
     if glossary is not None and len(glossary):
         find_terms(sentences, glossary, engine)
+    if rules:
+        read_whole_first(sentences, learnt, protect.numbers)
     return layouts, whole, sentences

@@ -2,7 +2,8 @@
 what the search found and what the finishing steps made of it, in one record.
 
 Each step of nmt.translation.texts fills its part, in the order the data flows: prepare
-(`text` to `read`), search (`hypotheses`), terms (`hypotheses` chosen or placed), finish
+(`text` to `read`), search (`hypotheses`; those of a sentence read whole first kept where
+they carry its spans, nmt.translation.carried), terms (`hypotheses` chosen or placed), finish
 (`texts`, `links`, `rated`, `findings`, `warnings`) and join (the text's Translation).
 """
 
@@ -31,6 +32,7 @@ class Sentence:
     # it is given back as it came), its casing ("" or nmt.translation.casing's kind), the
     # line the model reads, the glossary entries it holds and their annotation
     guarded: Protected | None = None
+    spare: Protected | None = None  # its spans taken out, while it is read whole first
     bare: bool = False
     casing: str = ""
     read: str = ""

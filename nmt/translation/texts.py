@@ -2,9 +2,10 @@
 
 The steps, in the order the data flows, each over the same Sentence records
 (nmt.translation.sentence): prepare (cut, spans, casing, terms found), search (every sentence
-of every text in one Engine.translate call, sharing batches), terms (chosen and placed as
-nmt.terms.choice decides), finish (decoded, scored, checked, recased, spans put back) and
-join (one Translation per text).
+of every text in one Engine.translate call, sharing batches; then again those read whole
+first whose translations did not carry their spans: nmt.translation.carried), terms
+(chosen and placed as nmt.terms.choice decides), finish (decoded, scored, checked, recased,
+spans put back) and join (one Translation per text).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from nmt.inference.engine import Engine
 from nmt.terms.choice import TermChoice
 from nmt.terms.glossary import Glossary
 from nmt.terms.spans import Rules
+from nmt.translation.carried import not_carried
 from nmt.translation.finish import finish
 from nmt.translation.join import join
 from nmt.translation.prepare import prepare_sentences
@@ -58,6 +60,10 @@ def translate_texts(
     )
     choice = TermChoice.of(engine, search, glossary, [s.matches for s in sentences])
     search_sentences(engine, sentences, search, choice, alignments, scores, stop, done)
+    if protect is not None and protect.active:  # done counted them in the first search
+        again = not_carried(engine, sentences, protect.compiled())
+        if again:
+            search_sentences(engine, again, search, choice, alignments, scores, stop, None)
     use_terms(engine, sentences, search, choice, glossary, alignments, scores, stop)
     finish(
         engine,
