@@ -51,7 +51,9 @@ def spans_in(text: str, rules: list[regex.Pattern]) -> list[str]:
     return [text[r.start : r.stop] for r in spans.find(text, rules)]
 
 
-def not_carried(engine: Engine, sentences: list[Sentence], rules: list[regex.Pattern]):
+def not_carried(
+    engine: Engine, sentences: list[Sentence], rules: list[regex.Pattern]
+) -> list[Sentence]:
     """The sentences read whole first whose hypotheses do not all carry their spans, made to
     read their spans taken out (to be searched again, together); the others keep theirs, as
     sentences without spans."""

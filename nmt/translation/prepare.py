@@ -4,8 +4,8 @@ With segment=sentences each text is laid out (nmt.translation.layout); with segm
 or a forced prefix, it is one segment. With `protect` rules each sentence's spans become
 placeholders (nmt.terms.spans), and a sentence of spans alone is given back as it came; for
 a model that never saw a placeholder a sentence with spans is read whole first
-(nmt.translation.carried). With
-search.fold_case a sentence in capitals is read in sentence case (nmt.translation.casing).
+(nmt.translation.carried). With search.fold_case a sentence in capitals is read in sentence
+case (nmt.translation.casing).
 A glossary's entries are found in the sentence as given (a span is no term's word), or in
 capitals as folded; a model trained to read terms reads them annotated
 (nmt.terms.annotation).
