@@ -497,14 +497,20 @@ def model_pt(overfit_run: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def ct2_f32(overfit_engine, tmp_path_factory):
+def ct2_f32_dir(overfit_engine, tmp_path_factory) -> Path:
     """The overfit model exported to CTranslate2 in float32 (the same numbers as torch's, to
-    rounding), loaded on one thread."""
+    rounding)."""
     from nmt.ct2.model_dir import export
+
+    return export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
+
+
+@pytest.fixture(scope="session")
+def ct2_f32(ct2_f32_dir):
+    """ct2_f32_dir loaded on one thread, 1,024 tokens a batch."""
     from nmt.inference.ct2_engine import CTranslate2Engine
 
-    out = export(overfit_engine, tmp_path_factory.mktemp("ct2") / "f32", "float32", False)
-    return CTranslate2Engine(out, "cpu", "default", 1, 1024)
+    return CTranslate2Engine(ct2_f32_dir, "cpu", "default", 1, 1024)
 
 
 @pytest.fixture(scope="session")

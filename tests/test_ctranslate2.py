@@ -30,13 +30,11 @@ BEAM = DecodeConfig(strategy="beam", beam_size=4, len_penalty=0.6)
 
 
 @pytest.fixture(scope="module")
-def exported(model_pt, tmp_path_factory) -> dict[str, object]:
+def exported(ct2_f32_dir, ct2_int8) -> dict[str, object]:
     """The overfit model exported in float32 and int8, each loaded on one thread."""
-    checkpoint = load_checkpoint(model_pt)
-    folder = tmp_path_factory.mktemp("exported")
     return {
-        q: CTranslate2Engine(export(checkpoint, folder / q, q, False), "cpu", "default", 1, 4096)
-        for q in ("float32", "int8")
+        q: CTranslate2Engine(folder, "cpu", "default", 1, 4096)
+        for q, folder in (("float32", ct2_f32_dir), ("int8", ct2_int8))
     }
 
 

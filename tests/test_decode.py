@@ -408,21 +408,22 @@ def first_k_reference(model, source: list[int], k: int, alpha: float, max_len: i
     live, finished = [([], 0.0)], []
     for t in range(max_len + 1):
         prefixes = torch.tensor([[BOS_ID, *tokens] for tokens, _ in live])
-        logits = model(src.expand(len(live), -1), prefixes)[:, -1].float()
-        log_probs = constrain(
-            logits.log_softmax(-1),
-            prefixes[:, 1:],
-            torch.full((len(live),), max_len),
-            0,
-            0,
-            model.cfg.special_ids,
-        )
+        with torch.inference_mode():
+            logits = model(src.expand(len(live), -1), prefixes)[:, -1].float()
+            log_probs = constrain(
+                logits.log_softmax(-1),
+                prefixes[:, 1:],
+                torch.full((len(live),), max_len),
+                0,
+                0,
+                model.cfg.special_ids,
+            ).tolist()  # one row of Python floats per hypothesis, read once
         candidates = sorted(
             (
-                (lp + float(log_probs[i, v]), i, v)
-                for i, (_, lp) in enumerate(live)
-                for v in range(log_probs.size(1))
-                if log_probs[i, v] > float("-inf")
+                (lp + row[v], i, v)
+                for i, ((_, lp), row) in enumerate(zip(live, log_probs, strict=True))
+                for v in range(len(row))
+                if row[v] > float("-inf")
             ),
             reverse=True,
         )[: 2 * k]

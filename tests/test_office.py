@@ -91,28 +91,27 @@ def test_libreoffice_reads_every_translated_office_file_as_its_translation(
     for source, to in [("word.docx", "odt"), ("letter.odt", "docx"), ("deck.pptx", "odp")]:
         inputs += convert(soffice, [made / source], to, tmp_path / "saved", profile)
     inputs += convert(soffice, [made / "talk.odp"], "pptx", tmp_path / "saved", profile)
-    outputs = tmp_path / "translated"
-    outputs.mkdir()
-    translated = []
+    # the inputs and their translations, told apart by their names' prefixes, converted to
+    # text in one LibreOffice start per kind
+    both = tmp_path / "both"
+    both.mkdir()
     for i, path in enumerate(inputs):
         fmt = path.suffix[1:]
         out = document_result(
             stand_in(uppercase_translator), fmt, data=path.read_bytes(), name=path.name
         ).data
-        translated.append(outputs / f"{i}_{path.name}")
-        translated[-1].write_bytes(out)
-    numbered = [tmp_path / "in" / f"{i}_{p.name}" for i, p in enumerate(inputs)]
-    (tmp_path / "in").mkdir()
-    for path, copy in zip(inputs, numbered, strict=True):
-        copy.write_bytes(path.read_bytes())
-    shown = {}
-    for side, files in (("in", numbered), ("out", translated)):
-        writer = [f for f in files if f.suffix[1:] in WRITER]
-        impress = [f for f in files if f.suffix[1:] in IMPRESS]
-        texts = convert(soffice, writer, "txt:Text", tmp_path / f"{side}_text", profile)
-        texts += convert(soffice, impress, "fodp", tmp_path / f"{side}_text", profile)
-        shown[side] = {t.stem: shown_text(t) for t in texts}
-    assert len(shown["out"]) == 8
+        (both / f"out_{i}_{path.name}").write_bytes(out)
+        (both / f"in_{i}_{path.name}").write_bytes(path.read_bytes())
+    files = sorted(both.iterdir())
+    writer = [f for f in files if f.suffix[1:] in WRITER]
+    impress = [f for f in files if f.suffix[1:] in IMPRESS]
+    texts = convert(soffice, writer, "txt:Text", tmp_path / "text", profile)
+    texts += convert(soffice, impress, "fodp", tmp_path / "text", profile)
+    shown = {"in": {}, "out": {}}
+    for t in texts:
+        side, stem = t.stem.split("_", 1)
+        shown[side][stem] = shown_text(t)
+    assert len(shown["out"]) == len(shown["in"]) == 8
     for stem, source in shown["in"].items():
         words = source.split()
         assert len(words) > 20, stem  # the file's text, as LibreOffice reads it

@@ -8,9 +8,7 @@ import pytest
 import torch
 from conftest import one_thread, pad
 
-from nmt.checkpoint import load_checkpoint
 from nmt.config import DecodeConfig
-from nmt.ct2.model_dir import export
 from nmt.decoding.sampling import nucleus
 from nmt.decoding.search import translate_batch
 from nmt.decoding.state import SearchOptions
@@ -31,13 +29,11 @@ def single_thread(overfit_engine):
 
 
 @pytest.fixture(scope="module", params=["torch", "ctranslate2"])
-def backend(request, model_pt, tmp_path_factory):
+def backend(request, model_pt, ct2_f32_dir):
     """The overfit model on either backend (CTranslate2: exported in float32)."""
     if request.param == "torch":
         return TorchEngine.load([str(model_pt)], "cpu", "float32", 4096)
-    folder = tmp_path_factory.mktemp("sampling_export") / "float32"
-    out = export(load_checkpoint(model_pt), folder, "float32", False)
-    return CTranslate2Engine(out, "cpu", "default", 1, 4096)
+    return CTranslate2Engine(ct2_f32_dir, "cpu", "default", 1, 4096)
 
 
 @pytest.fixture(scope="module")

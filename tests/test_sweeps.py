@@ -24,6 +24,7 @@ def sweep_args(data_dir: Path, work_dir: Path, sweep_dir: Path, *extra: str) -> 
         *tiny,
         "trainer.max_steps=2",
         "trainer.check_val_every_n_epoch=2",
+        "data.max_eval_pairs=8",  # an untrained model's search runs to its length limit
         f"model.d_model={','.join(D_MODELS)}",
         f"hydra.sweep.dir={sweep_dir}",
         *extra,
