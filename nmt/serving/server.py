@@ -46,7 +46,7 @@ from nmt.serving.libretranslate import add_libretranslate
 from nmt.serving.limit_storage import limit_storage
 from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
 from nmt.serving.schema import TranslateRequest, TranslateResponse, response, translate_reader
-from nmt.serving.workers import ModelWorkers, watch_workers
+from nmt.serving.workers import ModelWorkers, monitor_stops_first, watch_workers
 from nmt.terms.glossary import GlossaryError, read_glossary
 from nmt.translation.sentences import SentenceSplitter
 from nmt.translation.settings import checked_rules
@@ -161,6 +161,7 @@ def build_server(
     )
     server.uvicorn_graceful_timeout = cfg.drain_seconds  # how long its HTTP process drains
     watch_workers(server, workers)  # its requests answered, /health telling
+    monitor_stops_first(server)
     # the works reach LitServe's workers through its queue, never through its own route
     without_route(server.app, api.api_path)
     dispatch = Dispatch(

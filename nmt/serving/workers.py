@@ -17,6 +17,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import threading
 from contextlib import asynccontextmanager
 
 import litserve as ls
@@ -56,6 +57,24 @@ def alive(pid: int) -> bool:
         return False
     except OSError:  # no /proc here, or the worker runs as another user
         return True
+
+
+def monitor_stops_first(server: ls.LitServer) -> None:
+    """LitServe's shutdown after Ctrl+C or SIGTERM leaves its worker monitor running: the
+    monitor polls the shutdown event (a proxy to the multiprocessing manager) every 2 s, and
+    the shutdown terminates the workers, then the manager, without setting it. A poll after
+    the manager is gone logged a traceback in a clean stop's log; one between the workers'
+    ends could start them again. The monitor reads the event from the server at every poll,
+    so a set event of this process put in its place first ends it at its next one."""
+    shut_down = server._perform_graceful_shutdown
+
+    def stop_the_monitor_then_shut_down(*args, **kwargs):
+        stopped = threading.Event()
+        stopped.set()
+        server._shutdown_event = stopped
+        return shut_down(*args, **kwargs)
+
+    server._perform_graceful_shutdown = stop_the_monitor_then_shut_down
 
 
 def watch_workers(server: ls.LitServer, workers: ModelWorkers) -> None:
