@@ -9,7 +9,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, setup_logging
+from nmt.cli import before_hydra, one_line_errors, setup_logging
 from nmt.config import AerConfig, register_configs
 from nmt.evaluation.alignment_error import alignment_error
 from nmt.files import read_lines
@@ -36,5 +36,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("aer")
+    before_hydra("aer")
     main()

@@ -14,7 +14,7 @@ import hydra
 from omegaconf import OmegaConf
 
 from nmt.checkpoint import save_checkpoint
-from nmt.cli import answer_help, fail, one_line_errors
+from nmt.cli import before_hydra, fail, one_line_errors
 from nmt.config import AverageConfig, register_configs
 from nmt.training.averaging import average_checkpoints, select_checkpoints
 
@@ -42,5 +42,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("average")
+    before_hydra("average")
     main()

@@ -18,7 +18,7 @@ import sacrebleu
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, setup_logging
+from nmt.cli import before_hydra, one_line_errors, setup_logging
 from nmt.config import CalibrateConfig, register_configs
 from nmt.decoding.settings import describe_search
 from nmt.errors import UsageError
@@ -85,5 +85,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("calibrate")
+    before_hydra("calibrate")
     main()

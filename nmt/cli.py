@@ -41,6 +41,32 @@ def answer_help(config_name: str) -> None:
     raise SystemExit(0)
 
 
+def before_hydra(config_name: str) -> None:
+    """What a command does before Hydra takes its command line: answer --help from its YAML
+    (`answer_help`), and let Hydra compose its config once, not twice (`mode_from_command_line`)."""
+    answer_help(config_name)
+    mode_from_command_line()
+
+
+def mode_from_command_line() -> None:
+    """Hydra composes a command's whole config once only to read `hydra.mode`, then again to
+    run (~65 ms of a forked one-line translate's ~375). No YAML of ours sets hydra.mode
+    (tests/test_configs.py), so where the command line neither names a hydra key nor picks an
+    experiment (a file that could), the mode is the command line's own: a sweep with
+    -m/--multirun, a run without. Anything else is composed as Hydra does."""
+    from hydra._internal.hydra import Hydra
+
+    composed = Hydra.get_mode
+
+    def get_mode(self, config_name: str | None, overrides: list[str]):
+        keys = [override_key(override) for override in overrides]
+        if any(key.startswith("hydra") or key == "experiment" for key in keys):
+            return composed(self, config_name=config_name, overrides=overrides)
+        return None  # Hydra's own answer when no config sets it: -m or not decides
+
+    Hydra.get_mode = get_mode
+
+
 def setup_logging() -> None:
     """INFO and above on stderr: stdout is for results (translations, scores)."""
     logging.basicConfig(

@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.cli import answer_help, one_line_errors
+from nmt.cli import before_hydra, one_line_errors
 from nmt.config import EvaluateConfig, register_configs
 from nmt.errors import UsageError
 from nmt.evaluation.evaluation_run import evaluate, summary
@@ -52,5 +52,5 @@ def main(dict_cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    answer_help("evaluate")
+    before_hydra("evaluate")
     main()

@@ -23,7 +23,7 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.cli import before_hydra, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ExportConfig, register_configs
 from nmt.errors import UsageError
 from nmt.evaluation.runs_table import FINAL_EVALUATION
@@ -134,5 +134,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("export")
+    before_hydra("export")
     main()

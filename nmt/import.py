@@ -9,7 +9,7 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, setup_logging
+from nmt.cli import before_hydra, one_line_errors, setup_logging
 from nmt.config import ImportConfig, register_configs
 from nmt.errors import UsageError
 
@@ -57,5 +57,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("import")
+    before_hydra("import")
     main()

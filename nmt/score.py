@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.cli import before_hydra, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import ScoreConfig, register_configs
 from nmt.errors import UsageError
 from nmt.files import atomic_path, paired_chunks, read_chunks
@@ -72,5 +72,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("score")
+    before_hydra("score")
     main()

@@ -17,7 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, setup_logging
+from nmt.cli import before_hydra, one_line_errors, setup_logging
 from nmt.config import ServeConfig, register_configs
 
 log = logging.getLogger("nmt.serve")
@@ -79,5 +79,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("serve")
+    before_hydra("serve")
     main()

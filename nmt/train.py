@@ -17,7 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from nmt.cli import answer_help, lightning_logs_once, one_line_errors
+from nmt.cli import before_hydra, lightning_logs_once, one_line_errors
 from nmt.config import TrainConfig, register_configs
 from nmt.training.budget_bands import without_overridden
 from nmt.training.experiment_choice import with_experiment
@@ -64,5 +64,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    answer_help("train")
+    before_hydra("train")
     main()

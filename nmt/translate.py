@@ -35,7 +35,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from nmt.cli import answer_help, one_line_errors, progress_bar, setup_logging, show_progress
+from nmt.cli import before_hydra, one_line_errors, progress_bar, setup_logging, show_progress
 from nmt.config import TranslateConfig, register_configs
 from nmt.decoding.settings import DecodeConfig
 from nmt.documents.formats import FORMATS, SUFFIXES
@@ -262,5 +262,5 @@ def main(dict_cfg) -> None:
 
 
 if __name__ == "__main__":
-    answer_help("translate")
+    before_hydra("translate")
     main()

@@ -135,3 +135,56 @@ def test_the_general_mix_leaves_the_documentation_out_and_the_command_line_adds_
     assert "docs" not in mix and mix["multi30k"] == mix["everyday"] == mix["software"] == 1.0
     added = compose_train(["experiment=general_cpu", "+data.corpus.domains.docs=1.0"])
     assert added.data.corpus.domains == {**mix, "docs": 1.0}
+
+
+def test_no_yaml_of_ours_sets_the_run_mode():
+    """nmt.cli.mode_from_command_line trusts this: only the command line says -m."""
+    from omegaconf import OmegaConf
+
+    def modes(node) -> list:
+        if not isinstance(node, dict):
+            return []
+        here = [node["hydra"]["mode"]] if "mode" in (node.get("hydra") or {}) else []
+        return here + [mode for value in node.values() for mode in modes(value)]
+
+    files = sorted(CONF_DIR.rglob("*.yaml"))
+    assert len(files) > 30
+    found = {p.name: modes(OmegaConf.to_container(OmegaConf.load(p))) for p in files}
+    assert not {name: m for name, m in found.items() if m}
+
+
+def test_hydra_composes_for_the_run_mode_only_where_the_command_line_could_set_it(monkeypatch):
+    """A plain command line: no compose, the mode Hydra's own gives when no config sets it
+    (None: -m or not decides). One naming hydra.mode, or a hydra key, or an experiment:
+    Hydra's own compose, whose answer it returns."""
+    from hydra._internal.hydra import Hydra
+    from hydra._internal.utils import create_config_search_path
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from nmt.cli import mode_from_command_line
+    from nmt.config import register_configs
+
+    register_configs()
+    composed = []
+    original = Hydra.get_mode
+
+    def composing(self, config_name, overrides):
+        composed.append(list(overrides))
+        return original(self, config_name=config_name, overrides=overrides)
+
+    monkeypatch.setattr(Hydra, "get_mode", composing)
+    hydra = Hydra.create_main_hydra2("translate", create_config_search_path(str(CONF_DIR)))
+    try:
+        assert hydra.get_mode("translate", ["ckpt=m.pt"]) is None  # Hydra's own, composed
+        mode_from_command_line()
+        assert Hydra.get_mode is not composing
+        composed.clear()
+        assert hydra.get_mode("translate", ["ckpt=m.pt", "decode=beam"]) is None
+        assert composed == []
+        multirun = ["ckpt=m.pt", "hydra.mode=MULTIRUN"]
+        assert hydra.get_mode("translate", multirun) == RunMode.MULTIRUN
+        assert hydra.get_mode("train", ["experiment=smoke"]) is None
+        assert composed == [multirun, ["experiment=smoke"]]
+    finally:
+        GlobalHydra.instance().clear()

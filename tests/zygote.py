@@ -98,5 +98,8 @@ def serve(path: str) -> None:
 if __name__ == "__main__":
     for name in PRELOADED:
         __import__(name)
+    from nmt.config import register_configs
+
+    register_configs()  # once here, not in every command (~40 ms each)
     gc.freeze()  # the forks' collections skip what was imported here, and copy none of it
     serve(sys.argv[1])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -77,15 +78,24 @@ def translate_body(texts: list[str], fmt: str, alternatives: int, search: Decode
 
 
 class LanguageID:
-    """py3langid over the model's languages: (language, confidence 0-100), best first."""
+    """py3langid over the model's languages: (language, confidence 0-100), best first. Its
+    model (~0.4 CPU-s to decompress) loads at the first detection, not at every server's
+    start; detections run in threads, so one loads it and the others wait for it."""
 
     def __init__(self, languages: list[str]):
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        self.identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        self.identifier.set_languages(languages)
+        self.languages = languages
+        self.identifier = None
+        self.loading = threading.Lock()
 
     def rank(self, text: str) -> list[tuple[str, float]]:
+        if self.identifier is None:
+            with self.loading:
+                if self.identifier is None:
+                    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+                    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                    identifier.set_languages(self.languages)
+                    self.identifier = identifier
         return [(lang, round(100 * p, 2)) for lang, p in self.identifier.rank(text)]
 
 
