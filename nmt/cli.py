@@ -48,23 +48,36 @@ def before_hydra(config_name: str) -> None:
     mode_from_command_line()
 
 
+# Hydra's flags that put another YAML in place of, or beside, the command's own
+OTHER_CONFIG_FLAGS = ("--config-name", "-cn", "--config-dir", "-cd", "--config-path", "-cp")
+
+
 def mode_from_command_line() -> None:
     """Hydra composes a command's whole config once only to read `hydra.mode`, then again to
     run (~65 ms of a forked one-line translate's ~375). No YAML of ours sets hydra.mode
-    (tests/test_configs.py), so where the command line neither names a hydra key nor picks an
-    experiment (a file that could), the mode is the command line's own: a sweep with
-    -m/--multirun, a run without. Anything else is composed as Hydra does."""
+    (tests/test_configs.py), so where the command line could not bring one that does (no
+    hydra key, no experiment, no config of the user's by Hydra's flags), the mode is the
+    command line's own: a sweep with -m/--multirun, a run without. Anything else is composed
+    as Hydra does."""
     from hydra._internal.hydra import Hydra
 
     composed = Hydra.get_mode
 
     def get_mode(self, config_name: str | None, overrides: list[str]):
-        keys = [override_key(override) for override in overrides]
-        if any(key.startswith("hydra") or key == "experiment" for key in keys):
+        if could_set_the_mode(overrides, sys.argv[1:]):
             return composed(self, config_name=config_name, overrides=overrides)
         return None  # Hydra's own answer when no config sets it: -m or not decides
 
     Hydra.get_mode = get_mode
+
+
+def could_set_the_mode(overrides: list[str], argv: list[str]) -> bool:
+    """Whether a command line's overrides or flags could bring a `hydra.mode` in."""
+    keys = [override_key(override) for override in overrides]
+    flags = [arg.partition("=")[0] for arg in argv]
+    return any(key.startswith("hydra") or key == "experiment" for key in keys) or any(
+        flag in OTHER_CONFIG_FLAGS for flag in flags
+    )
 
 
 def setup_logging() -> None:

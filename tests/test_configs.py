@@ -155,14 +155,14 @@ def test_no_yaml_of_ours_sets_the_run_mode():
 
 def test_hydra_composes_for_the_run_mode_only_where_the_command_line_could_set_it(monkeypatch):
     """A plain command line: no compose, the mode Hydra's own gives when no config sets it
-    (None: -m or not decides). One naming hydra.mode, or a hydra key, or an experiment:
-    Hydra's own compose, whose answer it returns."""
+    (None: -m or not decides). One naming hydra.mode, or a hydra key, or an experiment, or a
+    config of the user's: Hydra's own compose, whose answer it returns."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
 
-    from nmt.cli import mode_from_command_line
+    from nmt.cli import could_set_the_mode, mode_from_command_line
     from nmt.config import register_configs
 
     register_configs()
@@ -188,3 +188,7 @@ def test_hydra_composes_for_the_run_mode_only_where_the_command_line_could_set_i
         assert composed == [multirun, ["experiment=smoke"]]
     finally:
         GlobalHydra.instance().clear()
+    assert not could_set_the_mode(["ckpt=m.pt", "decode.beam_size=8"], ["-m", "ckpt=m.pt"])
+    assert could_set_the_mode(["hydra/launcher=submitit_local"], [])
+    for flags in (["--config-dir", "mine"], ["-cn=mine"], ["--config-path=mine"]):
+        assert could_set_the_mode(["ckpt=m.pt"], [*flags, "ckpt=m.pt"])
