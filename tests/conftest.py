@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import os
 import select
@@ -80,10 +82,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = [item for scope in sorted(scopes.values(), key=rank) for item in scope]
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (torch, Lightning, transformers: ~500k objects) is frozen out of
+    the garbage collector: each full collection would walk it again (~0.3 s each, 14 CPU-s
+    over a run of the suite)."""
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """xdist's controller hands work out in our order (above), not by scope size."""
+    """xdist's controller hands work out in our order (above), not by scope size; the run's
+    main process starts the zygote its test processes share (`zygote`)."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    if ZYGOTE_ENV not in os.environ:
+        _STARTED.append(start_zygote())
 
 
 # --- helpers: tensors, threads, configs and command lines ---
@@ -179,19 +192,10 @@ def _read(stream) -> bytes:
 
 
 class Zygote:
-    """The client side of tests/zygote.py: started on first use, one per test process."""
+    """The client side of tests/zygote.py: one per run, which its test processes share."""
 
-    def __init__(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="nmt-zygote-")
-        self.path = os.path.join(self.folder, "socket")
-        env = {**os.environ, **COMMAND_ENV}
-        self.process = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "zygote.py"), self.path],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-        )
-        assert self.process.stdout.readline() == b"ready\n", "tests/zygote.py did not start"
+    def __init__(self, pid: int, path: str) -> None:
+        self.pid, self.path = pid, path
 
     def start(self, request: dict, fds: list[int]) -> Command:
         """Fork the command `request` names, `fds` its stdin, stdout and stderr."""
@@ -207,12 +211,6 @@ class Zygote:
             yield command
         finally:
             command.connection.close()
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.process.stdout.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class Command:
@@ -261,13 +259,15 @@ def zygote_serve(args: list[str], env: dict | None, log) -> Command:
 
 def server_process(url: str):
     """The main process (a psutil.Process) of the server at `url` that this test process
-    started, cold or forked from the zygote: the first of its descendants to listen on the
-    url's port (a forked server's command line is the zygote's, so the port finds it)."""
+    started, cold or forked from the zygote: the first of its descendants, or of the zygote's,
+    to listen on the url's port (a forked server's command line is the zygote's, so the port
+    finds it)."""
     import psutil
 
     port = int(url.rsplit(":", 1)[1])
     listening = []
-    for process in psutil.Process().children(recursive=True):
+    started = [psutil.Process(), psutil.Process(zygote().pid)]
+    for process in (p for parent in started for p in parent.children(recursive=True)):
         try:
             sockets = process.net_connections("tcp")
         except psutil.Error:
@@ -278,18 +278,44 @@ def server_process(url: str):
     return min(listening, key=lambda process: process.create_time())
 
 
-_ZYGOTES: list[Zygote] = []
+# The run's zygote, as "PID SOCKET" in the environment the test processes inherit: started
+# by the run's main process (pytest_configure, xdist's controller under `make test`), which
+# stops it at the end. It imports its libraries at its first command, so a run that starts
+# none pays nothing, and the test processes share one import (~9 CPU-s) between them.
+ZYGOTE_ENV = "NMT_TEST_ZYGOTE"
 
 
+@functools.cache
 def zygote() -> Zygote:
-    if not _ZYGOTES or _ZYGOTES[0].process.poll() is not None:
-        _ZYGOTES[:] = [Zygote()]
-    return _ZYGOTES[0]
+    pid, path = os.environ[ZYGOTE_ENV].split(" ", 1)
+    return Zygote(int(pid), path)
 
 
-def pytest_sessionfinish() -> None:
-    for each in _ZYGOTES:
-        each.stop()
+def start_zygote() -> tuple[subprocess.Popen, str]:
+    """tests/zygote.py listening on a socket in a folder of its own: (its process, the
+    folder), once it is ready."""
+    folder = tempfile.mkdtemp(prefix="nmt-zygote-")
+    path = os.path.join(folder, "socket")
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "zygote.py"), path],
+        env={**os.environ, **COMMAND_ENV},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout.readline() == b"ready\n", "tests/zygote.py did not start"
+    process.stdout.close()
+    os.environ[ZYGOTE_ENV] = f"{process.pid} {path}"
+    return process, folder
+
+
+_STARTED: list[tuple[subprocess.Popen, str]] = []  # the zygote this process started
+
+
+def pytest_unconfigure() -> None:
+    for process, folder in _STARTED:
+        process.kill()
+        process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- data: the real Multi30k files and a tiny tokenizer trained on them ---

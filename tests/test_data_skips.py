@@ -9,8 +9,10 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def plugin_on_path(monkeypatch):
-    """The inner pytest runs in a folder of its own: data_skips from tests/."""
+    """The inner pytest runs in a folder of its own: data_skips from tests/, and no other
+    plugin (the installed ones change nothing here and take most of its start)."""
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
 
 
 def test_a_run_short_of_the_data_says_so_in_its_last_line(pytester):

@@ -201,6 +201,14 @@ def assert_idles(process, port: int) -> None:
     assert used / (time.monotonic() - start) < 0.02, f"{used:.2f} s of CPU in 3 s idle"
 
 
+def wait_in_flight(url: str) -> None:
+    """Until the server's /metrics counts a /translate request in flight (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while 'nmt_requests_in_flight{route="/translate"} 1.0' not in httpx.get(url + "/metrics").text:
+        assert time.monotonic() < deadline, "the request never got in flight"
+        time.sleep(0.02)
+
+
 DRAINS = [  # backend, signal, drain_seconds
     ("torch", signal.SIGTERM, 60),
     ("ctranslate2", signal.SIGINT, 60),  # either signal on either server: one handler (serve.py)
@@ -216,18 +224,19 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
 ):
     """First, with drain_seconds=60, the server idles (assert_idles). Then SIGTERM or SIGINT to
     the main process alone (what `kill`, systemd and `docker stop` send; LitServe's HTTP and
-    model workers used to outlive it, holding the port) while a long request decodes (~5 s):
+    model workers used to outlive it, holding the port) once /metrics counts a long request
+    in flight (~3 s of decoding):
     with drain_seconds=60 that request still gets its whole answer (it ends after the
     signal); with drain_seconds=1 it is cut at once. Then every process ends, the port is free
     and the exit is clean."""
     ckpt = model_pt if backend == "torch" else request.getfixturevalue("ct2_int8")
     val = (multi30k_dir / "val.en").read_text(encoding="utf-8").splitlines()
-    # CTranslate2 decodes this several times faster: its 256 lines hold three sentences each,
-    # so its request still decodes for seconds after the signal (one sentence a line ended
-    # 0.5 s after it on a Zen 5 EPYC); torch's 128 lines of one decode for ~6 s on a Xeon
-    per_line, count = (3, 256) if backend == "ctranslate2" else (1, 128)
+    # CTranslate2 decodes this several times faster: its 128 lines hold three sentences each,
+    # so its request still decodes for seconds after the signal (256 lines of one sentence
+    # took ~1.5 s on a Zen 5 EPYC); torch's 64 lines of one decode for ~3 s on a Xeon
+    per_line, count = (3, 128) if backend == "ctranslate2" else (1, 64)
     lines = [" ".join(val[i : i + per_line]) for i in range(0, count * per_line, per_line)]
-    args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1"]
+    args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1", "metrics=true"]
     args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120"]
     log = tmp_path / "serve.log"
     with own_server(args, log) as (process, port):
@@ -238,7 +247,7 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
 
         def ask():
             search = {"strategy": "beam", "beam_size": 8, "min_len": 50, "max_len_b": 70}
-            body = {"text": lines, "search": search}  # 128+ x 8 hypotheses of 50+ tokens
+            body = {"text": lines, "search": search}  # 64+ x 8 hypotheses of 50+ tokens
             try:
                 answered["response"] = httpx.post(url + "/translate", json=body, timeout=120)
             except httpx.HTTPError as error:
@@ -247,7 +256,7 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
 
         asking = threading.Thread(target=ask)
         asking.start()
-        time.sleep(1.0)  # the request is decoding
+        wait_in_flight(url)
         signalled = time.monotonic()
         os.kill(process.pid, sig)
         asking.join(timeout=120)

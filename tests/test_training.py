@@ -2,17 +2,16 @@
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing
-from conftest import run_module
+from conftest import run_module, started_module
 from test_loss_normalisation import GradientProbe, micro_batches, tiny_cfg, trained_step
 
 from nmt.checkpoint import load_checkpoint
@@ -624,12 +623,12 @@ def test_two_nodes_of_one_process_each_fine_tune_as_one_job(overfit_run, overfit
     a fine-tune (`init_from`, test_init_from.py): both ranks start from the same checkpoint.
     The ranks agree on the step and the weights, trained on their own shares of the data (by
     global rank), rank 0 alone wrote model.pt and metrics.json, and the model's tokenizer is
-    the checkpoint's."""
+    the checkpoint's. Each torchrun is forked from the zygote; it starts its rank fresh."""
     from nmt.serving.launch import free_port
 
     start = overfit_run / "model.pt"
     port = free_port()
-    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf"), "OMP_NUM_THREADS": "1"}
+    env = {"HF_DATASETS_CACHE": str(tmp_path / "hf")}
     train = [
         "-m", "nmt.train", "experiment=multi30k_cpu", f"data.dir={overfit_data}",
         f"init_from={start}", "data.max_tokens=600",
@@ -640,29 +639,19 @@ def test_two_nodes_of_one_process_each_fine_tune_as_one_job(overfit_run, overfit
         f"hydra.run.dir={tmp_path / 'run'}", *PLAIN,
     ]  # fmt: skip
     (tmp_path / "run").mkdir()
-    nodes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--nnodes=2",
-                "--nproc-per-node=1",
-                f"--node-rank={node}",
-                "--master-addr=127.0.0.1",
-                f"--master-port={port}",
-                *train,
-            ],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-        for node in (0, 1)
-    ]
-    logs = [node.communicate(timeout=600)[0] for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    with ExitStack() as stack:
+        logs, nodes = [], []
+        for node in (0, 1):
+            log = stack.enter_context(open(tmp_path / f"node{node}.log", "w+b"))
+            streams = [stack.enter_context(open(os.devnull, "rb")), log, log]
+            torchrun = ["--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}"]
+            torchrun += ["--master-addr=127.0.0.1", f"--master-port={port}", *train]
+            command = started_module("torch.distributed.run", torchrun, tmp_path, streams, env)
+            nodes.append(stack.enter_context(command))
+            logs.append(log)
+        codes = [node.wait(timeout=600) for node in nodes]
+        logs = [(log.seek(0), log.read().decode())[1] for log in logs]
+    assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     run = tmp_path / "run"
     ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert ranks[0]["global_step"] == ranks[1]["global_step"] == 6

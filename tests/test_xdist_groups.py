@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 
-def test_a_marked_group_runs_on_one_worker(pytester):
+def test_a_marked_group_runs_on_one_worker(pytester, monkeypatch):
     pytester.makepyfile(
         test_grouped="""
         import pytest
@@ -22,7 +22,9 @@ def test_a_marked_group_runs_on_one_worker(pytester):
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-v")
+    # xdist alone: the other installed plugins (hypothesis, anyio, ...) change nothing here
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--dist", "loadgroup", "-v")
     result.assert_outcomes(passed=12)
     ran = re.findall(r"\[(gw\d)\].*PASSED \S+::(test_\w+)", result.stdout.str())
     assert len(ran) == 12, result.stdout.str()

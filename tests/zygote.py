@@ -1,7 +1,8 @@
-"""A process that imports the heavy libraries once, then runs each `python -m MODULE ARGS` the
-tests ask for in a fork of itself: the command runs as it would from a shell (its own process,
-cwd, environment, stdin, stdout, stderr, exit status, atexit and thread joins at the end), but
-without paying torch's and Lightning's ~1.5-5 CPU-s of imports each time. What it imported is
+"""A process that imports the heavy libraries once, then runs each `python -m MODULE ARGS` that
+a run's tests ask for in a fork of itself (one per run, which all its test processes share:
+tests/conftest.py). The command runs as it would from a shell (its own process, cwd,
+environment, stdin, stdout, stderr, exit status, atexit and thread joins at the end), but
+without paying torch's and Lightning's ~1.5-6 CPU-s of imports each time. What it imported is
 frozen out of the garbage collector (`gc.freeze`): a fork's collections would otherwise walk,
 and so copy page by page, the whole inherited heap (a refused `nmt.serve` took 2.5 s, 0.7 s
 now).
@@ -76,14 +77,28 @@ def wait_for_command(connection: socket.socket, request: dict, fds: list[int]) -
     os._exit(0)
 
 
+def preload() -> None:
+    for name in PRELOADED:
+        __import__(name)
+    from nmt.config import register_configs
+
+    register_configs()  # once here, not in every command (~40 ms each)
+    gc.freeze()  # the forks' collections skip what was imported here, and copy none of it
+
+
 def serve(path: str) -> None:
+    """Ready at once; the imports come with the first command (a run may ask for none)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
-    listener.listen(16)
+    listener.listen(64)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
     print("ready", flush=True)
+    preloaded = False
     while True:
         connection, _ = listener.accept()
+        if not preloaded:
+            preload()
+            preloaded = True
         message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
         while not message.endswith(b"\n"):
             message += connection.recv(1 << 20)
@@ -96,10 +111,4 @@ def serve(path: str) -> None:
 
 
 if __name__ == "__main__":
-    for name in PRELOADED:
-        __import__(name)
-    from nmt.config import register_configs
-
-    register_configs()  # once here, not in every command (~40 ms each)
-    gc.freeze()  # the forks' collections skip what was imported here, and copy none of it
     serve(sys.argv[1])
