@@ -146,8 +146,8 @@ def run_module(
 ) -> subprocess.CompletedProcess:
     """`python -m module args...` in `cwd` on one thread, this checkout first on the path, `env`
     over this process's environment; stdout and stderr as bytes (as str with `text`). It runs
-    as its own process, forked from this test process's zygote (tests/zygote.py), which has
-    torch and Lightning imported already."""
+    as its own process, forked from the run's zygote (tests/zygote.py), which has torch and
+    Lightning imported already."""
     with ExitStack() as files:
         streams = [files.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
         streams[0].write(stdin)
