@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 pytest_plugins = ["data_skips", "pytester"]  # data_skips: a run short of Multi30k says so
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # One test process per core (make test): a thread each, for this process and the commands
-    # it starts, since threads that spin for a busy core slow down many-fold.
+    # Test processes share the cores (make test: three on CI's two): a thread each, for this
+    # process and the commands it starts, since threads that spin for a busy core slow down
+    # many-fold.
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
