@@ -9,8 +9,8 @@ TORCH_SPEC ?= torch
 TORCH_INDEX ?=
 ARGS ?=
 # pytest processes for `make test`, one thread each: one more than CI's 2 cores, to use the
-# cores while a test waits (servers' timeouts and idle windows); 292-310 s against 334-372 s
-# with 2 in the same hour (docs/benchmarks.md). On more cores, raise it.
+# cores while a test waits (servers' timeouts and idle windows); 292-313 s against 334-372 s
+# with 2 in the same hours (docs/benchmarks.md). On more cores, raise it.
 TEST_WORKERS ?= 3
 # Training runs under jemalloc where the system has it (Debian/Ubuntu: libjemalloc2): under
 # glibc's malloc a CPU run's epochs grew slower, 57 s to 84 s by its 30th (docs/benchmarks.md).

@@ -82,7 +82,7 @@ def check_report(
         assert int(row["parameters"]) == metrics[job]["parameters"]
         assert float(row["train seconds"]) == metrics[job]["train_seconds"]
     parameters = [int(rows[job]["parameters"]) for job in metrics]
-    assert parameters == sorted(parameters)  # d_model 32 < 64
+    assert parameters == sorted(set(parameters))  # d_model 32 < 64: more parameters
     marks = sorted(row["significant"] for row in rows.values())
     if final_evaluations:  # their hypotheses: tested against the best
         assert marks[0] == "best" and marks[1] in ("no", "yes"), marks
