@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch
 TORCH_INDEX ?=
 ARGS ?=
 # pytest processes for `make test`, one thread each: one more than CI's 2 cores, to use the
-# cores while a test waits (servers' timeouts and idle windows); 292-313 s against 334-372 s
+# cores while a test waits (servers' timeouts and idle windows); 292-325 s against 334-372 s
 # with 2 in the same hours (docs/benchmarks.md). On more cores, raise it.
 TEST_WORKERS ?= 3
 # Training runs under jemalloc where the system has it (Debian/Ubuntu: libjemalloc2): under
