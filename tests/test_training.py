@@ -640,17 +640,16 @@ def test_two_nodes_of_one_process_each_fine_tune_as_one_job(overfit_run, overfit
     ]  # fmt: skip
     (tmp_path / "run").mkdir()
     with ExitStack() as stack:
-        logs, nodes = [], []
+        nodes = []
         for node in (0, 1):
-            log = stack.enter_context(open(tmp_path / f"node{node}.log", "w+b"))
+            log = stack.enter_context(open(tmp_path / f"node{node}.log", "wb"))
             streams = [stack.enter_context(open(os.devnull, "rb")), log, log]
             torchrun = ["--nnodes=2", "--nproc-per-node=1", f"--node-rank={node}"]
             torchrun += ["--master-addr=127.0.0.1", f"--master-port={port}", *train]
             command = started_module("torch.distributed.run", torchrun, tmp_path, streams, env)
             nodes.append(stack.enter_context(command))
-            logs.append(log)
         codes = [node.wait(timeout=600) for node in nodes]
-        logs = [(log.seek(0), log.read().decode())[1] for log in logs]
+    logs = [(tmp_path / f"node{node}.log").read_text() for node in (0, 1)]
     assert codes == [0, 0], logs[0][-3000:] + logs[1][-3000:]
     run = tmp_path / "run"
     ranks = [json.loads((run / "ranks" / f"rank{r}.json").read_text()) for r in (0, 1)]
