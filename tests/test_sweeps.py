@@ -114,10 +114,10 @@ def test_a_training_sweep_through_submitit_local_reports_the_same_way(
     overfit_data, shared_work, tmp_path
 ):
     """hydra-submitit-launcher's submitit_local: each job pickled and run in a process of its
-    own, as on SLURM with submitit_slurm, into the same folders. One job: each is a fresh
-    interpreter that imports Lightning again (~7 CPU-s), and the sweep above has the second."""
+    own, as on SLURM with submitit_slurm, into the same folders (a fork of the run's zygote
+    here, through its stand-in for the interpreter: tests/zygote.py)."""
     sweep = tmp_path / "multirun"
-    d_models = D_MODELS[:1]
+    d_models = D_MODELS
     extra = ["final_evaluation.splits=[]", "hydra/launcher=submitit_local"]
     args = sweep_args(overfit_data, shared_work, sweep, d_models, *extra)
     result = run_module("nmt.train", args, cwd=tmp_path)

@@ -623,7 +623,8 @@ def test_two_nodes_of_one_process_each_fine_tune_as_one_job(overfit_run, overfit
     a fine-tune (`init_from`, test_init_from.py): both ranks start from the same checkpoint.
     The ranks agree on the step and the weights, trained on their own shares of the data (by
     global rank), rank 0 alone wrote model.pt and metrics.json, and the model's tokenizer is
-    the checkpoint's. Each torchrun is forked from the zygote; it starts its rank fresh."""
+    the checkpoint's. Each torchrun is forked from the zygote, and so is its rank, through the
+    zygote's stand-in for the interpreter (tests/zygote.py)."""
     from nmt.serving.launch import free_port
 
     start = overfit_run / "model.pt"

@@ -18,18 +18,28 @@ Libraries that read the environment at import are left for the command to import
 (~0.5 CPU-s, in every training and evaluation): a fork reloads its `datasets.config`, which
 reads the command's environment (HF_DATASETS_CACHE, which tests set per run) as the import
 would, into the module every other part of datasets reads its settings from.
+
+A command's `sys.executable` is a stand-in (`python` in the socket's folder): the launchers
+that start training processes through it (Lightning's DDP ranks, torchrun's, a submitit job:
+`-m` one of STANDS_IN_FOR) get a fork too, tied to the stand-in: the signals it gets are passed
+on, its end (even by SIGKILL) ends the command, and it exits with the command's status. Any
+other use of it runs the real interpreter in its place (submitit's job controller, for one,
+needs its own pid to be the one its launcher saw). Multiprocessing keeps the real interpreter
+it read at import (LitServe's model workers still start fresh).
 """
 
 from __future__ import annotations
 
 import gc
 import importlib
+import io
 import json
 import os
 import runpy
 import signal
 import socket
 import sys
+import threading
 
 PRELOADED = (
     *("torch", "lightning.pytorch", "hydra", "omegaconf", "sentencepiece", "sacrebleu"),
@@ -40,6 +50,15 @@ PRELOADED = (
     # and this checkout's own modules that import none of those below
     *("nmt.jobs.run", "nmt.inference.torch_engine", "nmt.training.lightning_module"),
 )
+STANDS_IN_FOR = ("nmt.train", "submitit.core._submit")
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
+STAND_IN_PATH: list[str] = []  # where serve() wrote it
+STAND_IN = """#!{python} -S
+import sys
+sys.path.insert(0, {tests!r})
+from zygote import as_python
+as_python({socket!r}, {python!r})
+"""
 
 
 def run_command(request: dict, fds: list[int]) -> None:
@@ -48,12 +67,21 @@ def run_command(request: dict, fds: list[int]) -> None:
     start_new_session gives."""
     if request.get("session"):
         os.setsid()
+    if "pgid" in request:  # the stand-in's group, where the sessions allow
+        try:
+            os.setpgid(0, request["pgid"])
+        except OSError:
+            pass
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if os.environ.get("PYTHONUNBUFFERED"):  # `python -u`: each write reaches the file
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+    sys.executable = STAND_IN_PATH[0]
     importlib.reload(sys.modules["datasets.config"])
     sys.path[0] = request["cwd"]
     sys.argv = [request["module"], *request["args"]]
@@ -71,10 +99,50 @@ def wait_for_command(connection: socket.socket, request: dict, fds: list[int]) -
     for fd in fds:
         os.close(fd)
     connection.sendall(f"{pid}\n".encode())
+    waited = threading.Event()
+    if request.get("tied"):  # the stand-in's end, whatever ended it, ends the command
+        threading.Thread(target=end_with_client, args=(connection, pid, waited)).start()
     status = os.waitpid(pid, 0)[1]
+    waited.set()
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     connection.sendall(f"{code}\n".encode())
     os._exit(0)
+
+
+def end_with_client(connection: socket.socket, pid: int, waited: threading.Event) -> None:
+    """In the waiter of a tied command: SIGKILL it once its client has gone (a stand-in reads
+    nothing more and closes the connection only when it ends)."""
+    try:
+        connection.recv(1)
+    except OSError:
+        pass
+    if not waited.is_set():
+        os.kill(pid, signal.SIGKILL)
+
+
+def as_python(path: str, python: str) -> None:
+    """The stand-in for `python ARGS` (STAND_IN): `[-u] -m MODULE ARGS` forked from the zygote
+    at `path` and tied to this process, for a MODULE in STANDS_IN_FOR; anything else execs
+    `python` itself."""
+    args, env = sys.argv[1:], dict(os.environ)
+    while args[:1] == ["-u"]:
+        args, env["PYTHONUNBUFFERED"] = args[1:], "1"
+    if len(args) < 2 or args[0] != "-m" or args[1] not in STANDS_IN_FOR:
+        os.execv(python, [python, *sys.argv[1:]])
+    request = {"module": args[1], "args": args[2:], "cwd": os.getcwd(), "env": env}
+    request.update(tied=True, pgid=os.getpgrp())
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(path)
+    socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+    replies = connection.makefile("rb")
+    pid = int(replies.readline())
+    for number in FORWARDED:
+        signal.signal(number, lambda number, _: os.kill(pid, number))
+    code = int(replies.readline())
+    if code < 0:  # ended by a signal: so is this process, as its launcher expects
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
 
 
 def preload() -> None:
@@ -91,6 +159,12 @@ def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
+    stand_in = os.path.join(os.path.dirname(path), "python")
+    STAND_IN_PATH.append(stand_in)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    with open(stand_in, "w") as script:
+        script.write(STAND_IN.format(python=sys.executable, tests=tests, socket=path))
+    os.chmod(stand_in, 0o755)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
     print("ready", flush=True)
     preloaded = False
