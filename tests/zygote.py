@@ -67,11 +67,6 @@ def run_command(request: dict, fds: list[int]) -> None:
     start_new_session gives."""
     if request.get("session"):
         os.setsid()
-    if "pgid" in request:  # the stand-in's group, where the sessions allow
-        try:
-            os.setpgid(0, request["pgid"])
-        except OSError:
-            pass
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -105,7 +100,10 @@ def wait_for_command(connection: socket.socket, request: dict, fds: list[int]) -
     status = os.waitpid(pid, 0)[1]
     waited.set()
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    connection.sendall(f"{code}\n".encode())
+    try:
+        connection.sendall(f"{code}\n".encode())
+    except OSError:
+        pass  # the client has gone
     os._exit(0)
 
 
@@ -129,8 +127,7 @@ def as_python(path: str, python: str) -> None:
         args, env["PYTHONUNBUFFERED"] = args[1:], "1"
     if len(args) < 2 or args[0] != "-m" or args[1] not in STANDS_IN_FOR:
         os.execv(python, [python, *sys.argv[1:]])
-    request = {"module": args[1], "args": args[2:], "cwd": os.getcwd(), "env": env}
-    request.update(tied=True, pgid=os.getpgrp())
+    request = {"module": args[1], "args": args[2:], "cwd": os.getcwd(), "env": env, "tied": True}
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(path)
     socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
