@@ -36,6 +36,7 @@ import io
 import json
 import os
 import runpy
+import shlex
 import signal
 import socket
 import sys
@@ -53,12 +54,12 @@ PRELOADED = (
 STANDS_IN_FOR = ("nmt.train", "submitit.core._submit")
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 STAND_IN_PATH: list[str] = []  # where serve() wrote it
-STAND_IN = """#!{python} -S
-import sys
-sys.path.insert(0, {tests!r})
-from zygote import as_python
-as_python({socket!r}, {python!r})
-"""
+# A shell script, so that no path's length meets the kernel's limit on a #! line
+STAND_IN = '#!/bin/sh\nexec {python} -S -c {code} "$@"\n'
+STAND_IN_CODE = (
+    "import sys; sys.path.insert(0, {tests!r}); import zygote; "
+    "zygote.as_python({socket!r}, {python!r})"
+)
 
 
 def run_command(request: dict, fds: list[int]) -> None:
@@ -160,7 +161,8 @@ def serve(path: str) -> None:
     STAND_IN_PATH.append(stand_in)
     tests = os.path.dirname(os.path.abspath(__file__))
     with open(stand_in, "w") as script:
-        script.write(STAND_IN.format(python=sys.executable, tests=tests, socket=path))
+        code = STAND_IN_CODE.format(tests=tests, socket=path, python=sys.executable)
+        script.write(STAND_IN.format(python=shlex.quote(sys.executable), code=shlex.quote(code)))
     os.chmod(stand_in, 0o755)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
     print("ready", flush=True)
