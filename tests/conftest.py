@@ -98,6 +98,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadscopereorder = False
     if ZYGOTE_ENV not in os.environ:
         _STARTED.append(start_zygote())
+        # xdist's test processes fork from it too (tests/zygote.py's stand-in), with torch,
+        # Lightning and the formats' libraries imported already
+        stand_in = os.path.join(_STARTED[-1][1], "python")
+        tx = config.getoption("tx", None) or []
+        config.option.tx = [f"popen//python={stand_in}" if x == "popen" else x for x in tx]
 
 
 # --- helpers: tensors, threads, configs and command lines ---

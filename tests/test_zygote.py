@@ -3,10 +3,11 @@ training launches from the zygote and runs anything else in the real interpreter
 command tied to its client ends when the client goes."""
 
 import os
-import sys
 import time
 from pathlib import Path
 
+import psutil
+import pytest
 from conftest import ROOT, run_module, zygote
 
 PROBE = """
@@ -30,7 +31,8 @@ def test_a_forked_commands_interpreter_forks_training_and_runs_the_rest_itself(t
     # the zygote's, whose CPU is not the probe's children's (the stand-in's ~0.02 CPU-s is;
     # a fresh interpreter's imports for the help are ~2 CPU-s)
     assert trained == "0 True True"
-    assert os.path.samefile(plain, sys.executable)  # `-c`: the real interpreter
+    # `-c`: the real interpreter, the zygote's own
+    assert os.path.samefile(plain, psutil.Process(zygote().pid).exe())
 
 
 def test_a_tied_command_ends_with_its_client_and_an_untied_one_does_not(tmp_path: Path):
@@ -59,3 +61,11 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_under_xdist_each_test_process_is_a_fork_of_the_zygote():
+    """`make test`'s test processes start through the stand-in (tests/conftest.py rewrites
+    xdist's `popen` specs), so they inherit the zygote's imports instead of paying them."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        pytest.skip("a run without xdist has no test processes of its own")
+    assert zygote().pid in {parent.pid for parent in psutil.Process().parents()}

@@ -21,7 +21,9 @@ would, into the module every other part of datasets reads its settings from.
 
 A command's `sys.executable` is a stand-in (`python` in the socket's folder): the launchers
 that start training processes through it (Lightning's DDP ranks, torchrun's, a submitit job:
-`-m` one of STANDS_IN_FOR) get a fork too, tied to the stand-in: the signals it gets are passed
+`-m` one of STANDS_IN_FOR) get a fork too, and so does the run's main process for its test
+processes (pytest-xdist's `--tx popen//python=STAND-IN`, tests/conftest.py), tied to the
+stand-in: the signals it gets are passed
 on, its end (even by SIGKILL) ends the command, and it exits with the command's status. Any
 other use of it runs the real interpreter in its place (submitit's job controller, for one,
 needs its own pid to be the one its launcher saw). Multiprocessing keeps the real interpreter
@@ -52,6 +54,8 @@ PRELOADED = (
     *("nmt.jobs.run", "nmt.inference.torch_engine", "nmt.training.lightning_module"),
 )
 STANDS_IN_FOR = ("nmt.train", "submitit.core._submit")
+# what execnet (pytest-xdist's test processes) runs: `python -u -c BOOTSTRAP`, the rest on stdin
+EXECNET_BOOTSTRAP = "import sys;exec(eval(sys.stdin.readline()))"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
 STAND_IN_PATH: list[str] = []  # where serve() wrote it
 # A shell script, so that no path's length meets the kernel's limit on a #! line
@@ -80,6 +84,10 @@ def run_command(request: dict, fds: list[int]) -> None:
     sys.executable = STAND_IN_PATH[0]
     importlib.reload(sys.modules["datasets.config"])
     sys.path[0] = request["cwd"]
+    if "code" in request:  # `python -c code args`
+        sys.argv = ["-c", *request["args"]]
+        exec(compile(request["code"], "<string>", "exec"), {"__name__": "__main__"})
+        sys.exit(0)
     sys.argv = [request["module"], *request["args"]]
     runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
     sys.exit(0)  # an exception or SystemExit leaves here as it would leave `python -m`
@@ -120,15 +128,19 @@ def end_with_client(connection: socket.socket, pid: int, waited: threading.Event
 
 
 def as_python(path: str, python: str) -> None:
-    """The stand-in for `python ARGS` (STAND_IN): `[-u] -m MODULE ARGS` forked from the zygote
-    at `path` and tied to this process, for a MODULE in STANDS_IN_FOR; anything else execs
-    `python` itself."""
+    """The stand-in for `python ARGS` (STAND_IN): `[-u] -m MODULE ARGS` for a MODULE in
+    STANDS_IN_FOR, and execnet's `[-u] -c EXECNET_BOOTSTRAP`, forked from the zygote at `path`
+    and tied to this process; anything else execs `python` itself."""
     args, env = sys.argv[1:], dict(os.environ)
     while args[:1] == ["-u"]:
         args, env["PYTHONUNBUFFERED"] = args[1:], "1"
-    if len(args) < 2 or args[0] != "-m" or args[1] not in STANDS_IN_FOR:
+    request = {"args": args[2:], "cwd": os.getcwd(), "env": env, "tied": True}
+    if args[:1] == ["-m"] and args[1:2] and args[1] in STANDS_IN_FOR:
+        request["module"] = args[1]
+    elif args[:2] == ["-c", EXECNET_BOOTSTRAP]:
+        request["code"] = args[1]
+    else:
         os.execv(python, [python, *sys.argv[1:]])
-    request = {"module": args[1], "args": args[2:], "cwd": os.getcwd(), "env": env, "tied": True}
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(path)
     socket.send_fds(connection, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
