@@ -22,12 +22,12 @@ would, into the module every other part of datasets reads its settings from.
 A command's `sys.executable` is a stand-in (`python` in the socket's folder): the launchers
 that start training processes through it (Lightning's DDP ranks, torchrun's, a submitit job:
 `-m` one of STANDS_IN_FOR) get a fork too, and so does the run's main process for its test
-processes (pytest-xdist's `--tx popen//python=STAND-IN`, tests/conftest.py), tied to the
-stand-in: the signals it gets are passed
-on, its end (even by SIGKILL) ends the command, and it exits with the command's status. Any
-other use of it runs the real interpreter in its place (submitit's job controller, for one,
-needs its own pid to be the one its launcher saw). Multiprocessing keeps the real interpreter
-it read at import (LitServe's model workers still start fresh).
+processes (pytest-xdist's `--tx popen//python=STAND-IN`, tests/conftest.py). Such a fork is
+tied to its stand-in: the signals the stand-in gets are passed on, its end (even by SIGKILL)
+ends the fork, and it exits with the fork's status. Any other use of the stand-in runs the
+real interpreter in its place (submitit's job controller, for one, needs its own pid to be
+the one its launcher saw). Multiprocessing keeps the real interpreter it read at import
+(LitServe's model workers still start fresh).
 """
 
 from __future__ import annotations
