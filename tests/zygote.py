@@ -78,7 +78,7 @@ def run_command(request: dict, fds: list[int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    if os.environ.get("PYTHONUNBUFFERED"):  # `python -u`: each write reaches the file
+    if request.get("unbuffered"):  # `python -u`: each write reaches the file
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
     sys.executable = STAND_IN_PATH[0]
@@ -131,10 +131,11 @@ def as_python(path: str, python: str) -> None:
     """The stand-in for `python ARGS` (STAND_IN): `[-u] -m MODULE ARGS` for a MODULE in
     STANDS_IN_FOR, and execnet's `[-u] -c EXECNET_BOOTSTRAP`, forked from the zygote at `path`
     and tied to this process; anything else execs `python` itself."""
-    args, env = sys.argv[1:], dict(os.environ)
-    while args[:1] == ["-u"]:
-        args, env["PYTHONUNBUFFERED"] = args[1:], "1"
-    request = {"args": args[2:], "cwd": os.getcwd(), "env": env, "tied": True}
+    args, unbuffered = sys.argv[1:], False
+    while args[:1] == ["-u"]:  # this command's streams alone, not its children's (no variable)
+        args, unbuffered = args[1:], True
+    request = {"args": args[2:], "cwd": os.getcwd(), "env": dict(os.environ), "tied": True}
+    request["unbuffered"] = unbuffered
     if args[:1] == ["-m"] and args[1:2] and args[1] in STANDS_IN_FOR:
         request["module"] = args[1]
     elif args[:2] == ["-c", EXECNET_BOOTSTRAP]:
