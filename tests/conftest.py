@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from hypothesis import settings as hypothesis_settings
+from zygote import stand_in_of
 
 from nmt.config import CONF_DIR, TokenizerConfig
 from nmt.tokenizer import Tokenizer
@@ -100,7 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _STARTED.append(start_zygote())
         # xdist's test processes fork from it too (tests/zygote.py's stand-in), with torch,
         # Lightning and the formats' libraries imported already
-        stand_in = os.path.join(_STARTED[-1][1], "python")
+        stand_in = zygote().stand_in
         tx = config.getoption("tx", None) or []
         config.option.tx = [f"popen//python={stand_in}" if x == "popen" else x for x in tx]
 
@@ -202,6 +203,7 @@ class Zygote:
 
     def __init__(self, pid: int, path: str) -> None:
         self.pid, self.path = pid, path
+        self.stand_in = stand_in_of(path)  # its commands' interpreter
 
     def start(self, request: dict, fds: list[int]) -> Command:
         """Fork the command `request` names, `fds` its stdin, stdout and stderr."""

@@ -26,7 +26,7 @@ def test_a_forked_commands_interpreter_forks_training_and_runs_the_rest_itself(t
     result = run_module("probe", [], tmp_path, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     stand_in, trained, plain = result.stdout.splitlines()
-    assert stand_in == str(Path(zygote().path).parent / "python")
+    assert stand_in == zygote().stand_in
     # `python -u -m nmt.train --help` answered, and not by a child of the probe's: a fork of
     # the zygote's, whose CPU is not the probe's children's (the stand-in's ~0.02 CPU-s is;
     # a fresh interpreter's imports for the help are ~2 CPU-s)

@@ -57,7 +57,6 @@ STANDS_IN_FOR = ("nmt.train", "submitit.core._submit")
 # what execnet (pytest-xdist's test processes) runs: `python -u -c BOOTSTRAP`, the rest on stdin
 EXECNET_BOOTSTRAP = "import sys;exec(eval(sys.stdin.readline()))"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1)
-STAND_IN_PATH: list[str] = []  # where serve() wrote it
 # A shell script, so that no path's length meets the kernel's limit on a #! line
 STAND_IN = '#!/bin/sh\nexec {python} -S -c {code} "$@"\n'
 STAND_IN_CODE = (
@@ -66,7 +65,12 @@ STAND_IN_CODE = (
 )
 
 
-def run_command(request: dict, fds: list[int]) -> None:
+def stand_in_of(path: str) -> str:
+    """Where the zygote listening at the socket `path` writes its stand-in (STAND_IN)."""
+    return os.path.join(os.path.dirname(path), "python")
+
+
+def run_command(request: dict, fds: list[int], stand_in: str) -> None:
     """In the forked command: become `python -m module args` and never return; with
     `session`, in a session (and so a process group) of its own, as Popen's
     start_new_session gives."""
@@ -81,7 +85,7 @@ def run_command(request: dict, fds: list[int]) -> None:
     if request.get("unbuffered"):  # `python -u`: each write reaches the file
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-    sys.executable = STAND_IN_PATH[0]
+    sys.executable = stand_in
     importlib.reload(sys.modules["datasets.config"])
     sys.path[0] = request["cwd"]
     if "code" in request:  # `python -c code args`
@@ -93,13 +97,15 @@ def run_command(request: dict, fds: list[int]) -> None:
     sys.exit(0)  # an exception or SystemExit leaves here as it would leave `python -m`
 
 
-def wait_for_command(connection: socket.socket, request: dict, fds: list[int]) -> None:
+def wait_for_command(
+    connection: socket.socket, request: dict, fds: list[int], stand_in: str
+) -> None:
     """In the waiter: fork the command, tell the client its pid and then its status."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     pid = os.fork()
     if pid == 0:
         connection.close()
-        run_command(request, fds)
+        run_command(request, fds, stand_in)
     for fd in fds:
         os.close(fd)
     connection.sendall(f"{pid}\n".encode())
@@ -170,8 +176,7 @@ def serve(path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
-    stand_in = os.path.join(os.path.dirname(path), "python")
-    STAND_IN_PATH.append(stand_in)
+    stand_in = stand_in_of(path)
     tests = os.path.dirname(os.path.abspath(__file__))
     with open(stand_in, "w") as script:
         code = STAND_IN_CODE.format(tests=tests, socket=path, python=sys.executable)
@@ -190,7 +195,7 @@ def serve(path: str) -> None:
             message += connection.recv(1 << 20)
         if os.fork() == 0:
             listener.close()
-            wait_for_command(connection, json.loads(message), fds)
+            wait_for_command(connection, json.loads(message), fds, stand_in)
         connection.close()
         for fd in fds:
             os.close(fd)
