@@ -10,10 +10,19 @@ import torch
 log = logging.getLogger(__name__)
 
 
+# oneDNN's instruction sets without bf16 products: ONEDNN_MAX_CPU_ISA set to one of them keeps
+# oneDNN from the CPU's bf16 instructions, so bf16 is emulated there as on a CPU without them
+ONEDNN_ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE")
+ONEDNN_ISAS_WITHOUT_BF16 += ("AVX512_CORE_VNNI",)
+
+
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX, through oneDNN).
-    Elsewhere bf16 is emulated, many times slower than float32 (docs/benchmarks.md). oneDNN's
-    own `_is_mkldnn_bf16_supported` says yes for any AVX-512 CPU, which only emulates it."""
+    """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX, through oneDNN), and
+    ONEDNN_MAX_CPU_ISA lets oneDNN use it. Elsewhere bf16 is emulated, many times slower than
+    float32 (docs/benchmarks.md). oneDNN's own `_is_mkldnn_bf16_supported` says yes for any
+    AVX-512 CPU, which only emulates it."""
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ONEDNN_ISAS_WITHOUT_BF16:
+        return False
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 

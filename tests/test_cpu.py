@@ -47,10 +47,16 @@ def test_a_negative_kernel_cache_is_refused():
 
 def test_native_bf16_means_the_cpus_bf16_instructions_not_onednns_avx512_claim(monkeypatch):
     """oneDNN says bf16 is supported on any AVX-512 CPU, where it is emulated: the recipe must
-    not pick bf16 there."""
+    not pick bf16 there, nor where ONEDNN_MAX_CPU_ISA keeps oneDNN below the bf16 instructions
+    (set to AVX2, a machine with AMX multiplies as an AVX2-only one does)."""
     import nmt.cpu
 
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    for isa, native in [("avx2", False), ("AVX512_CORE_VNNI", False), ("AVX512_CORE_AMX", True)]:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
+        assert nmt.cpu.cpu_has_native_bf16() is native, isa
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
     for avx512_bf16, amx, native in [
         (False, False, False),
         (True, False, True),
