@@ -49,6 +49,27 @@ def test_the_model_searches_engines_and_evaluation_load_no_framework():
     assert not [m for m in after[3] if "lightning" in m]
 
 
+FORMAT_LIBRARIES = ("docx", "pptx", "lxml", "markdown_it", "polib", "srt", "webvtt")
+
+
+def test_a_formats_library_loads_with_its_reader_not_before():
+    """The format table names its readers, which are imported when first called: the translate
+    command and a model worker start without any file format's library (~0.25 s a start),
+    and a Word file's reader brings python-docx and lxml, nothing else of the list."""
+    code = (
+        "import sys, json\nimport nmt.translate, nmt.serving.api\n"
+        "from nmt.documents.formats import FORMATS, loaded_reader\n"
+        f"libraries = set({FORMAT_LIBRARIES!r})\n"
+        "loaded = lambda: sorted(libraries & {m.split('.')[0] for m in sys.modules})\n"
+        "before = loaded()\nloaded_reader(FORMATS['docx'].file_reader)\n"
+        "print(json.dumps([before, loaded()]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert json.loads(done.stdout) == [[], ["docx", "lxml"]]
+
+
 def test_no_caller_outside_the_engines_asks_which_engine_it_holds():
     """Only nmt/inference/ may branch on which engine it holds (isinstance, backend= or the
     engine's name): everything else goes through the Engine interface."""

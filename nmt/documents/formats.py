@@ -13,22 +13,10 @@ each text is a segment and its Translation is the answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.documents import (
-    docx_file,
-    epub_file,
-    gettext_file,
-    markdown_file,
-    markup,
-    odf_file,
-    pptx_file,
-    subtitles,
-    text_file,
-    xliff_file,
-)
 from nmt.documents.parsed import Parsed
 from nmt.errors import JobError
 
@@ -38,70 +26,74 @@ class Format:
     name: str
     suffixes: tuple[str, ...]
     media_type: str
-    read_file: Callable[..., Parsed]  # (data, name, limits) -> Parsed
-    read_texts: Callable[..., Parsed] | None = None  # (texts, name, limits); None: files only
+    # the readers as "module:function" in nmt.documents, imported when first called: a
+    # command or model worker that reads no Word file loads no Word library (~0.3 s a start)
+    file_reader: str  # (data, name, limits) -> Parsed
+    texts_reader: str | None = None  # (texts, name, limits) -> Parsed; None: files only
     # a file that holds translations of its own: read_file also takes `retranslate`, to
     # translate again what the file has translated (else kept)
     holds_translations: bool = False
 
+    def read_file(self, data: bytes, name: str, limits, **options) -> Parsed:
+        return loaded_reader(self.file_reader)(data, name, limits, **options)
 
+    def read_texts(self, texts: list[str], name: str, limits) -> Parsed:
+        return loaded_reader(self.texts_reader)(texts, name, limits)
+
+
+def loaded_reader(where: str):
+    """The reader `where` names ("module:function" in nmt.documents), its module imported."""
+    module, function = where.split(":")
+    return getattr(importlib.import_module(f"nmt.documents.{module}"), function)
+
+
+WORD_MEDIA = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+SLIDES_MEDIA = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+ODT_MEDIA, ODP_MEDIA = (
+    f"application/vnd.oasis.opendocument.{kind}" for kind in ("text", "presentation")
+)
 FORMATS = {
     f.name: f
     for f in (
-        Format("text", (".txt",), "text/plain; charset=utf-8", text_file.read_file),
+        Format("text", (".txt",), "text/plain; charset=utf-8", "text_file:read_file"),
         Format(
             "markdown",
             (".md", ".markdown"),
             "text/markdown; charset=utf-8",
-            markdown_file.read_file,
+            "markdown_file:read_file",
         ),
         Format(
             "html",
             (".html", ".htm"),
             "text/html; charset=utf-8",
-            markup.read_file,
-            markup.read_texts,
+            "markup:read_file",
+            "markup:read_texts",
         ),
-        Format(
-            "docx",
-            (".docx",),
-            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-            docx_file.read_file,
-        ),
-        Format(
-            "pptx",
-            (".pptx",),
-            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-            pptx_file.read_file,
-        ),
-        Format("srt", (".srt",), "application/x-subrip; charset=utf-8", subtitles.read("srt")),
-        Format("vtt", (".vtt",), "text/vtt; charset=utf-8", subtitles.read("vtt")),
-        Format("odt", (".odt",), "application/vnd.oasis.opendocument.text", odf_file.read_text),
-        Format(
-            "odp",
-            (".odp",),
-            "application/vnd.oasis.opendocument.presentation",
-            odf_file.read_presentation,
-        ),
-        Format("epub", (".epub",), "application/epub+zip", epub_file.read_file),
+        Format("docx", (".docx",), WORD_MEDIA, "docx_file:read_file"),
+        Format("pptx", (".pptx",), SLIDES_MEDIA, "pptx_file:read_file"),
+        Format("srt", (".srt",), "application/x-subrip; charset=utf-8", "subtitles:read_srt"),
+        Format("vtt", (".vtt",), "text/vtt; charset=utf-8", "subtitles:read_vtt"),
+        Format("odt", (".odt",), ODT_MEDIA, "odf_file:read_text"),
+        Format("odp", (".odp",), ODP_MEDIA, "odf_file:read_presentation"),
+        Format("epub", (".epub",), "application/epub+zip", "epub_file:read_file"),
         Format(
             "po",
             (".po", ".pot"),
             "text/x-gettext-translation; charset=utf-8",
-            gettext_file.read_file,
+            "gettext_file:read_file",
             holds_translations=True,
         ),
         Format(
             "xliff",
             (".xlf", ".xliff"),
             "application/xliff+xml",
-            xliff_file.read_file,
+            "xliff_file:read_file",
             holds_translations=True,
         ),
     )
 }
 # what a request's texts may be: plain text, or a format with a reader of texts
-TEXT_FORMATS = tuple(n for n, f in FORMATS.items() if n == "text" or f.read_texts is not None)
+TEXT_FORMATS = tuple(n for n, f in FORMATS.items() if n == "text" or f.texts_reader is not None)
 SUFFIXES = {suffix: f.name for f in FORMATS.values() for suffix in f.suffixes}
 
 

@@ -216,3 +216,6 @@ def read(suffix: str):
         return fragment_file(fragments, name, limits.max_file_tags, write)
 
     return read_file
+
+
+read_srt, read_vtt = read("srt"), read("vtt")

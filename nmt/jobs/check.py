@@ -65,7 +65,7 @@ def read(job: Job, limits: Limits) -> Plan:
             )
         check_characters("line", job.texts, limits.max_line_chars)
         check_characters("prefix", job.prefixes or [], limits.max_line_chars)
-        if form.read_texts is None:
+        if form.texts_reader is None:
             return Plan(job, list(job.texts))
         parsed = form.read_texts(job.texts, job.name, limits)
         return Plan(job, parsed.segments, parsed)

@@ -98,7 +98,7 @@ class Job:
                     raise JobError(
                         422, f"format {self.format} answers with documents alone: drop {name}"
                     )
-        if self.texts is not None and self.format != "text" and form.read_texts is None:
+        if self.texts is not None and self.format != "text" and form.texts_reader is None:
             raise JobError(422, f"format {self.format} is a file's: send the file")
         if self.prefixes is not None and self.texts is not None:
             if len(self.prefixes) != len(self.texts):
