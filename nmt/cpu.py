@@ -12,8 +12,15 @@ log = logging.getLogger(__name__)
 
 # oneDNN's instruction sets without bf16 products: ONEDNN_MAX_CPU_ISA set to one of them keeps
 # oneDNN from the CPU's bf16 instructions, so bf16 is emulated there as on a CPU without them
-ONEDNN_ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE")
-ONEDNN_ISAS_WITHOUT_BF16 += ("AVX512_CORE_VNNI",)
+ONEDNN_ISAS_WITHOUT_BF16 = (
+    "SSE41",
+    "AVX",
+    "AVX2",
+    "AVX2_VNNI",
+    "AVX2_VNNI_2",
+    "AVX512_CORE",
+    "AVX512_CORE_VNNI",
+)
 
 
 def cpu_has_native_bf16() -> bool:

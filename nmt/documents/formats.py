@@ -27,7 +27,7 @@ class Format:
     suffixes: tuple[str, ...]
     media_type: str
     # the readers as "module:function" in nmt.documents, imported when first called: a
-    # command or model worker that reads no Word file loads no Word library (~0.3 s a start)
+    # command or model worker that reads no Word file loads no Word library (~0.25 s a start)
     file_reader: str  # (data, name, limits) -> Parsed
     texts_reader: str | None = None  # (texts, name, limits) -> Parsed; None: files only
     # a file that holds translations of its own: read_file also takes `retranslate`, to
