@@ -1,8 +1,9 @@
 """The file formats, one entry each: what the CLI, POST /translate_file, the LibreTranslate
 routes, the page and /info all read. Adding a format is one entry here and its module.
 
-An entry names its suffixes and media type, and its module's readers: `read_file` (a file's
-bytes) and, for a format a request's texts may be in, `read_texts`. A reader bounds what only
+An entry names its suffixes and media type, and its module's readers as "module:function",
+imported when first called: one of a file's bytes and, for a format a request's texts may be
+in, one of texts (`Format.read_file`, `Format.read_texts` call them). A reader bounds what only
 its format has (a zip's inflated size, a Word file's runs, an HTML page's tags, each before
 parsing), for a file that holds translations (gettext, XLIFF) whether to translate those
 again, and gives a `Parsed`: the segments to translate and how to put their translations
