@@ -10,6 +10,8 @@ import psutil
 import pytest
 from conftest import ROOT, run_module, zygote
 
+from nmt.serving.workers import alive  # a zombie, killed and not yet reaped, is not alive
+
 PROBE = """
 import resource, subprocess, sys
 print(sys.executable)
@@ -52,15 +54,6 @@ def test_a_tied_command_ends_with_its_client_and_an_untied_one_does_not(tmp_path
         assert not alive(pids[True]) and alive(pids[False])
     finally:
         os.kill(pids[False], 9)
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, killed and not yet reaped by its waiter, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_under_xdist_each_test_process_is_a_fork_of_the_zygote():
