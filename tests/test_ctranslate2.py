@@ -8,6 +8,7 @@ beam outputs are compared by BLEU and by the share of identical lines; greedy mu
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -161,8 +162,20 @@ def test_every_other_quantization_exports_loads_and_keeps_the_memorised_lines(
     assert kept >= (0.9 if exact else 0.6) * OVERFIT_PAIRS, (kept, text[:3])
 
 
+# ISA caps below VNNI, as MKL_ENABLE_INSTRUCTIONS and ONEDNN_MAX_CPU_ISA spell them: CTranslate2
+# multiplies int8 with MKL on Intel CPUs and with oneDNN elsewhere, each held to its cap
+ISA_CAPS_WITHOUT_VNNI = ("SSE4_2", "SSE41", "AVX", "AVX2", "AVX512", "AVX512_CORE")
+
+
 def int8_vnni() -> bool:
-    """Whether this CPU multiplies int8 with VNNI (AVX-512 VNNI, AVX-VNNI or AMX)."""
+    """Whether CTranslate2 multiplies int8 with VNNI here: the CPU has it (AVX-512 VNNI,
+    AVX-VNNI or AMX) and no ISA cap keeps the GEMM libraries below it."""
+    caps = (
+        os.environ.get(name, "").upper()
+        for name in ("MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+    )
+    if any(cap in ISA_CAPS_WITHOUT_VNNI for cap in caps):
+        return False
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:
