@@ -45,6 +45,9 @@ FORMS = [
     ("size", "3.5 kg"),
     ("fraction", "3/4"),
     ("fraction", "1½"),
+    ("fraction", "½"),  # no digit: a sign of its own
+    ("time", "１０:４５"),  # fullwidth digits are digits too
+    ("number", "٣٠"),  # and Arabic-Indic ones
     ("ordinal", "21st"),
     ("code", "A-2291-X"),
     ("code", "LH 454"),
