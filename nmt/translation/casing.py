@@ -17,20 +17,17 @@ TITLE_SHARE = 0.8  # of the words with a letter: this share or more begin with a
 
 def kind(line: str) -> str:
     """UPPER, TITLE or "" (neither)."""
-    letters = [c for c in line if c.isalpha()]
+    letters = list(filter(str.isalpha, line))
     if len(letters) < MIN_LETTERS:
         return ""
-    if not any(c.islower() for c in letters):
+    if not any(map(str.islower, letters)):
         return UPPER
-    words = [w for w in line.split() if any(c.isalpha() for c in w)]
-    capitalised = sum(1 for w in words if _first_letter(w).isupper())
-    if len(words) >= MIN_TITLE_WORDS and capitalised >= TITLE_SHARE * len(words):
-        return TITLE
-    return ""
-
-
-def _first_letter(word: str) -> str:
-    return next((c for c in word if c.isalpha()), "")
+    words = [w for w in line.split() if any(map(str.isalpha, w))]
+    if len(words) < MIN_TITLE_WORDS:
+        return ""
+    # each word's first letter (a word here holds one)
+    capitalised = sum(1 for w in words if next(filter(str.isalpha, w)).isupper())
+    return TITLE if capitalised >= TITLE_SHARE * len(words) else ""
 
 
 def fold(line: str) -> tuple[str, str]:
