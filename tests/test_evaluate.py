@@ -182,8 +182,9 @@ def test_cli_prints_scores_and_writes_a_dated_evaluation_folder(tiny_checkpoint,
 def test_decode_sweep_gives_one_report_per_job_and_report_ranks_them(tiny_checkpoint, tmp_path):
     sweep = tmp_path / "sweep"
     args = ["-m", "nmt.evaluate", "-m", *data_overrides(*tiny_checkpoint, tmp_path)]
-    # Output lengths capped at 4, 8 and 50 pieces: three different scores, whatever the model.
-    lengths = ["decode.max_len_a=0", "decode.max_len_b=4,8,50"]
+    # Output lengths capped at 4, 8 and 50 pieces: three different scores, whatever the model
+    # (greedy: the sweep and its report are checked here, not the search)
+    lengths = ["decode=greedy", "decode.max_len_a=0", "decode.max_len_b=4,8,50"]
     on_test = run_cli([*args, *lengths, "splits=[test]"], cwd=tmp_path)
     assert on_test.returncode == 2 and "a sweep chooses on valid" in on_test.stderr
     lengths.append("splits=[valid,test]")
