@@ -42,8 +42,9 @@ GLUED_UNITS = "s|h|min|t|K|M|B|k|bn"  # only written onto the digits: 30s, 2h, 4
 # two capitals before digits are a code ("LH 454"), unless they are a word in capitals
 CAPITAL_WORDS = "IN|ON|AT|OF|TO|BY|IS|OR|AN|AS|UP|NO|SO|IT|IF|WE|MY|HE|BE|DO|GO|US|AM|PM|ME|OK"
 
+FRACTION_SIGNS = "½¼¾⅓⅔⅛"  # a number without a digit: "½ cup"
 # 10:45, 2026-12-01, 1,250.5, 30 x 40, 3/4, 1½
-_CORE = r"(?:\d*[½¼¾⅓⅔⅛]|\d+(?:(?:[.,:/\-–]|\s?[x×]\s?)\d+)*)"
+_CORE = rf"(?:\d*[{FRACTION_SIGNS}]|\d+(?:(?:[.,:/\-–]|\s?[x×]\s?)\d+)*)"
 _DATE = (
     rf"\d{{1,2}}(?:st|nd|rd|th)?\s(?i:{MONTHS})\.?,?\s\d{{4}}"  # 1 May 2019
     rf"|(?i:{MONTHS})\.?\s\d{{1,2}}(?:st|nd|rd|th)?,?\s\d{{4}}"  # May 1, 2019
@@ -104,7 +105,7 @@ class WrittenSpan:
 
 # what every form and phone number holds: a digit (any script's) or a fraction sign. Most
 # captions hold neither, and skip the forms' searches (about a tenth of translate's CPU on them)
-NUMBER_SIGNS = regex.compile(r"[\d½¼¾⅓⅔⅛]")
+NUMBER_SIGNS = regex.compile(rf"[\d{FRACTION_SIGNS}]")
 
 
 def find(text: str) -> list[WrittenSpan]:
