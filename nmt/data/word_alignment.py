@@ -55,11 +55,9 @@ def grow_diag_final_and(forward: Links, reverse: Links) -> Links:
     return links
 
 
-def align_corpus(
-    sources: list[str], targets: list[str], seed_iterations: float = 1.0
-) -> list[Links]:
+def align_corpus(sources: list[str], targets: list[str]) -> list[Links]:
     """Symmetrised eflomal links for each pair (an empty side: no links). Lowercased, as
-    aligners are usually run; `seed_iterations` scales eflomal's iterations."""
+    aligners are usually run."""
     try:
         from eflomal import Aligner
     except ImportError:
@@ -71,7 +69,7 @@ def align_corpus(
         raise ValueError(f"{len(sources)} source lines but {len(targets)} target lines")
     with tempfile.TemporaryDirectory() as folder:
         forward, reverse = Path(folder) / "fwd", Path(folder) / "rev"
-        aligner = Aligner(rel_iterations=seed_iterations)
+        aligner = Aligner()
         src = [line.lower().strip() + "\n" for line in sources]
         tgt = [line.lower().strip() + "\n" for line in targets]
         aligner.align(src, tgt, links_filename_fwd=str(forward), links_filename_rev=str(reverse))
