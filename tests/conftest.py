@@ -17,16 +17,19 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-import torch
 from hypothesis import settings as hypothesis_settings
 from zygote import stand_in_of
 
 from nmt.config import CONF_DIR, TokenizerConfig
-from nmt.tokenizer import Tokenizer
-from nmt.tokenizer_training import train_or_load
 from nmt.vocabulary import PAD_ID
+
+if TYPE_CHECKING:  # torch and what imports it load in the test processes, not xdist's main one
+    import torch
+
+    from nmt.tokenizer import Tokenizer
 
 # Property tests draw the same examples on every run, so that a CI verdict is the code's, not
 # the draw's (two runs of one commit once drew two different failures). To draw new ones:
@@ -42,6 +45,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # Test processes share the cores (make test: three on CI's two): a thread each, for this
     # process and the commands it starts, since threads that spin for a busy core slow down
     # many-fold.
+    import torch
+
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"
 
@@ -98,7 +103,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
     if ZYGOTE_ENV not in os.environ:
-        _STARTED.append(start_zygote())
+        _STARTED.append(start_zygote(preload_now=bool(config.getoption("numprocesses", None))))
         # xdist's test processes fork from it too (tests/zygote.py's stand-in), with torch,
         # Lightning and the formats' libraries imported already
         stand_in = zygote().stand_in
@@ -111,6 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pad(rows: list[list[int]]) -> torch.Tensor:
     """Id lists -> (B, L) long, right-padded with PAD."""
+    import torch
+
     out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row)
@@ -121,6 +128,8 @@ def pad(rows: list[list[int]]) -> torch.Tensor:
 def one_thread() -> Iterator[None]:
     """Torch on one thread: these tensors are too small to gain from more, and spinning
     threads slow down many-fold when the cores are shared (another test run, a build)."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -289,7 +298,8 @@ def server_process(url: str):
 # The run's zygote, as "PID SOCKET" in the environment the test processes inherit: started
 # by the run's main process (pytest_configure, xdist's controller under `make test`), which
 # stops it at the end. It imports its libraries at its first command, so a run that starts
-# none pays nothing, and the test processes share one import (~9 CPU-s) between them.
+# none pays nothing; a run of several test processes, which fork from it, has it import them
+# at once. The test processes share one import (~7 CPU-s) between them.
 ZYGOTE_ENV = "NMT_TEST_ZYGOTE"
 
 
@@ -299,13 +309,15 @@ def zygote() -> Zygote:
     return Zygote(int(pid), path)
 
 
-def start_zygote() -> tuple[subprocess.Popen, str]:
+def start_zygote(preload_now: bool = False) -> tuple[subprocess.Popen, str]:
     """tests/zygote.py listening on a socket in a folder of its own: (its process, the
-    folder), once it is ready."""
+    folder), once it is ready; with `preload_now`, importing its libraries from then on (xdist's
+    test processes will fork from it) rather than at its first command."""
     folder = tempfile.mkdtemp(prefix="nmt-zygote-")
     path = os.path.join(folder, "socket")
+    command = [sys.executable, str(ROOT / "tests" / "zygote.py"), path]
     process = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "zygote.py"), path],
+        command + ["--preload-now"] if preload_now else command,
         env={**os.environ, **COMMAND_ENV},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -367,6 +379,8 @@ def head(path: Path, n: int) -> list[str]:
 @pytest.fixture(scope="session")
 def tiny_tokenizer(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
     """A 1000-piece joint BPE model over the first 3000 Multi30k training pairs (about 1 s)."""
+    from nmt.tokenizer_training import train_or_load
+
     texts = head(multi30k_dir / "train.en", 3000) + head(multi30k_dir / "train.de", 3000)
     cfg = TokenizerConfig(
         name="tiny", dir=str(tmp_path_factory.mktemp("tokenizer")), vocab_size=1000

@@ -174,8 +174,10 @@ def preload() -> None:
     gc.freeze()  # the forks' collections skip what was imported here, and copy none of it
 
 
-def serve(path: str) -> None:
-    """Ready at once; the imports come with the first command (a run may ask for none)."""
+def serve(path: str, preload_now: bool) -> None:
+    """Ready at once; the imports come with the first command (a run may ask for none), or
+    right after ready with `preload_now` (a run of several test processes, which all fork
+    from here: the imports then run while the run's main process goes on with its start)."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -187,7 +189,9 @@ def serve(path: str) -> None:
     os.chmod(stand_in, 0o755)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # waiters are reaped by the kernel
     print("ready", flush=True)
-    preloaded = False
+    if preload_now:
+        preload()
+    preloaded = preload_now
     while True:
         connection, _ = listener.accept()
         if not preloaded:
@@ -205,4 +209,4 @@ def serve(path: str) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], "--preload-now" in sys.argv[2:])
