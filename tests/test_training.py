@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import time
 from collections import Counter
 from contextlib import ExitStack
@@ -390,9 +391,14 @@ def test_train_entry_point_runs_end_to_end_on_multi30k(multi30k_dir, tmp_path):
         "trainer.enable_progress_bar=false",
         "final_evaluation.splits=[]",  # it has its own test (the overfit run's)
         "data.max_eval_pairs=8",  # the checkpoints chosen on 8 val lines: the same path
-        # the first 3,000 pairs, BPE-trained (8k pieces) and word-aligned: eflomal takes 17 s
-        # over all 29k; 12 batches an epoch, so the 8 updates stay in one
+        # the first 3,000 pairs, BPE-trained (8k pieces); 12 batches an epoch, so the 8
+        # updates stay in one
         "data.max_train_pairs=3000",
+        # no word alignments (eflomal: 7 of this test's 18 CPU-s), nor what needs them: the
+        # smoke run below takes the recipe's aligned, augmented path through this command
+        "data.word_alignments=false",
+        "optim.alignment_weight=0",
+        "data.augment.numbers=0",
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     result = run_module("nmt.train", args, tmp_path, timeout=600, env=env, text=True)
@@ -448,6 +454,9 @@ def test_the_smoke_run_checks_the_install_and_says_so_in_its_last_line(multi30k_
     assert not any(line.startswith("INFO: ") for line in result.stderr.splitlines())
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["global_step"] == 10 and list(metrics["final_evaluation"]) == ["test"]
+    # the recipe's word alignments (eflomal) and the views written at linked words, trained on
+    assert "train/alignment_loss" in metrics["final_metrics"]
+    assert re.search(r"views of 500 training pairs: .*\b[1-9]\d* numbers", result.stderr)
     last = messages[-1]
     assert last.startswith("Finished in ") and str(tmp_path / "run" / "model.pt") in last
     assert "(test BLEU " in last
