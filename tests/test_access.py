@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import http_get, http_post
 from test_serve import serving
 
 from nmt.serving.libretranslate import PREFIX
@@ -56,7 +57,7 @@ def server(model_pt: Path, server_log: Path, tmp_path_factory) -> Iterator[str]:
 
 def post(url: str, key: str | None, body: dict, path: str = "/translate") -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.post(url + path, json=body, headers=headers, timeout=60)
+    return http_post(url + path, json=body, headers=headers, timeout=60)
 
 
 def test_keys_are_asked_for_checked_and_taken_from_either_place(server, overfit_pairs):
@@ -68,12 +69,12 @@ def test_keys_are_asked_for_checked_and_taken_from_either_place(server, overfit_
     assert post(server, KEYS[1], {"text": line}).status_code == 200
     lt = server + "/libretranslate/translate"
     body = {"q": line, "source": "en", "target": "de"}
-    assert httpx.post(lt, json=body | {"api_key": "nope"}, timeout=60).json() == {
+    assert http_post(lt, json=body | {"api_key": "nope"}, timeout=60).json() == {
         "error": "invalid API key"
     }
-    form = httpx.post(lt, data=body | {"api_key": KEYS[1]}, timeout=60)  # as libretranslatepy
+    form = http_post(lt, data=body | {"api_key": KEYS[1]}, timeout=60)  # as libretranslatepy
     assert form.status_code == 200 and form.json()["translatedText"]
-    assert httpx.get(server + "/health", timeout=10).status_code == 200  # not guarded
+    assert http_get(server + "/health", timeout=10).status_code == 200  # not guarded
 
 
 def test_a_wrong_key_in_the_header_is_refused_before_the_body_is_read(server):
@@ -129,7 +130,7 @@ def test_a_routes_own_calls_are_not_refused_nor_counted(server, overfit_pairs):
     files = {"file": ("notes.txt", text.encode())}
     headers = {"Authorization": f"Bearer {KEYS[1]}"}
     for _ in range(2):  # with the tests above, key 1 has used 3 of its 5 requests
-        reply = httpx.post(server + "/translate_file", files=files, headers=headers, timeout=120)
+        reply = http_post(server + "/translate_file", files=files, headers=headers, timeout=120)
         assert reply.status_code == 200, reply.text
         assert len(reply.text.splitlines()) == 20
 
@@ -156,9 +157,9 @@ def test_keys_are_never_logged(server, server_log, overfit_pairs):
     body = {"q": line, "source": "en", "target": "de"}
     for key in (KEYS[4], wrong):
         post(server, key, {"text": line})
-        httpx.post(server + "/translate", json={"text": line, "api_key": key}, timeout=60)
-        httpx.post(lt, json=body | {"api_key": key}, timeout=60)
-        httpx.post(lt, data=body | {"api_key": key}, timeout=60)
+        http_post(server + "/translate", json={"text": line, "api_key": key}, timeout=60)
+        http_post(lt, json=body | {"api_key": key}, timeout=60)
+        http_post(lt, data=body | {"api_key": key}, timeout=60)
     logged = server_log.read_text(errors="replace")
     assert '"POST /libretranslate/translate HTTP/1.1" 200' in logged  # requests are logged
     assert '"POST /translate HTTP/1.1" 403' in logged
@@ -166,14 +167,14 @@ def test_keys_are_never_logged(server, server_log, overfit_pairs):
 
 
 def metric(url: str, name: str) -> float:
-    page = httpx.get(url + "/metrics", headers={"Authorization": "Bearer m-secret"}, timeout=10)
+    page = http_get(url + "/metrics", headers={"Authorization": "Bearer m-secret"}, timeout=10)
     assert page.status_code == 200
     found = [line for line in page.text.splitlines() if line.startswith(name + " ")]
     return float(found[0].split()[-1]) if found else 0.0
 
 
 def test_the_metrics_move_as_requests_are_made(server, overfit_pairs):
-    assert httpx.get(server + "/metrics", timeout=10).status_code == 401
+    assert http_get(server + "/metrics", timeout=10).status_code == 401
     ok = 'nmt_requests_total{route="/translate",status="200"}'
     refused = 'nmt_requests_total{route="/translate",status="403"}'
     names = [ok, refused, "nmt_characters_total", 'nmt_request_seconds_count{route="/translate"}']

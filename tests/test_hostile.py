@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from conftest import ROOT, server_process, zygote_serve
+from conftest import ROOT, http_get, http_post, server_process, zygote_serve
 
 from nmt.serving.launch import launched
 
@@ -116,7 +116,7 @@ def attack(url: str, path: str, **request) -> Outcome:
         while not done.is_set():
             start = time.perf_counter()
             try:
-                ok = httpx.get(url + "/health", timeout=5).status_code == 200
+                ok = http_get(url + "/health", timeout=5).status_code == 200
             except httpx.HTTPError:
                 ok = False
             health.append(time.perf_counter() - start if ok else float("inf"))
@@ -127,7 +127,7 @@ def attack(url: str, path: str, **request) -> Outcome:
     watcher.start()
     start = time.perf_counter()
     try:
-        reply = httpx.post(url + path, timeout=60, **request)
+        reply = http_post(url + path, timeout=60, **request)
     finally:
         seconds = time.perf_counter() - start
         done.set()
@@ -386,7 +386,7 @@ def test_a_body_that_trickles_in_is_a_408_within_body_seconds(server):
     message = json.loads(rest.partition(b"\r\n\r\n")[2])["detail"]
     assert message == f"the body took over body_seconds={BODY_SECONDS} to arrive"
     assert BODY_SECONDS - 0.5 < seconds < BODY_SECONDS + 5, seconds
-    assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
+    assert http_get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
 
 
 def connect(url: str):
@@ -425,7 +425,7 @@ def test_a_connection_without_a_whole_request_head_is_closed_within_header_secon
         if select.select([trickling], [], [], 0.5)[0] or time.perf_counter() - start > 10:
             break
         if time.perf_counter() - start < HEADER_SECONDS - 0.5:
-            assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
+            assert http_get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
     answers = [read_answer(client) for client in (silent, trickling)]
     seconds = time.perf_counter() - start
     for answer in answers:
@@ -450,12 +450,12 @@ def test_one_address_holds_at_most_max_client_connections(server):
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:  # the server sees the close a moment later
             try:
-                if httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200:
+                if http_get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             time.sleep(0.05)
-        assert httpx.get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
+        assert http_get(server + "/health", timeout=HEALTH_SECONDS).status_code == 200
     finally:
         for client in held:
             client.close()
@@ -471,12 +471,12 @@ def test_bodies_in_flight_are_bounded_together_by_max_bodies_bytes(server):
         slow.sendall(head.encode() + b"a" * 1_500_000)
         time.sleep(0.5)  # read by the door
         text = "A dog runs. " * 60_000  # 720 kB
-        busy = httpx.post(server + "/translate", json={"text": text}, timeout=10)
+        busy = http_post(server + "/translate", json={"text": text}, timeout=10)
         assert busy.status_code == 503 and busy.headers["retry-after"] == "1", busy.text
         assert set(busy.json()) == {"detail"} and "max_bodies_bytes" in busy.json()["detail"]
         assert read_answer(slow).startswith(b"HTTP/1.1 408")
     body = {"text": "A dog runs. " * 20}
-    assert httpx.post(server + "/translate", json=body, timeout=30).status_code == 200
+    assert http_post(server + "/translate", json=body, timeout=30).status_code == 200
 
 
 def test_a_huge_detect_query_is_refused_and_health_does_not_wait(server):
@@ -518,6 +518,6 @@ def test_libretranslate_answers_with_a_proxy_in_the_environment(server, overfit_
 
 
 def test_info_names_no_path_of_the_server(server, model_pt):
-    info = httpx.get(server + "/info", timeout=10).text
+    info = http_get(server + "/info", timeout=10).text
     assert str(model_pt.parent) not in info and "/tmp" not in info
     assert json.loads(info)["model"]["limits"]["max_search_cost"] > 0

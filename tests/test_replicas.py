@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import redis
+from conftest import http_post
 from limits import parse
 from limits.strategies import MovingWindowRateLimiter
 from test_serve import serving
@@ -125,7 +125,7 @@ def test_two_servers_behind_one_store_refuse_the_eleventh_request(
     body = {"text": overfit_pairs[0][0]}
     with serving(ct2_int8, *args) as first, serving(ct2_int8, *args) as second:
         codes = [
-            httpx.post(url + "/translate", json=body, headers=headers, timeout=60).status_code
+            http_post(url + "/translate", json=body, headers=headers, timeout=60).status_code
             for url in [first, second] * 8
         ]
     assert codes == [200] * 10 + [429] * 6

@@ -25,6 +25,8 @@ from conftest import (
     ROOT,
     compose,
     document_result,
+    http_get,
+    http_post,
     on_engine,
     run_module,
     translated_docx,
@@ -62,7 +64,7 @@ def serving(
 def post(url: str, body, timeout: float = 60) -> httpx.Response:
     """POST /translate: `body` as JSON, or bytes as they are."""
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(url + "/translate", content=content, timeout=timeout)
+    return http_post(url + "/translate", content=content, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -174,9 +176,9 @@ def test_per_request_search_prefix_and_nbest_match_the_offline_search(
 
 
 def test_health_info_and_the_openapi_schema(server, model_pt):
-    health = httpx.get(server + "/health", timeout=10)
+    health = http_get(server + "/health", timeout=10)
     assert health.status_code == 200 and health.text == "ok"
-    info = httpx.get(server + "/info", timeout=10).json()["model"]
+    info = http_get(server + "/info", timeout=10).json()["model"]
     assert info["direction"] == "en-de" and info["backend"] == "torch"
     assert info["shape"]["d_model"] == 64 and info["tokenizer"]["vocab_size"] == 500
     assert info["search_text"] == "beam 5, GNMT length penalty 1.4"
@@ -202,7 +204,7 @@ def test_health_info_and_the_openapi_schema(server, model_pt):
         "/libretranslate/translate",
         "/libretranslate/detect",
     ]
-    schema = httpx.get(server + "/openapi.json", timeout=10).json()
+    schema = http_get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("/TranslateRequest")
     assert "beam_size" in schema["components"]["schemas"]["SearchSettings"]["properties"]
@@ -318,10 +320,10 @@ def test_numbers_as_written_come_through_every_door_as_offline(server, overfit_e
     for line, text in zip(SENTENCES, kept, strict=True):
         assert all(text.count(n) == line.count(n) for n in spans_of(line)), (line, text)
     upload = {"file": ("prices.txt", "".join(f"{x}\n" for x in SENTENCES).encode())}
-    reply = httpx.post(server + "/translate_file", files=upload, timeout=120)
+    reply = http_post(server + "/translate_file", files=upload, timeout=120)
     assert reply.status_code == 200 and reply.content.decode().splitlines() == kept
     body = {"q": SENTENCES, "source": "en", "target": "de"}
-    reply = httpx.post(server + "/libretranslate/translate", json=body, timeout=120)
+    reply = http_post(server + "/libretranslate/translate", json=body, timeout=120)
     assert reply.json()["translatedText"] == kept
 
 
@@ -439,7 +441,7 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     s, own = overfit_pairs[0], api.search
 
     def upload(name: str, data: bytes) -> httpx.Response:
-        return httpx.post(server + "/translate_file", files={"file": (name, data)}, timeout=120)
+        return http_post(server + "/translate_file", files={"file": (name, data)}, timeout=120)
 
     markdown = "".join(f"- {x}\n" if i % 4 else f"\n# {x}\r\n" for i, x in enumerate(s[:20]))
     reply = upload("notes.md", markdown.encode())
@@ -473,7 +475,7 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
         fmt = name.rsplit(".", 1)[1]
         expected = document_result(offline, fmt, data=data, name=name).data
         # LibreTranslate's route: the same file, kept for the address it answers with
-        libre = httpx.post(
+        libre = http_post(
             server + "/libretranslate/translate_file",
             files={"file": (name, data)},
             data={"source": "auto", "target": "de"},
@@ -484,7 +486,7 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
         assert url.startswith(server + "/libretranslate/download_file/")
         assert url.endswith(name.replace(".", ".de.", 1))
         # the same file (a zip's parts: python-pptx stamps each part with the time it wrote it)
-        assert unzipped(httpx.get(url, timeout=30).content) == unzipped(reply.content)
+        assert unzipped(http_get(url, timeout=30).content) == unzipped(reply.content)
         if fmt == "epub":  # the chapters' bodies (its short titles loop, batched or not)
             got, want = parts(reply.content), parts(expected)
             for chapter in ("EPUB/c0.xhtml", "EPUB/c1.xhtml"):
@@ -499,22 +501,22 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     for asked, form in asks:
         expected = document_result(offline, "po", data=done, name="a.po", retranslate=asked).data
         assert (b'msgstr "Schon."' in expected) is not asked
-        reply = httpx.post(
+        reply = http_post(
             server + "/translate_file", files={"file": ("a.po", done)}, data=form, timeout=120
         )
         assert reply.content == expected, reply.text
-        libre = httpx.post(
+        libre = http_post(
             server + "/libretranslate/translate_file",
             files={"file": ("a.po", done)},
             data={"source": "en", "target": "de"} | form,
             timeout=120,
         )
-        assert httpx.get(libre.json()["translatedFileUrl"], timeout=30).content == expected
-    reply = httpx.post(
+        assert http_get(libre.json()["translatedFileUrl"], timeout=30).content == expected
+    reply = http_post(
         server + "/translate_file", files={"file": ("a.po", done)}, data={"retranslate": "yes"}
     )
     assert reply.status_code == 422 and reply.json() == {"detail": "retranslate: true or false"}
-    wrong = httpx.post(
+    wrong = http_post(
         server + "/libretranslate/translate_file",
         files={"file": ("a.srt", b"")},
         data={"source": "en", "target": "fr"},
@@ -523,7 +525,7 @@ def test_a_file_comes_back_translated_as_offline(server, api, overfit_engine, ov
     assert wrong.status_code == 400 and wrong.json() == {
         "error": "en to fr is not available: en to de"
     }
-    gone = httpx.get(server + "/libretranslate/download_file/nothing/a.srt", timeout=30)
+    gone = http_get(server + "/libretranslate/download_file/nothing/a.srt", timeout=30)
     assert gone.status_code == 404
     for name, data, status, message in [
         ("a.pdf", b"%PDF", 415, "unsupported file type '.pdf'"),
@@ -556,14 +558,14 @@ def test_libretranslate_clients_get_the_servers_translations(server, api, overfi
     assert client.detect(lines[1])[0]["language"] == "en"
     url = server + "/libretranslate/translate"
     body = {"q": lines[:3], "source": "auto", "target": "de", "alternatives": 2}
-    reply = httpx.post(url, json=body, timeout=60).json()
+    reply = http_post(url, json=body, timeout=60).json()
     three = translate_texts(overfit_engine, lines[:3], replace(own, beam_size=5, nbest=3))
     assert reply["translatedText"] == [t.alternatives[0][0] for t in three]
     assert reply["alternatives"] == [[text for text, _ in t.alternatives[1:]] for t in three]
     assert reply["detectedLanguage"]["language"] == "en"
     page = f"<p>{lines[0]} <b>{lines[1]}</b></p>"
     body = {"q": page, "source": "en", "target": "de", "format": "html"}
-    reply = httpx.post(url, json=body, timeout=60).json()
+    reply = http_post(url, json=body, timeout=60).json()
     assert reply["translatedText"] == translated_html(overfit_engine, [page], own)[0].text
     for body, message in [
         ({"q": "A man.", "source": "fr", "target": "de"}, "fr to de is not available"),
@@ -574,7 +576,7 @@ def test_libretranslate_clients_get_the_servers_translations(server, api, overfi
         ({"q": ["A man."] * 17, "source": "en", "target": "de"}, "max_lines=16"),
     ]:
         headers = {"Content-Type": "application/json"}  # json.dumps writes inf as Infinity
-        reply = httpx.post(url, content=json.dumps(body), headers=headers, timeout=60)
+        reply = http_post(url, content=json.dumps(body), headers=headers, timeout=60)
         assert reply.status_code in (400, 413), reply.text
         assert message in reply.json()["error"] and "\n" not in reply.json()["error"]
 
@@ -837,7 +839,7 @@ def test_a_disconnected_client_and_a_timed_out_request_affect_only_themselves(
             with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as s:
                 head = f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n"
                 s.sendall(head.encode() + (body[: len(body) // 2] if cut else body))
-        assert httpx.get(url + "/health", timeout=10).status_code == 200
+        assert http_get(url + "/health", timeout=10).status_code == 200
         assert post(url, {"text": lines}).json()["translation"] == offline
 
 
@@ -930,7 +932,7 @@ def test_a_fuzzed_server_still_answers_health_and_translates(server, lines, offl
     answer_in_one_line()
     client.close()
     assert sum(statuses.values()) >= 200 and statuses.get(200) and statuses.get(422)
-    assert httpx.get(server + "/health", timeout=10).status_code == 200
+    assert http_get(server + "/health", timeout=10).status_code == 200
     assert post(server, {"text": lines}).json()["translation"] == offline
 
 

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
-from conftest import ROOT, translated_html, zygote_serve
+from conftest import ROOT, http_get, http_post, translated_html, zygote_serve
 from test_serve import BAD, LIMITS, post
 
 from nmt.inference.output_text import best_text
@@ -101,7 +100,7 @@ def test_html_and_files_are_served_as_offline(server, ct2_int8, overfit_pairs):
     expected = translated_html(engine, [page], search)[0].text
     assert post(server, {"text": page, "format": "html"}).json()["translation"] == expected
     files = {"file": ("page.htm", page.encode())}
-    reply = httpx.post(server + "/translate_file", files=files, timeout=60)
+    reply = http_post(server + "/translate_file", files=files, timeout=60)
     assert reply.status_code == 200 and reply.text == expected
 
 
@@ -134,8 +133,8 @@ def test_bad_requests_get_the_same_one_line_4xx(server, body, status, message):
 
 
 def test_health_info_page_and_schema(server, ct2_int8):
-    assert httpx.get(server + "/health", timeout=10).text == "ok"
-    info = httpx.get(server + "/info", timeout=10).json()["model"]
+    assert http_get(server + "/health", timeout=10).text == "ok"
+    info = http_get(server + "/info", timeout=10).json()["model"]
     assert info["backend"] == "ctranslate2" and str(ct2_int8) not in json.dumps(info)
     assert info["batching"]["workers"] == 2
     limits = info["limits"]
@@ -144,8 +143,8 @@ def test_health_info_page_and_schema(server, ct2_int8):
         16,
         400,
     )
-    page = httpx.get(server + "/", timeout=10)
+    page = http_get(server + "/", timeout=10)
     assert page.status_code == 200 and "en-de" in page.text
-    schema = httpx.get(server + "/openapi.json", timeout=10).json()
+    schema = http_get(server + "/openapi.json", timeout=10).json()
     body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]
     assert body["schema"]["$ref"].endswith("/TranslateRequest")

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from conftest import Command, server_process, zygote_serve
+from conftest import Command, http_get, http_post, server_process, zygote_serve
 from test_serve import post, serving
 
 from nmt.serving.launch import started
@@ -58,7 +58,7 @@ def watch_health(url: str, stop: threading.Event, seen: list) -> None:
     """Append (status, text) for each change of /health, every 0.1 s until `stop`."""
     while not stop.is_set():
         try:
-            reply = httpx.get(url + "/health", timeout=2)
+            reply = http_get(url + "/health", timeout=2)
             now = (reply.status_code, reply.text)
         except httpx.HTTPError as error:
             now = (None, type(error).__name__)
@@ -192,7 +192,7 @@ def assert_stopped_whole(process, port: int, log: Path) -> None:
 def assert_idles(process, port: int) -> None:
     """After a request, none for 3 s: all the server's processes together use under 2% of a
     core (LitServe's own batching loop polled every millisecond; ours blocks)."""
-    httpx.post(f"http://127.0.0.1:{port}/translate", json={"text": "A man."}, timeout=60)
+    http_post(f"http://127.0.0.1:{port}/translate", json={"text": "A man."}, timeout=60)
     time.sleep(1)
     tree = [psutil.Process(process.pid), *psutil.Process(process.pid).children(True)]
     before, start = [sum(p.cpu_times()[:2]) for p in tree], time.monotonic()
@@ -204,7 +204,7 @@ def assert_idles(process, port: int) -> None:
 def wait_in_flight(url: str) -> None:
     """Until the server's /metrics counts a /translate request in flight (10 s at most)."""
     deadline = time.monotonic() + 10
-    while 'nmt_requests_in_flight{route="/translate"} 1.0' not in httpx.get(url + "/metrics").text:
+    while 'nmt_requests_in_flight{route="/translate"} 1.0' not in http_get(url + "/metrics").text:
         assert time.monotonic() < deadline, "the request never got in flight"
         time.sleep(0.02)
 
@@ -249,7 +249,7 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
             search = {"strategy": "beam", "beam_size": 8, "min_len": 50, "max_len_b": 70}
             body = {"text": lines, "search": search}  # 64+ x 8 hypotheses of 50+ tokens
             try:
-                answered["response"] = httpx.post(url + "/translate", json=body, timeout=120)
+                answered["response"] = http_post(url + "/translate", json=body, timeout=120)
             except httpx.HTTPError as error:
                 answered["response"] = error
             answered["at"] = time.monotonic()
