@@ -274,13 +274,23 @@ def zygote_serve(args: list[str], env: dict | None, log) -> Command:
         return zygote().start(request, [stdin.fileno(), log.fileno(), log.fileno()])
 
 
+_SERVER_PROCESSES: dict = {}  # url -> the psutil.Process server_process found for it
+
+
 def server_process(url: str):
     """The main process (a psutil.Process) of the server at `url` that this test process
     started, cold or forked from the zygote: the first of its descendants, or of the zygote's,
     to listen on the url's port (a forked server's command line is the zygote's, so the port
-    finds it)."""
+    finds it). Found once while it runs: the search reads every descendant's sockets (~30 ms,
+    and a memory watch asks ten times a second)."""
     import psutil
 
+    known = _SERVER_PROCESSES.get(url)
+    try:
+        if known is not None and known.is_running() and known.status() != psutil.STATUS_ZOMBIE:
+            return known
+    except psutil.NoSuchProcess:
+        pass
     port = int(url.rsplit(":", 1)[1])
     listening = []
     started = [psutil.Process(), psutil.Process(zygote().pid)]
@@ -292,7 +302,8 @@ def server_process(url: str):
         if any(s.status == psutil.CONN_LISTEN and s.laddr.port == port for s in sockets):
             listening.append(process)
     assert listening, f"no process this test started listens on port {port}"
-    return min(listening, key=lambda process: process.create_time())
+    _SERVER_PROCESSES[url] = min(listening, key=lambda process: process.create_time())
+    return _SERVER_PROCESSES[url]
 
 
 @functools.cache

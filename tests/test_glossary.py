@@ -82,14 +82,16 @@ def test_lemmas_come_from_a_trie_cached_whole_on_disk_and_match_simplemmas_own(
             cached = sorted(p.name for p in tmp_path.rglob("*") if p.is_file())
             assert cached == ["en.dic"], fresh  # written whole, under its name: no partial file
         # a cache directory that cannot be made: the tries are built in the process alone
+        # (Malay's, built in 0.04 s where English's takes 0.8)
         blocked = tmp_path / "a file"
         blocked.write_text("")
         monkeypatch.setenv("XDG_CACHE_HOME", str(blocked / "cache"))
         lemmas.dictionaries.cache_clear()
         lemmas.lemmatizer.cache_clear()
-        assert lemmas.lemmatize("contracts", "en") == "contract"
-        assert lemmas.dictionaries().loaded == {"en"}
+        assert [lemmas.lemmatize(w, "ms") for w in ("bermain", "rumah-rumah")] == ["main", "rumah"]
+        assert lemmas.dictionaries().loaded == {"ms"}
     finally:  # the process's own, in the user's cache directory, for the other tests
+        monkeypatch.undo()  # first: the dictionaries read the cache directory as they start
         lemmas.dictionaries.cache_clear()
         lemmas.lemmatizer.cache_clear()
     assert lemmas.lemmatize("Verträgen", "de") == "Vertrag"
