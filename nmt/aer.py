@@ -25,7 +25,7 @@ def run(cfg: AerConfig) -> str:
     )
 
 
-register_configs()
+register_configs("aer")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="aer")

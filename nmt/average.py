@@ -21,7 +21,7 @@ from nmt.training.averaging import average_checkpoints, select_checkpoints
 log = logging.getLogger(__name__)
 EXAMPLE = "python -m nmt.average dir=outputs/<run>/checkpoints/periodic last=5"
 
-register_configs()
+register_configs("average")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="average")

@@ -34,7 +34,7 @@ def main(overrides: list[str]) -> None:
         print(HELP)
         return
     setup_logging()
-    register_configs()
+    register_configs("train")
     overrides, experiment = with_experiment(overrides)
     log.info(experiment)
     with one_line_errors("nmt.build_tokenizer", "python -m nmt.build_tokenizer"):

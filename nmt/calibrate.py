@@ -74,7 +74,7 @@ def run(cfg: CalibrateConfig, overrides: list[str]) -> Calibration:
     return calibration
 
 
-register_configs()
+register_configs("calibrate")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="calibrate")

@@ -30,7 +30,7 @@ from nmt.evaluation.evaluation_run import evaluate, summary
 
 EXAMPLE = "python -m nmt.evaluate ckpt=outputs/<run>/model.pt splits=[valid,test]"
 
-register_configs()
+register_configs("evaluate")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="evaluate")

@@ -123,7 +123,7 @@ def model_evaluation(cfg: ExportConfig, info: dict) -> dict | None:
     return record
 
 
-register_configs()
+register_configs("export")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="export")

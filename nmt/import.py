@@ -46,7 +46,7 @@ def run(cfg: ImportConfig) -> Path:
     return out
 
 
-register_configs()
+register_configs("import")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="import")

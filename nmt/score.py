@@ -61,7 +61,7 @@ def run(cfg: ScoreConfig) -> int:
     return total
 
 
-register_configs()
+register_configs("score")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="score")

@@ -68,7 +68,7 @@ def run(cfg: ServeConfig, overrides: list[str]) -> None:
     )
 
 
-register_configs()
+register_configs("serve")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="serve")

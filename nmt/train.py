@@ -41,7 +41,7 @@ def main() -> None:
     start = time.perf_counter()
     overrides, experiment = with_experiment(sys.argv[1:])
     sys.argv[1:] = overrides
-    register_configs()
+    register_configs("train")
 
     @hydra.main(version_base=None, config_path="conf", config_name="train")
     def run(dict_cfg: DictConfig) -> float | None:

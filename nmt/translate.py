@@ -251,7 +251,7 @@ def run(cfg: TranslateConfig, overrides: list[str]) -> int:
         return translate_stream(cfg, overrides, source, sink, show, prefixes)
 
 
-register_configs()
+register_configs("translate")
 
 
 @hydra.main(version_base=None, config_path="conf", config_name="translate")

@@ -146,7 +146,7 @@ def compose(config_name: str, overrides: list[str]):
 
     from nmt.config import register_configs
 
-    register_configs()
+    register_configs(config_name)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         return OmegaConf.to_object(hydra_compose(config_name, overrides=overrides))
 

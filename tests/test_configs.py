@@ -165,7 +165,7 @@ def test_hydra_composes_for_the_run_mode_only_where_the_command_line_could_set_i
     from nmt.cli import could_set_the_mode, mode_from_command_line
     from nmt.config import register_configs
 
-    register_configs()
+    register_configs("translate")
     composed = []
     original = Hydra.get_mode
 

@@ -165,10 +165,8 @@ def as_python(path: str, python: str) -> None:
 def preload() -> None:
     for name in PRELOADED:
         __import__(name)
-    from nmt.config import register_configs
     from nmt.documents.formats import FORMATS, loaded_reader
 
-    register_configs()  # once here, not in every command (~40 ms each)
     for form in FORMATS.values():  # the readers, which a command imports when first called
         loaded_reader(form.file_reader)
     gc.freeze()  # the forks' collections skip what was imported here, and copy none of it
