@@ -14,12 +14,15 @@ import logging
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sentencepiece as spm
-import torch
 
 from nmt.vocabulary import BOS_ID, EOS_ID, PAD_ID, UNK_ID, SpecialIds
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -205,4 +208,6 @@ def piece_words(ids, word_starts: np.ndarray) -> list[range]:
 
 def as_tensor(data: bytes) -> torch.Tensor:
     """Bytes as a uint8 tensor: how a checkpoint stores a tokenizer's model."""
+    import torch  # here: the CTranslate2 path tokenizes without torch
+
     return torch.frombuffer(bytearray(data), dtype=torch.uint8)

@@ -36,7 +36,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from nmt.cli import before_hydra, one_line_errors, progress_bar, setup_logging, show_progress
-from nmt.config import TranslateConfig, register_configs
+from nmt.config import ModelConfig, TranslateConfig, register_configs
 from nmt.decoding.settings import DecodeConfig
 from nmt.documents.formats import FORMATS, SUFFIXES
 from nmt.errors import UsageError
@@ -48,7 +48,6 @@ from nmt.jobs.check import check
 from nmt.jobs.job import Job, JobError, Limits
 from nmt.jobs.run import engine_translator
 from nmt.jobs.run import run as run_job
-from nmt.model import ModelConfig
 from nmt.terms.glossary import GlossaryError, read_glossary
 from nmt.terms.placing import term_tally
 from nmt.translation.output_lines import output_lines

@@ -65,3 +65,22 @@ def test_native_bf16_means_the_cpus_bf16_instructions_not_onednns_avx512_claim(m
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda v=amx: v)
         assert nmt.cpu.cpu_has_native_bf16() is native
+
+
+def test_default_threads_are_torchs_own_found_without_torch(monkeypatch):
+    """A CTranslate2 command's threads=0 is torch's default, found without importing torch:
+    the same number torch gives in a fresh interpreter (this one's threads are the tests'),
+    and MKL_NUM_THREADS, else OMP_NUM_THREADS, above the cores, as torch reads them."""
+    from nmt.cpu import default_threads, physical_cores
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MKL_NUM_THREADS", "OMP_NUM_THREADS")}
+    code = "import torch, nmt.cpu; print(torch.get_num_threads(), nmt.cpu.default_threads())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    theirs, ours = out.stdout.split()
+    assert ours == theirs and int(ours) == physical_cores() <= (os.cpu_count() or 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads() == 3
+    monkeypatch.setenv("MKL_NUM_THREADS", "5")
+    assert default_threads() == 5
+    monkeypatch.setenv("MKL_NUM_THREADS", "0")  # unset, as torch reads it
+    assert default_threads() == 3

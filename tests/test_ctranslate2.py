@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -349,3 +351,49 @@ def test_an_untied_model_exports_to_its_own_log_probs(changes, overfit_engine, v
         ours.score(sources, references), theirs.score(sources, references), strict=True
     ):
         assert b.token_log_probs == pytest.approx(a.token_log_probs, abs=2e-4)
+
+
+# `python -m MODULE ARGS` in an interpreter where importing torch fails
+WITHOUT_TORCH = (
+    "import runpy, sys; sys.modules['torch'] = None; module, *sys.argv[1:] = sys.argv[1:]; "
+    "sys.argv[0] = module; runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
+SERVER_WITHOUT_TORCH = """
+import sys; sys.modules['torch'] = None
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from nmt.config import CONF_DIR, register_configs
+from nmt.serving.server import build_server
+register_configs("serve")
+with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+    cfg = OmegaConf.to_object(compose("serve", overrides=sys.argv[1:]))
+print(build_server(cfg, sys.argv[1:])[1])
+"""
+
+
+def test_the_ctranslate2_backend_needs_no_torch(ct2_int8, overfit_pairs, tmp_path):
+    """nmt.translate and the server's set-up on the CTranslate2 backend import no torch (~1.7 s
+    of every such command's start): where `import torch` fails, translate prints what it
+    prints beside torch, scores and beam alignments included, and the server is built."""
+    source = tmp_path / "in.en"
+    source.write_text("".join(line + "\n" for line in overfit_pairs[0][:6]))
+    args = [f"ckpt={ct2_int8}", "backend=ctranslate2", f"input={source}", "progress=false"]
+    args += ["decode=beam", "alignments=true", "scores=true"]
+    bare = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, "nmt.translate", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert bare.returncode == 0, bare.stderr[-2000:]
+    beside = run_module("nmt.translate", args, tmp_path, text=True)
+    assert bare.stdout == beside.stdout and len(bare.stdout.splitlines()) == 6
+    served = subprocess.run(
+        [sys.executable, "-c", SERVER_WITHOUT_TORCH, f"ckpt={ct2_int8}", "backend=ctranslate2"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert served.returncode == 0 and "CTranslate2" in served.stdout, served.stderr[-2000:]

@@ -27,9 +27,10 @@ from nmt.decoding.penalties import (
     output_length,
     sentence_done,
 )
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig, SearchError, check_search
-from nmt.decoding.state import Hypothesis, SearchOptions, StepDecoder
+from nmt.decoding.state import SearchOptions, StepDecoder
 from nmt.decoding.steering import Steering
 from nmt.decoding.top import block_size, row_top
 from nmt.model import Ensemble, ModelConfig, Transformer

@@ -10,8 +10,8 @@ from conftest import run_module
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis
 from nmt.inference.output_text import SPLITS_A_LINE, best_text, one_line
 from nmt.translation.layout import lay_out
 from nmt.translation.sentences import SentenceSplitter

@@ -12,8 +12,8 @@ import pytest
 from conftest import run_module
 
 from nmt.decoding.penalties import normalized_score
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import SearchError
-from nmt.decoding.state import Hypothesis
 from nmt.inference.output_text import best_text, model_line
 from nmt.terms.glossary import Entry, Glossary, GlossaryError, core
 from nmt.translation.texts import translate_texts

@@ -150,7 +150,7 @@ def test_a_files_characters_are_its_texts_not_its_bytes():
 def test_decoding_stops_between_batches_and_within_one_when_told(overfit_engine, overfit_pairs):
     """`stop` is asked before each batch and, on our engine, every STOP_EVERY decoder steps
     within one; asked and never true, it changes nothing."""
-    from nmt.decoding.state import STOP_EVERY, Stopped
+    from nmt.decoding.results import STOP_EVERY, Stopped
 
     lines = overfit_pairs[0][:8]
     engine, beam = overfit_engine, DecodeConfig(strategy="beam", beam_size=4, len_penalty=1.0)
@@ -180,7 +180,7 @@ def test_batches_searched_two_at_a_time_give_one_streams_answers_and_stop_alike(
     and a stop within a batch still ends the call; the caller's thread count is kept."""
     import torch
 
-    from nmt.decoding.state import Stopped
+    from nmt.decoding.results import Stopped
 
     lines, engine = overfit_pairs[0][:24], overfit_engine
     beam = DecodeConfig(strategy="beam", beam_size=4, nbest=2, len_penalty=1.0)
@@ -203,7 +203,7 @@ def test_ctranslate2_stops_a_greedy_or_sampled_batch_within_it_when_told(ct2_f32
     """On CTranslate2, `stop` is asked within a batch too where it can end one (its step
     callback, beam_size 1): the batch ends at its first check, its partial translations are
     not kept; asked and never true, it changes nothing."""
-    from nmt.decoding.state import Stopped
+    from nmt.decoding.results import Stopped
 
     lines = overfit_pairs[0][:8]
     long = DecodeConfig(min_len=200)  # a batch of 200 steps at least: stopped at step 0
@@ -275,7 +275,7 @@ def api_model(model_pt):
 
 
 def test_the_cache_holds_no_more_bytes_than_it_is_given():
-    from nmt.decoding.state import Hypothesis
+    from nmt.decoding.results import Hypothesis
     from nmt.inference.cache import TranslationCache, entry_bytes
 
     search = DecodeConfig()

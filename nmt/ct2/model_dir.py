@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nmt.checkpoint import Checkpoint
+from nmt.config import ModelConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.files import staged_directory, write_text
-from nmt.model import ModelConfig
 from nmt.split_tokenizer import SplitTokenizer, read_tokenizer_files, write_tokenizer_files
 from nmt.tokenizer import Tokenizer
+
+if TYPE_CHECKING:
+    from nmt.checkpoint import Checkpoint
 
 EXPORT_FORMAT = "nmt-ctranslate2-1"
 SETTINGS = "nmt.json"

@@ -39,8 +39,9 @@ import torch
 from torch import Tensor
 
 from nmt.decoding.penalties import normalized_score, sentence_done
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Finished, Hypothesis, LiveRows, SearchOptions, start_search
+from nmt.decoding.state import Finished, LiveRows, SearchOptions, start_search
 from nmt.decoding.steering import Steering
 from nmt.decoding.top import row_top
 from nmt.model import Ensemble, Transformer

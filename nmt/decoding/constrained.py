@@ -29,8 +29,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.decoding.penalties import best_reachable_score, normalized_score
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Finished, Hypothesis, LiveRows, SearchOptions, start_search
+from nmt.decoding.state import Finished, LiveRows, SearchOptions, start_search
 from nmt.decoding.top import row_top
 from nmt.model import Ensemble, Transformer
 

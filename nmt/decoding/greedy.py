@@ -13,8 +13,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis, SearchOptions, start_search
+from nmt.decoding.state import SearchOptions, start_search
 from nmt.model import Ensemble, Transformer
 
 

@@ -8,11 +8,12 @@ hypothesis ends with EOS, by choice of the model or forced at the maximum length
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from torch import Tensor
+if TYPE_CHECKING:
+    from torch import Tensor
 
-Number = TypeVar("Number", float, Tensor)
+Number = TypeVar("Number", float, "Tensor")
 
 
 # a * |x| + b lands a hair under the integer it is meant to be (1.4 * 45 = 62.99...)

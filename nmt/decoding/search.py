@@ -11,9 +11,10 @@ from torch import Tensor
 
 from nmt.decoding.beam import beam_search
 from nmt.decoding.greedy import greedy_search
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.sampling import Sampler
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis, SearchOptions
+from nmt.decoding.state import SearchOptions
 from nmt.model import Ensemble, Transformer
 
 

@@ -1,5 +1,5 @@
-"""What greedy and beam search share: the result type, the step-by-step decoder, the list of
-finished hypotheses, and the batch set-up.
+"""What greedy and beam search share: the step-by-step decoder, the list of finished
+hypotheses, and the batch set-up (the result type: nmt.decoding.results).
 
 Shapes: B sentences, N rows being decoded (live sentences, or live sentences x beams),
 S source length, t tokens generated so far, V vocabulary.
@@ -17,37 +17,10 @@ from torch import Tensor
 
 from nmt.decoding.constraints import constrain
 from nmt.decoding.penalties import max_output_lengths
+from nmt.decoding.results import STOP_EVERY, Hypothesis, Stopped
 from nmt.decoding.settings import DecodeConfig
 from nmt.model import Ensemble, Transformer
 from nmt.vocabulary import SpecialIds
-
-STOP_EVERY = 8  # decoder steps between two asks of a search's `stop` (SearchOptions)
-
-
-class Stopped(Exception):
-    """A search ended early: its `stop()` said so (its request's time ran out, or its client
-    left), asked between batches (Engine.translate) and every STOP_EVERY steps within one."""
-
-
-@dataclass
-class Hypothesis:
-    """One translation: ids without BOS and EOS, and how the search rated it.
-
-    score: the search's ranking value (beam: log_prob / length penalty; greedy: log_prob).
-    log_prob: sum of the token log-probs, EOS included. Both NaN for a text no pass rated (a
-    glossary's term written in where no output shows a score: Engine.force).
-    attention: (len(tokens) + 1, S_real) the alignment layer's cross-attention averaged over
-    heads, one row per output token and EOS, on the CPU; None unless asked for.
-    """
-
-    tokens: list[int]
-    score: float
-    log_prob: float
-    attention: Tensor | None = None
-    # (source word, target word) pairs (nmt.inference.alignment), when asked for
-    alignment: list[tuple[int, int]] | None = None
-    # each token's log-prob and EOS's last (they sum to log_prob); None if the engine gave none
-    token_log_probs: list[float] | None = None
 
 
 @dataclass

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import sacrebleu
-import torch.distributed as dist
 
 from nmt.decoding.settings import DecodeConfig
 from nmt.inference.engine import Engine
@@ -99,6 +98,8 @@ def translate_across_processes(
     processes exchange their outputs, so validation BLEU on N devices costs 1/N of the
     decoding instead of N copies of it. Without a process group: all lines here.
     """
+    import torch.distributed as dist  # here: only training decodes across processes
+
     distributed = dist.is_available() and dist.is_initialized()
     rank, world_size = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     mine = translate_best(engine, sources[rank::world_size], search)

@@ -8,10 +8,14 @@ index first.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from nmt.inference.scores import word_spans
+
+if TYPE_CHECKING:
+    import torch
 
 
 def word_of_piece(pieces: list[str]) -> list[int]:
@@ -32,7 +36,7 @@ def word_alignment(
     if not source_pieces or not target_pieces:
         return []
     weights = attention[: len(target_pieces), : len(source_pieces)]
-    if isinstance(weights, torch.Tensor):
+    if not isinstance(weights, np.ndarray):  # a tensor, perhaps in half precision
         weights = weights.float()
     best = weights.argmax(1).tolist()
     src_word, tgt_word = word_of_piece(source_pieces), word_of_piece(target_pieces)

@@ -16,8 +16,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import astuple
 
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis
 
 
 def entry_bytes(key: tuple, nbest: list[Hypothesis]) -> int:

@@ -23,14 +23,18 @@ How a DecodeConfig maps onto `ctranslate2.Translator.translate_batch`:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
+
+from nmt.cpu import default_threads
 from nmt.ct2.model_dir import ModelDir, read_model_dir, store_dir_info, store_dir_search
 from nmt.decoding.penalties import gnmt_as_power
+from nmt.decoding.results import STOP_EVERY, Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import STOP_EVERY, Hypothesis
 from nmt.inference.alignment import word_alignment
 from nmt.inference.engine import WHOLE_TARGET, Engine, ModelCard
 from nmt.inference.planner import LineBatch, Planner
@@ -69,10 +73,19 @@ class CTranslate2Engine(Engine):
     default_max_tokens = 1024
     releases_gil = True
 
+    @staticmethod
+    def sees_gpu() -> bool:
+        import ctranslate2
+
+        return ctranslate2.get_cuda_device_count() > 0
+
+    @staticmethod
+    def cpu_threads() -> int:
+        return default_threads()  # torch's count, without importing torch
+
     def __init__(
         self, path: str | Path, device: str, compute_type: str, threads: int, max_tokens: int
     ):
-        import ctranslate2
 
         self.dir: ModelDir = read_model_dir(path)
         planner = Planner(
@@ -84,7 +97,7 @@ class CTranslate2Engine(Engine):
         card = model_dir_card(self.dir, Path(path).name)
         super().__init__(card, self.dir.tokenizer, planner, str(path))
         if device == "auto":
-            device = "cuda" if ctranslate2.get_cuda_device_count() else "cpu"
+            device = "cuda" if self.sees_gpu() else "cpu"
         self._device, self.compute_type, self.threads = device, compute_type, threads
         self.engine = self.new_engine(workers=threads if device == "cpu" else 1)
 
@@ -92,9 +105,11 @@ class CTranslate2Engine(Engine):
         """A `ctranslate2.Translator` of the directory with `workers` batches decoded at once,
         the CPU threads shared among them; each worker's generator is seeded as it starts."""
         import ctranslate2
-        import torch
 
-        torch_threads = torch.get_num_threads()
+        # CTranslate2 sets the process's OpenMP threads to intra_threads: undo it for torch, if
+        # this process has torch (a CTranslate2 command imports none)
+        torch = sys.modules.get("torch")
+        torch_threads = torch.get_num_threads() if torch else 0
         try:
             return ctranslate2.Translator(
                 str(self.dir.path),
@@ -105,8 +120,9 @@ class CTranslate2Engine(Engine):
             )
         except ValueError as error:  # an unknown or unsupported compute type
             raise ValueError(f"compute_type={self.compute_type}: {error}") from None
-        finally:  # CTranslate2 sets the process's OpenMP threads to intra_threads: undo it
-            torch.set_num_threads(torch_threads)
+        finally:
+            if torch:
+                torch.set_num_threads(torch_threads)
 
     @property
     def num_parameters(self) -> int:
@@ -218,8 +234,6 @@ class CTranslate2Engine(Engine):
 
     def search_window(self, engine, batches, search, options, attention, log_probs):
         """search_batches for some batches, all queued at once."""
-        import torch
-
         pieces = self.tokenizer.pieces
         pending = []  # the window's batches queued at once: the workers decode them in parallel
         limits = [max(batch.max_lengths[0], 1) for batch in batches]
@@ -249,7 +263,7 @@ class CTranslate2Engine(Engine):
         for batch, limit, outputs, firsts in zip(batches, limits, pending, first_rows, strict=True):
             nbests = [self.hypotheses(output.result(), alpha, limit) for output in outputs]
             for nbest, first in zip(nbests, firsts or [], strict=False):
-                row = torch.tensor(first.result().attention[0][0])
+                row = np.asarray(first.result().attention[0][0], dtype=np.float32)
                 for hyp in nbest:  # every beam starts from BOS: the same first row
                     if len(hyp.attention):
                         hyp.attention[0] = row
@@ -269,8 +283,6 @@ class CTranslate2Engine(Engine):
         (docs/benchmarks.md); on a GPU, a batch decoded a step at a time."""
         if self.device != "cpu":
             return super().align(lines, targets, first_line_number)
-        import numpy as np
-
         links: list[list[tuple[int, int]] | None] = [[] if line.strip() else None for line in lines]
         pieces, pending = self.tokenizer.pieces, []
         for batch in self.planner.plan(lines, WHOLE_TARGET, targets, first_line_number):
@@ -320,8 +332,6 @@ class CTranslate2Engine(Engine):
         ban the pieces that would go on with the word ("Reh" + "a"), so one greedy step past
         each such prefix (`next_steps`) gives its distribution to choose from. The output
         does not end right after such a prefix (the torch search may)."""
-        import numpy as np
-
         ends_word = np.array(self.tokenizer.word_ends)
         ends_word[self.tokenizer.eos_id] = False
         started = []
@@ -397,9 +407,8 @@ class CTranslate2Engine(Engine):
         """A CTranslate2 result as our n-best list: its score is log-prob / |Y| ** alpha, with
         |Y| counting EOS, so the log-prob is score * |Y| ** alpha; a hypothesis cut at the
         length `limit` has no EOS in either (ours forces one and counts it: docs/guide.md).
-        Its attention, when asked for: (output tokens, source tokens), neither EOS."""
-        import torch
-
+        Its attention, when asked for: (output tokens, source tokens), neither EOS, an array
+        (alignments are all it serves: CTranslate2 draws no plots)."""
         ids = self.tokenizer.piece_ids
         found = [
             Hypothesis([ids[p] for p in pieces], score, score * scored_length**alpha)
@@ -407,7 +416,7 @@ class CTranslate2Engine(Engine):
             for scored_length in [len(pieces) + (len(pieces) < limit)]
         ]
         for hyp, weights in zip(found, output.attention or [], strict=False):
-            hyp.attention = torch.tensor(weights)
+            hyp.attention = np.asarray(weights, dtype=np.float32)
         return found
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from nmt.decoding.penalties import normalized_score
+from nmt.decoding.results import Hypothesis, Stopped
 from nmt.decoding.settings import DecodeConfig, SearchError, check_search
-from nmt.decoding.state import Hypothesis, Stopped
 from nmt.inference.alignment import word_alignment
 from nmt.inference.cache import TranslationCache
 from nmt.inference.calibration import INFO_KEY, Calibration
@@ -56,6 +56,16 @@ class Engine(ABC):
     releases_gil: ClassVar[bool] = False
     # holds hard constraints in its beam search (Engine.translate's constraints)
     constrains: ClassVar[bool] = False
+
+    @staticmethod
+    @abstractmethod
+    def sees_gpu() -> bool:
+        """Whether device=auto would run this engine on a GPU: asked before a model loads."""
+
+    @staticmethod
+    @abstractmethod
+    def cpu_threads() -> int:
+        """The CPU threads this engine runs on where a command leaves threads=0."""
 
     def __init__(self, card: ModelCard, tokenizer: Tokenizer, planner: Planner, path: str):
         self.card, self.tokenizer, self.planner, self.path = card, tokenizer, planner, path

@@ -6,9 +6,6 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-import torch
-
-from nmt.checkpoint import read_inference_payload
 from nmt.config import InferenceConfig
 from nmt.decoding.settings import DecodeConfig
 from nmt.errors import UsageError
@@ -48,17 +45,20 @@ def max_tokens(cfg: InferenceConfig) -> int:
 def load(cfg: InferenceConfig) -> Engine:
     """The engine of `cfg.ckpt` (and `cfg.ensemble`), checked and ready to translate."""
     check_model(cfg)
-    if cfg.threads > 0:
-        torch.set_num_threads(cfg.threads)
-    threads = torch.get_num_threads()  # cfg.threads where given, set above; else torch's own
     if cfg.backend == "torch":
+        import torch
+
         from nmt.inference.torch_engine import TorchEngine
 
-        paths = [cfg.ckpt, *cfg.ensemble]  # on the CPU, `threads` batches at once, one each
-        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), workers=threads)
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        paths = [cfg.ckpt, *cfg.ensemble]  # on the CPU, a batch at once on each thread
+        workers = TorchEngine.cpu_threads()
+        engine = TorchEngine.load(paths, cfg.device, cfg.dtype, max_tokens(cfg), workers=workers)
     else:
         from nmt.inference.ct2_engine import CTranslate2Engine
 
+        threads = cfg.threads if cfg.threads > 0 else CTranslate2Engine.cpu_threads()
         engine = CTranslate2Engine(cfg.ckpt, cfg.device, cfg.compute_type, threads, max_tokens(cfg))
     engine.card.name = model_name(cfg, engine.card)
     # the imports' and the first model's objects live as long as the process: the cyclic
@@ -89,6 +89,8 @@ def read_card(cfg: InferenceConfig) -> ModelCard:
 
         card = model_dir_card(read_model_dir(cfg.ckpt), "")
     else:
+        from nmt.checkpoint import read_inference_payload
+
         payload = read_inference_payload(Path(cfg.ckpt), mmap=True)
         shape = payload["model_config"]
         search = DecodeConfig(**payload["search"]) if "search" in payload else None

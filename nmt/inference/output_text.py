@@ -3,7 +3,7 @@ each line, the scores' columns."""
 
 from __future__ import annotations
 
-from nmt.decoding.state import Hypothesis
+from nmt.decoding.results import Hypothesis
 from nmt.inference.scores import Scores
 from nmt.tokenizer import Tokenizer
 

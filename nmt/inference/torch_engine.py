@@ -23,9 +23,10 @@ from nmt.checkpoint import (
 )
 from nmt.decoding.beam import beam_search
 from nmt.decoding.constrained import constrained_beam_search
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.search import translate_batch
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis, SearchOptions
+from nmt.decoding.state import SearchOptions
 from nmt.decoding.steering import Steering
 from nmt.inference.engine import Engine, ModelCard
 from nmt.inference.planner import LineBatch, Planner
@@ -79,6 +80,14 @@ class TorchEngine(Engine):
     attention_plots = True
     constrains = True
     default_max_tokens = 4096  # our search gains from large batches (docs/benchmarks.md)
+
+    @staticmethod
+    def sees_gpu() -> bool:
+        return torch.cuda.is_available()
+
+    @staticmethod
+    def cpu_threads() -> int:
+        return torch.get_num_threads()  # threads=N sets it (loading.load)
 
     def __init__(
         self,

@@ -26,14 +26,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from nmt.config import RequestLimits, ServeConfig
+from nmt.config import ModelConfig, RequestLimits, ServeConfig
 from nmt.decoding.settings import check_search, describe_search
 from nmt.documents.formats import FORMATS, TEXT_FORMATS
 from nmt.errors import JobError, UsageError
 from nmt.inference.loading import check_model, engine_class, max_tokens, read_card
 from nmt.inference.search_choice import choose_search
 from nmt.jobs.job import Limits
-from nmt.model import ModelConfig
 from nmt.serving.access import Access, parse_limit, read_keys
 from nmt.serving.api import TranslationAPI
 from nmt.serving.connections import Guard
@@ -106,11 +105,11 @@ def check_serve(cfg: ServeConfig) -> None:
 
 def with_workers(cfg: ServeConfig) -> ServeConfig:
     """`cfg` with workers and threads resolved: workers=0 is one per core on the CPU (each on
-    cores/workers threads when threads=0), one on a GPU."""
-    import torch
-
-    gpu = cfg.device.startswith("cuda") or (cfg.device == "auto" and torch.cuda.is_available())
-    cores = torch.get_num_threads()
+    cores/workers threads when threads=0), one on a GPU: the GPU and the cores as the
+    backend sees them (CTranslate2's without importing torch)."""
+    engine = engine_class(cfg.backend)
+    gpu = cfg.device.startswith("cuda") or (cfg.device == "auto" and engine.sees_gpu())
+    cores = engine.cpu_threads()
     workers = cfg.workers or (1 if gpu else cores)
     return replace(cfg, workers=workers, threads=cfg.threads or max(1, cores // workers))
 

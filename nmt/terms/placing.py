@@ -32,8 +32,8 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
+from nmt.decoding.results import Hypothesis
 from nmt.decoding.settings import DecodeConfig
-from nmt.decoding.state import Hypothesis
 from nmt.inference.engine import Engine
 from nmt.inference.output_text import best_text, one_line
 from nmt.terms.annotation import Annotated

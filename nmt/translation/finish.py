@@ -10,7 +10,7 @@ capitals and its spans as they were.
 
 from __future__ import annotations
 
-from nmt.decoding.state import Hypothesis
+from nmt.decoding.results import Hypothesis
 from nmt.inference.engine import Engine
 from nmt.inference.output_checks import check, fix_numbers
 from nmt.inference.output_text import model_line

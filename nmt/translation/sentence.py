@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nmt.decoding.state import Hypothesis
+from nmt.decoding.results import Hypothesis
 from nmt.inference.output_checks import Findings
 from nmt.inference.scores import Scores
 from nmt.terms.annotation import Annotated
