@@ -86,7 +86,6 @@ class CTranslate2Engine(Engine):
     def __init__(
         self, path: str | Path, device: str, compute_type: str, threads: int, max_tokens: int
     ):
-
         self.dir: ModelDir = read_model_dir(path)
         planner = Planner(
             self.dir.tokenizer,
