@@ -3,8 +3,8 @@ under `nmt/conf/`.
 
 Every default lives here and nowhere else: an option file under `nmt/conf/` states only what
 differs from these (a recipe's values, interpolations, the fields a dataclass leaves MISSING).
-`register_configs` registers the dataclasses with Hydra's ConfigStore as schemas, so a
-misspelt key or a value of the wrong type fails at start-up with Hydra's own message. Code
+`register_configs` registers a command's dataclass with Hydra's ConfigStore as its schema,
+so a misspelt key or a value of the wrong type fails at start-up with Hydra's own message. Code
 reads fields, never `cfg.get(name, default)`. Hydra is imported only by `register_configs`:
 the model, the tokenizer and the searches read these dataclasses without it.
 """
