@@ -76,6 +76,7 @@ def test_default_threads_are_torchs_own_found_without_torch(monkeypatch):
     env = {k: v for k, v in os.environ.items() if k not in ("MKL_NUM_THREADS", "OMP_NUM_THREADS")}
     code = "import torch, nmt.cpu; print(torch.get_num_threads(), nmt.cpu.default_threads())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
     theirs, ours = out.stdout.split()
     assert ours == theirs and int(ours) == physical_cores() <= (os.cpu_count() or 1)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
