@@ -535,3 +535,10 @@ class Ensemble(nn.Module):
 def count_parameters(model: nn.Module) -> int:
     """Number of distinct trainable parameters (tied weights counted once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def shape_parameters(cfg: ModelConfig) -> int:
+    """count_parameters of a Transformer of shape `cfg`, built without weights (torch's meta
+    device): what an export records, whatever its checkpoint's parameters require."""
+    with torch.device("meta"):
+        return count_parameters(Transformer(cfg))

@@ -215,7 +215,7 @@ def run(module: str, args: list[str], cwd, stdin: bytes = b""):
 
 
 def test_translate_and_evaluate_with_the_ctranslate2_backend(
-    model_pt, exported, overfit_data, overfit_pairs, tmp_path
+    model_pt, exported, overfit_data, overfit_pairs, overfit_engine, tmp_path
 ):
     stdin = ("\n".join(overfit_pairs[0][:6]) + "\n\n").encode()
     torch_run = run("nmt.translate", [f"ckpt={model_pt}", "decode=greedy"], tmp_path, stdin)
@@ -242,6 +242,8 @@ def test_translate_and_evaluate_with_the_ctranslate2_backend(
     assert (stored.length_norm, stored.len_penalty) == ("power", 1.0)
     report = json.loads((tmp_path / "report" / "evaluation.json").read_text())
     assert report["backend"].startswith("ctranslate2") and report["decode"]["len_penalty"] == 1.0
+    # the parameters the export recorded for it: the torch model's
+    assert report["checkpoint"]["parameters"] == overfit_engine.num_parameters > 0
 
 
 @pytest.mark.parametrize(
@@ -358,6 +360,13 @@ WITHOUT_TORCH = (
     "import runpy, sys; sys.modules['torch'] = None; module, *sys.argv[1:] = sys.argv[1:]; "
     "sys.argv[0] = module; runpy.run_module(module, run_name='__main__', alter_sys=True)"
 )
+# the same, torch importable, printing at exit whether it was imported: evaluate's `datasets`
+# takes a None in sys.modules for torch itself (its hashing then imports it)
+TORCH_AT_EXIT = (
+    "import atexit, runpy, sys; atexit.register(lambda: print('torch' in sys.modules)); "
+    "module, *sys.argv[1:] = sys.argv[1:]; sys.argv[0] = module; "
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)"
+)
 SERVER_WITHOUT_TORCH = """
 import sys; sys.modules['torch'] = None
 from hydra import compose, initialize_config_dir
@@ -371,10 +380,12 @@ print(build_server(cfg, sys.argv[1:])[1])
 """
 
 
-def test_the_ctranslate2_backend_needs_no_torch(ct2_int8, overfit_pairs, tmp_path):
-    """nmt.translate and the server's set-up on the CTranslate2 backend import no torch (~1.7 s
-    of every such command's start): where `import torch` fails, translate prints what it
-    prints beside torch, scores and beam alignments included, and the server is built."""
+def test_the_ctranslate2_backend_needs_no_torch(ct2_int8, overfit_pairs, overfit_data, tmp_path):
+    """nmt.translate, the server's set-up and nmt.evaluate on the CTranslate2 backend import no
+    torch (~1.7 s of every such command's start): where `import torch` fails, translate prints
+    what it prints beside torch, scores and beam alignments included, and the server is
+    built; evaluate ends without having imported it (the export recorded the model's
+    parameters for its record)."""
     source = tmp_path / "in.en"
     source.write_text("".join(line + "\n" for line in overfit_pairs[0][:6]))
     args = [f"ckpt={ct2_int8}", "backend=ctranslate2", f"input={source}", "progress=false"]
@@ -397,3 +408,15 @@ def test_the_ctranslate2_backend_needs_no_torch(ct2_int8, overfit_pairs, tmp_pat
         timeout=120,
     )
     assert served.returncode == 0 and "CTranslate2" in served.stdout, served.stderr[-2000:]
+    args = [f"ckpt={ct2_int8}", "backend=ctranslate2", f"data.dir={overfit_data}"]
+    args += ["splits=[valid]", f"hydra.run.dir={tmp_path / 'report'}"]
+    evaluated = subprocess.run(
+        [sys.executable, "-c", TORCH_AT_EXIT, "nmt.evaluate", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")},
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert evaluated.stdout.splitlines()[-1] == "False" and "valid: BLEU" in evaluated.stdout

@@ -53,6 +53,7 @@ class ModelDir:
     model_config: ModelConfig
     search: DecodeConfig | None
     info: dict[str, Any]
+    parameters: int | None  # the model's, recorded at export (None: an export from before)
 
 
 def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite: bool) -> Path:
@@ -65,6 +66,7 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
     from ctranslate2.converters import Converter
 
     from nmt.ct2.spec import transformer_spec
+    from nmt.model import shape_parameters
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of {', '.join(QUANTIZATIONS)}")
@@ -85,6 +87,7 @@ def export(checkpoint: Checkpoint, out: str | Path, quantization: str, overwrite
             "model_config": asdict(model.cfg),
             "search": asdict(checkpoint.search) if checkpoint.search else None,
             "info": checkpoint.info,
+            "parameters": shape_parameters(model.cfg),  # evaluate's record, read without torch
         }
         write_tokenizer_files(built, tokenizer, settings)
         write_text(built / SETTINGS, json.dumps(settings, indent=2, default=str) + "\n")
@@ -119,6 +122,7 @@ def read_model_dir(path: str | Path) -> ModelDir:
         model_config=model_config,
         search=DecodeConfig(**search) if search else None,
         info=settings.get("info", {}),
+        parameters=settings.get("parameters"),
     )
 
 

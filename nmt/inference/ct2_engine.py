@@ -125,13 +125,13 @@ class CTranslate2Engine(Engine):
 
     @property
     def num_parameters(self) -> int:
-        """The exported model's parameters (counted on a weightless copy of its shape)."""
-        import torch
+        """The exported model's parameters, as its export recorded them (an earlier export's
+        counted on a weightless copy of its shape, which imports torch)."""
+        if self.dir.parameters is not None:
+            return self.dir.parameters
+        from nmt.model import shape_parameters
 
-        from nmt.model import Transformer, count_parameters
-
-        with torch.device("meta"):
-            return count_parameters(Transformer(self.dir.model_config))
+        return shape_parameters(self.dir.model_config)
 
     @property
     def device(self) -> str:
