@@ -380,6 +380,14 @@ print(build_server(cfg, sys.argv[1:])[1])
 """
 
 
+def fresh(cwd: Path, code: str, *args: str) -> subprocess.CompletedProcess:
+    """`python -c code args` in an interpreter of its own (the zygote's forks have torch),
+    its datasets cache in `cwd`."""
+    env = {**os.environ, "HF_DATASETS_CACHE": str(cwd / "hf")}
+    command = [sys.executable, "-c", code, *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=120, env=env)
+
+
 def test_the_ctranslate2_backend_needs_no_torch(ct2_int8, overfit_pairs, overfit_data, tmp_path):
     """nmt.translate, the server's set-up and nmt.evaluate on the CTranslate2 backend import no
     torch (~1.7 s of every such command's start): where `import torch` fails, translate prints
@@ -390,33 +398,14 @@ def test_the_ctranslate2_backend_needs_no_torch(ct2_int8, overfit_pairs, overfit
     source.write_text("".join(line + "\n" for line in overfit_pairs[0][:6]))
     args = [f"ckpt={ct2_int8}", "backend=ctranslate2", f"input={source}", "progress=false"]
     args += ["decode=beam", "alignments=true", "scores=true"]
-    bare = subprocess.run(
-        [sys.executable, "-c", WITHOUT_TORCH, "nmt.translate", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    bare = fresh(tmp_path, WITHOUT_TORCH, "nmt.translate", *args)
     assert bare.returncode == 0, bare.stderr[-2000:]
     beside = run_module("nmt.translate", args, tmp_path, text=True)
     assert bare.stdout == beside.stdout and len(bare.stdout.splitlines()) == 6
-    served = subprocess.run(
-        [sys.executable, "-c", SERVER_WITHOUT_TORCH, f"ckpt={ct2_int8}", "backend=ctranslate2"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
+    served = fresh(tmp_path, SERVER_WITHOUT_TORCH, f"ckpt={ct2_int8}", "backend=ctranslate2")
     assert served.returncode == 0 and "CTranslate2" in served.stdout, served.stderr[-2000:]
     args = [f"ckpt={ct2_int8}", "backend=ctranslate2", f"data.dir={overfit_data}"]
     args += ["splits=[valid]", f"hydra.run.dir={tmp_path / 'report'}"]
-    evaluated = subprocess.run(
-        [sys.executable, "-c", TORCH_AT_EXIT, "nmt.evaluate", *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")},
-    )
+    evaluated = fresh(tmp_path, TORCH_AT_EXIT, "nmt.evaluate", *args)
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
     assert evaluated.stdout.splitlines()[-1] == "False" and "valid: BLEU" in evaluated.stdout
