@@ -816,6 +816,11 @@ class ServeConfig(DocumentConfig, InferenceConfig, RequestLimits):
     # CPU, each on one thread (threads=0), one on a GPU. Small batches decode faster on a core
     # each than on all cores together (docs/benchmarks.md).
     workers: int = 0
+    # How the torch backend's model workers start (and restart after one dies): auto =
+    # forked from the server on the CPU (torch and our modules already imported: a worker is
+    # up in a fraction of the time), spawned (a fresh interpreter) on a GPU, where CUDA does
+    # not survive a fork; or fork, or spawn
+    worker_start: str = "auto"
     timeout: float = 30.0  # seconds a request may wait for the worker before a 504
     # On SIGTERM or SIGINT, the requests in flight get this long to finish before every
     # process stops (nmt/serve.py)

@@ -1166,3 +1166,21 @@ def test_connection_bounds_that_cannot_work_are_refused_before_loading(model_pt,
 
     with pytest.raises(UsageError, match=message):
         check_serve(compose("serve", [f"ckpt={model_pt}", *args]))
+
+
+def test_model_workers_fork_on_the_cpu_and_spawn_on_a_gpu(model_pt):
+    """worker_start=auto forks the torch server's workers on the CPU and spawns them on a GPU
+    (CUDA does not survive a fork), where fork is refused; the forked and spawned workers
+    themselves: test_serve_faults."""
+    from nmt.errors import UsageError
+    from nmt.serving.server import with_workers
+
+    def start(*args: str) -> str:
+        return with_workers(compose("serve", [f"ckpt={model_pt}", *args])).worker_start
+
+    assert start("device=cpu") == start("device=cpu", "worker_start=fork") == "fork"
+    assert start("device=cuda") == start("worker_start=spawn") == "spawn"
+    with pytest.raises(UsageError, match="worker_start=fork cannot serve on a GPU"):
+        start("device=cuda", "worker_start=fork")
+    with pytest.raises(UsageError, match="worker_start must be one of auto, fork, spawn"):
+        start("worker_start=thread")

@@ -49,9 +49,18 @@ def lines(overfit_pairs) -> list[str]:
 
 def model_workers(url: str) -> list[int]:
     """The pids of the model workers of the server at `url`, which this process started:
-    LitServe spawns them, so they run multiprocessing's spawn_main."""
+    they name themselves nmt-worker-ID once their model is loaded."""
     main = server_process(url)
-    return sorted(p.pid for p in main.children() if "spawn_main" in " ".join(p.cmdline()))
+    return sorted(p.pid for p in main.children() if p.name().startswith("nmt-worker-"))
+
+
+def started_by(main: psutil.Process, worker: int) -> str:
+    """How model worker `worker` of the server `main` started: "fork" (its command line is
+    the server's) or "spawn" (multiprocessing's spawn_main runs it)."""
+    line = psutil.Process(worker).cmdline()
+    return (
+        "fork" if line == main.cmdline() else "spawn" if "--multiprocessing-fork" in line else "?"
+    )
 
 
 def watch_health(url: str, stop: threading.Event, seen: list) -> None:
@@ -73,6 +82,8 @@ def test_a_killed_worker_fails_its_request_in_one_line_and_comes_back(server, li
     says 503 while the worker is gone and "ok" once it is back."""
     workers = model_workers(server)
     assert len(workers) == 2
+    main = server_process(server)
+    assert [started_by(main, pid) for pid in workers] == ["fork", "fork"]  # on the CPU
     slow = {"text": lines * 4, "search": {"min_len": 150, "max_len_b": 150}}
     stop, seen = threading.Event(), []
     health = threading.Thread(target=watch_health, args=(server, stop, seen))
@@ -105,6 +116,7 @@ def test_a_killed_worker_fails_its_request_in_one_line_and_comes_back(server, li
     assert seen[0] == (200, "ok") and None not in (status for status, _ in seen), seen
     restarted = model_workers(server)
     assert len(restarted) == 2 and workers[0] not in restarted and workers[1] in restarted
+    assert [started_by(main, pid) for pid in restarted] == ["fork", "fork"]
     with ThreadPoolExecutor(4) as pool:
         again = list(pool.map(lambda line: post(server, {"text": line}, 30), lines[:4]))
     assert [r.status_code for r in again] == [200] * 4
@@ -209,18 +221,19 @@ def wait_in_flight(url: str) -> None:
         time.sleep(0.02)
 
 
-DRAINS = [  # backend, signal, drain_seconds
-    ("torch", signal.SIGTERM, 60),
-    ("ctranslate2", signal.SIGINT, 60),  # either signal on either server: one handler (serve.py)
-    ("torch", signal.SIGTERM, 1),
+DRAINS = [  # backend, signal, drain_seconds, worker_start
+    ("torch", signal.SIGTERM, 60, "auto"),
+    # either signal on either server: one handler (serve.py)
+    ("ctranslate2", signal.SIGINT, 60, "auto"),
+    ("torch", signal.SIGTERM, 1, "spawn"),  # a GPU server's workers, started as on a GPU
 ]
 
 
 @pytest.mark.parametrize(
-    "backend,sig,drain", DRAINS, ids=[f"{b}-{s.name}-{d}s" for b, s, d in DRAINS]
+    "backend,sig,drain,start", DRAINS, ids=[f"{b}-{s.name}-{d}s-{w}" for b, s, d, w in DRAINS]
 )
 def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
-    backend, sig, drain, request, model_pt, multi30k_dir, tmp_path
+    backend, sig, drain, start, request, model_pt, multi30k_dir, tmp_path
 ):
     """First, with drain_seconds=60, the server idles (assert_idles). Then SIGTERM or SIGINT to
     the main process alone (what `kill`, systemd and `docker stop` send; LitServe's HTTP and
@@ -237,9 +250,13 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
     per_line, count = (3, 128) if backend == "ctranslate2" else (1, 64)
     lines = [" ".join(val[i : i + per_line]) for i in range(0, count * per_line, per_line)]
     args = [f"ckpt={ckpt}", f"backend={backend}", "workers=1", "threads=1", "metrics=true"]
-    args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120"]
+    args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120", f"worker_start={start}"]
     log = tmp_path / "serve.log"
     with own_server(args, log) as (process, port):
+        if backend == "torch":  # forked on the CPU unless told otherwise
+            main = psutil.Process(process.pid)
+            workers = [p.pid for p in main.children() if p.name().startswith("nmt-worker-")]
+            assert [started_by(main, pid) for pid in workers] == [start.replace("auto", "fork")]
         if drain == 60:
             assert_idles(process, port)
         url = f"http://127.0.0.1:{port}"

@@ -33,6 +33,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     generate_latest,
+    values,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
@@ -70,7 +71,10 @@ class BatchMetrics:
     """What a model worker records of each batch it decodes."""
 
     def __init__(self):
-        # in a worker process started with MULTIPROCESS set, values go to its files instead
+        # in a worker process started with MULTIPROCESS set, values go to its files instead;
+        # prometheus-client reads it on import, which a forked worker's server did before
+        # setting it: read again
+        values.ValueClass = values.get_value_class()
         self.requests = Histogram(
             "nmt_batch_requests",
             "Requests per decoded batch",
@@ -96,9 +100,9 @@ def batch_metrics() -> BatchMetrics:
 
 
 def share_worker_metrics() -> None:
-    """Make the model worker processes started from now on (spawned: a fresh interpreter)
-    write their batch metrics to a new folder the /metrics page reads; removed at exit. This
-    process keeps its values in memory (prometheus-client reads the variable on import)."""
+    """Make the model worker processes started from now on write their batch metrics to a
+    new folder the /metrics page reads; removed at exit. This process keeps its values in
+    memory (prometheus-client reads the variable on import; BatchMetrics reads it again)."""
     folder = tempfile.mkdtemp(prefix="nmt-metrics-")
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     os.environ[MULTIPROCESS] = folder

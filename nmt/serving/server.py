@@ -45,7 +45,13 @@ from nmt.serving.libretranslate import add_libretranslate
 from nmt.serving.limit_storage import limit_storage
 from nmt.serving.metrics import Metrics, MetricsGate, add_metrics, share_worker_metrics
 from nmt.serving.schema import TranslateRequest, TranslateResponse, response, translate_reader
-from nmt.serving.workers import ModelWorkers, monitor_stops_first, watch_workers
+from nmt.serving.workers import (
+    ModelWorkers,
+    monitor_stops_first,
+    start_workers_by,
+    watch_workers,
+    worker_start,
+)
 from nmt.terms.glossary import GlossaryError, read_glossary
 from nmt.translation.sentences import SentenceSplitter
 from nmt.translation.settings import checked_rules
@@ -104,14 +110,17 @@ def check_serve(cfg: ServeConfig) -> None:
 
 
 def with_workers(cfg: ServeConfig) -> ServeConfig:
-    """`cfg` with workers and threads resolved: workers=0 is one per core on the CPU (each on
-    cores/workers threads when threads=0), one on a GPU: the GPU and the cores as the
-    backend sees them (CTranslate2's without importing torch)."""
+    """`cfg` with workers, threads and their start resolved: workers=0 is one per core on
+    the CPU (each on cores/workers threads when threads=0), one on a GPU: the GPU and the
+    cores as the backend sees them (CTranslate2's without importing torch); worker_start
+    as workers.worker_start says."""
     engine = engine_class(cfg.backend)
     gpu = cfg.device.startswith("cuda") or (cfg.device == "auto" and engine.sees_gpu())
     cores = engine.cpu_threads()
     workers = cfg.workers or (1 if gpu else cores)
-    return replace(cfg, workers=workers, threads=cfg.threads or max(1, cores // workers))
+    threads = cfg.threads or max(1, cores // workers)
+    start = worker_start(cfg.worker_start, gpu)
+    return replace(cfg, workers=workers, threads=threads, worker_start=start)
 
 
 def build_server(
@@ -159,6 +168,7 @@ def build_server(
         callbacks=[workers],
     )
     server.uvicorn_graceful_timeout = cfg.drain_seconds  # how long its HTTP process drains
+    start_workers_by(server, cfg.worker_start)
     watch_workers(server, workers)  # its requests answered, /health telling
     monitor_stops_first(server)
     # the works reach LitServe's workers through its queue, never through its own route

@@ -9,25 +9,36 @@ Here each model worker writes its pid into memory shared by the server's process
 model is loaded. The HTTP process looks every WATCH_SECONDS at the requests a worker has
 taken and answers those whose worker is gone with a one-line 503 (the next try goes to a live
 worker); /health is 503 naming how many workers are up until all of them are again.
+
+LitServe starts every model worker with multiprocessing's "spawn": a fresh interpreter that
+imports torch and our modules again (~2.5 CPU-s each, before the model loads). On the CPU they
+are forked from the server instead (`start_workers_by`), which has imported them already.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import functools
 import logging
 import multiprocessing
 import os
+import sys
 import threading
 from contextlib import asynccontextmanager
 
 import litserve as ls
+import litserve.server
 from fastapi import HTTPException, Request
 from fastapi.responses import PlainTextResponse, Response
 from litserve.callbacks import Callback
 from litserve.utils import LitAPIStatus
 
+from nmt.errors import UsageError
+
 log = logging.getLogger("nmt.serve")
 
+PR_SET_NAME = 15  # prctl's option (linux/prctl.h)
 WATCH_SECONDS = 0.5  # a dead worker's requests wait at most this long (on Linux) for their 503
 
 
@@ -39,11 +50,21 @@ class ModelWorkers(Callback):
         self.pids = multiprocessing.get_context("spawn").RawArray("i", count)
 
     def on_after_setup(self, *args, **kwargs) -> None:
-        """Run in the worker, whose id LitServe has put in its environment."""
-        self.pids[int(os.environ["LITSERVE_WORKER_ID"])] = os.getpid()
+        """Run in the worker, whose id LitServe has put in its environment; `ps` and `top`
+        then show it as nmt-worker-ID (a forked worker's command line is the server's)."""
+        worker = int(os.environ["LITSERVE_WORKER_ID"])
+        name_process(f"nmt-worker-{worker}")
+        self.pids[worker] = os.getpid()
 
     def up(self) -> int:
         return sum(1 for pid in self.pids if pid and alive(pid))
+
+
+def name_process(name: str) -> None:
+    """Set this process's name (Linux's comm, at most 15 bytes, which ps, top and psutil's
+    name() show); elsewhere nothing."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def alive(pid: int) -> bool:
@@ -57,6 +78,65 @@ def alive(pid: int) -> bool:
         return False
     except OSError:  # no /proc here, or the worker runs as another user
         return True
+
+
+WORKER_STARTS = ("auto", "fork", "spawn")  # ServeConfig.worker_start
+
+
+def worker_start(setting: str, gpu: bool) -> str:
+    """The start method `setting` (one of WORKER_STARTS) means for a server on a GPU or not:
+    auto forks on the CPU where the platform can, and spawns on a GPU (CUDA, once the server
+    has asked torch for the GPU, does not work in a fork)."""
+    if setting not in WORKER_STARTS:
+        raise UsageError(f"worker_start must be one of {', '.join(WORKER_STARTS)}, not {setting!r}")
+    if setting == "fork" and gpu:
+        raise UsageError("worker_start=fork cannot serve on a GPU (CUDA does not survive a fork)")
+    if setting == "auto":
+        fork = not gpu and "fork" in multiprocessing.get_all_start_methods()
+        return "fork" if fork else "spawn"
+    return setting
+
+
+def start_workers_by(server: ls.LitServer, method: str) -> None:
+    """Make `server` start its model workers, the first ones and those it restarts, with
+    multiprocessing's `method` in place of LitServe's "spawn". LitServe (0.2.19) takes that
+    context from its module's `multiprocessing` at each start; while this server starts a
+    worker, the name answers `method` for "spawn" and is itself for all else."""
+    if method == "spawn":
+        return
+    for name in ("launch_inference_worker", "launch_single_inference_worker"):
+        setattr(server, name, started_by(getattr(server, name), method))
+
+
+class _Multiprocessing:
+    """The multiprocessing module, but for the "spawn" context, which is `method`'s."""
+
+    def __init__(self, method: str):
+        self.method = method
+
+    def get_context(self, method: str | None = None):
+        return multiprocessing.get_context(self.method if method == "spawn" else method)
+
+    def __getattr__(self, name: str):
+        return getattr(multiprocessing, name)
+
+
+_STARTING = threading.Lock()  # one start at a time swaps LitServe's name
+
+
+def started_by(launch, method: str):
+    """`launch` (a LitServer's bound launch method) starting its worker by `method`."""
+
+    @functools.wraps(launch)
+    def start(*args, **kwargs):
+        with _STARTING:
+            litserve.server.mp = _Multiprocessing(method)
+            try:
+                return launch(*args, **kwargs)
+            finally:
+                litserve.server.mp = multiprocessing
+
+    return start
 
 
 def monitor_stops_first(server: ls.LitServer) -> None:
