@@ -101,11 +101,13 @@ def start_workers_by(server: ls.LitServer, method: str) -> None:
     """Make `server` start its model workers, the first ones and those it restarts, with
     multiprocessing's `method` in place of LitServe's "spawn". LitServe (0.2.19) takes that
     context from its module's `multiprocessing` at each start; while this server starts a
-    worker, the name answers `method` for "spawn" and is itself for all else."""
+    worker, the name answers `method` for "spawn" and is itself for all else. A LitServe
+    without these names or that one spawns as before (test_serve_faults would say so)."""
     if method == "spawn":
         return
     for name in ("launch_inference_worker", "launch_single_inference_worker"):
-        setattr(server, name, started_by(getattr(server, name), method))
+        if launch := getattr(server, name, None):
+            setattr(server, name, started_by(launch, method))
 
 
 class _Multiprocessing:
