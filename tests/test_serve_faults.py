@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import torch
 from conftest import Command, http_get, http_post, server_process, zygote_serve
 from test_serve import post, serving
 
@@ -52,6 +53,10 @@ def model_workers(url: str) -> list[int]:
     they name themselves nmt-worker-ID once their model is loaded."""
     main = server_process(url)
     return sorted(p.pid for p in main.children() if p.name().startswith("nmt-worker-"))
+
+
+# what worker_start=auto picks for these servers (device=auto): fork, unless torch sees a GPU
+AUTO_START = "spawn" if torch.cuda.is_available() else "fork"
 
 
 def started_by(main: psutil.Process, worker: int) -> str:
@@ -83,7 +88,7 @@ def test_a_killed_worker_fails_its_request_in_one_line_and_comes_back(server, li
     workers = model_workers(server)
     assert len(workers) == 2
     main = server_process(server)
-    assert [started_by(main, pid) for pid in workers] == ["fork", "fork"]  # on the CPU
+    assert [started_by(main, pid) for pid in workers] == [AUTO_START] * 2
     slow = {"text": lines * 4, "search": {"min_len": 150, "max_len_b": 150}}
     stop, seen = threading.Event(), []
     health = threading.Thread(target=watch_health, args=(server, stop, seen))
@@ -116,7 +121,7 @@ def test_a_killed_worker_fails_its_request_in_one_line_and_comes_back(server, li
     assert seen[0] == (200, "ok") and None not in (status for status, _ in seen), seen
     restarted = model_workers(server)
     assert len(restarted) == 2 and workers[0] not in restarted and workers[1] in restarted
-    assert [started_by(main, pid) for pid in restarted] == ["fork", "fork"]
+    assert [started_by(main, pid) for pid in restarted] == [AUTO_START] * 2
     with ThreadPoolExecutor(4) as pool:
         again = list(pool.map(lambda line: post(server, {"text": line}, 30), lines[:4]))
     assert [r.status_code for r in again] == [200] * 4
@@ -253,10 +258,10 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
     args += ["cache_sentences=0", f"drain_seconds={drain}", "timeout=120", f"worker_start={start}"]
     log = tmp_path / "serve.log"
     with own_server(args, log) as (process, port):
-        if backend == "torch":  # forked on the CPU unless told otherwise
+        if backend == "torch":
             main = psutil.Process(process.pid)
             workers = [p.pid for p in main.children() if p.name().startswith("nmt-worker-")]
-            assert [started_by(main, pid) for pid in workers] == [start.replace("auto", "fork")]
+            assert [started_by(main, p) for p in workers] == [start.replace("auto", AUTO_START)]
         if drain == 60:
             assert_idles(process, port)
         url = f"http://127.0.0.1:{port}"
