@@ -51,7 +51,11 @@ def lines(overfit_pairs) -> list[str]:
 def model_workers(url: str) -> list[int]:
     """The pids of the model workers of the server at `url`, which this process started:
     they name themselves nmt-worker-ID once their model is loaded."""
-    main = server_process(url)
+    return workers_of(server_process(url))
+
+
+def workers_of(main: psutil.Process) -> list[int]:
+    """The pids of the server `main`'s model workers."""
     return sorted(p.pid for p in main.children() if p.name().startswith("nmt-worker-"))
 
 
@@ -260,8 +264,8 @@ def test_a_signal_lets_the_request_in_flight_finish_then_stops_every_process(
     with own_server(args, log) as (process, port):
         if backend == "torch":
             main = psutil.Process(process.pid)
-            workers = [p.pid for p in main.children() if p.name().startswith("nmt-worker-")]
-            assert [started_by(main, p) for p in workers] == [start.replace("auto", AUTO_START)]
+            started = [started_by(main, pid) for pid in workers_of(main)]
+            assert started == [start.replace("auto", AUTO_START)]
         if drain == 60:
             assert_idles(process, port)
         url = f"http://127.0.0.1:{port}"
