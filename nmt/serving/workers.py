@@ -132,11 +132,11 @@ def started_by(launch, method: str):
     @functools.wraps(launch)
     def start(*args, **kwargs):
         with _STARTING:
-            litserve.server.mp = _Multiprocessing(method)
+            found, litserve.server.mp = litserve.server.mp, _Multiprocessing(method)
             try:
                 return launch(*args, **kwargs)
             finally:
-                litserve.server.mp = multiprocessing
+                litserve.server.mp = found
 
     return start
 
