@@ -72,12 +72,25 @@ def mode_from_command_line() -> None:
 
 
 def could_set_the_mode(overrides: list[str], argv: list[str]) -> bool:
-    """Whether a command line's overrides or flags could bring a `hydra.mode` in."""
-    keys = [override_key(override) for override in overrides]
+    """Whether a command line's overrides or flags could bring a `hydra.mode` in: a hydra key,
+    an experiment that is not one of ours (each of a sweep's), or a config of the user's."""
     flags = [arg.partition("=")[0] for arg in argv]
-    return any(key.startswith("hydra") or key == "experiment" for key in keys) or any(
+    return any(could_bring_a_mode(override) for override in overrides) or any(
         flag in OTHER_CONFIG_FLAGS for flag in flags
     )
+
+
+def could_bring_a_mode(override: str) -> bool:
+    """Whether one override could: `experiment=X` only if X is no YAML of ours, whose
+    experiments set none (tests/test_configs.py); a user's comes through a hydra key or a flag,
+    which compose anyway."""
+    key, _, value = override.lstrip("+~").partition("=")
+    if key.startswith("hydra"):
+        return True
+    if key != "experiment":
+        return False
+    ours = Path(__file__).parent / "conf" / "experiment"
+    return not all((ours / f"{name.strip()}.yaml").is_file() for name in value.split(","))
 
 
 def setup_logging() -> None:

@@ -154,9 +154,10 @@ def test_no_yaml_of_ours_sets_the_run_mode():
 
 
 def test_hydra_composes_for_the_run_mode_only_where_the_command_line_could_set_it(monkeypatch):
-    """A plain command line: no compose, the mode Hydra's own gives when no config sets it
-    (None: -m or not decides). One naming hydra.mode, or a hydra key, or an experiment, or a
-    config of the user's: Hydra's own compose, whose answer it returns."""
+    """A plain command line, or one naming our experiments: no compose, the mode Hydra's own
+    gives when no config sets it (None: -m or not decides). One naming hydra.mode, or a hydra
+    key, or an experiment not ours, or a config of the user's: Hydra's own compose, whose
+    answer it returns."""
     from hydra._internal.hydra import Hydra
     from hydra._internal.utils import create_config_search_path
     from hydra.core.global_hydra import GlobalHydra
@@ -184,8 +185,11 @@ def test_hydra_composes_for_the_run_mode_only_where_the_command_line_could_set_i
         assert composed == []
         multirun = ["ckpt=m.pt", "hydra.mode=MULTIRUN"]
         assert hydra.get_mode("translate", multirun) == RunMode.MULTIRUN
-        assert hydra.get_mode("train", ["experiment=smoke"]) is None
-        assert composed == [multirun, ["experiment=smoke"]]
+        assert hydra.get_mode("train", ["experiment=smoke"]) is None  # ours: sets no mode
+        assert hydra.get_mode("train", ["experiment=smoke,finetune"]) is None
+        assert composed == [multirun]
+        assert hydra.get_mode("train", ["experiment=smoke,mine"]) is None  # not ours: composed
+        assert composed == [multirun, ["experiment=smoke,mine"]]
     finally:
         GlobalHydra.instance().clear()
     assert not could_set_the_mode(["ckpt=m.pt", "decode.beam_size=8"], ["-m", "ckpt=m.pt"])
