@@ -18,6 +18,11 @@ from nmt.data.batching import collate
 from nmt.model import ModelConfig
 from nmt.training.lightning_module import TranslationModule
 
+# These runs have no validation loader, on purpose. Lightning's warning about it is of its own
+# class: reported to pytest-xdist's controller, it made that process import Lightning and torch
+# (~7 CPU-s) only to print it.
+pytestmark = pytest.mark.filterwarnings("ignore:You defined a `validation_step` but have no")
+
 SIZES = [1, 6, 2, 9, 3, 5]  # pairs per micro-batch: 6 micro-batches, tokens differ ~10x
 
 
