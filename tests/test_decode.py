@@ -437,10 +437,11 @@ def first_k_reference(model, source: list[int], k: int, alpha: float, max_len: i
     return sorted(finished, key=lambda f: -f[1])
 
 
-@pytest.mark.parametrize("alpha", [0.0, 2.0])
+@pytest.mark.parametrize("alpha", [0.0, 4.0])
 def test_stop_first_k_is_the_peers_rule(trained, alpha: float) -> None:
     """stop=first_k gives, batched and cached, what the plain definition gives; and with a
-    penalty that rewards length it stops where the exact rule runs on."""
+    penalty that rewards length (strongly: at 2.0 the memorised model's first three ends can
+    be the exact rule's three best too) it stops where the exact rule runs on."""
     model, sources = trained
     chosen = sources[:4]
     args = dict(beam_size=3, nbest=3, len_penalty=alpha, length_norm="power", max_len_b=12)
