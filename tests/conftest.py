@@ -66,7 +66,7 @@ HEAVY_MODULES = (
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The order xdist hands work out in (conftest's `pytest_configure` keeps it): first the
-    largest group that needs the shared overfit model, whose worker trains it (~40 s); then
+    largest group that needs the shared overfit model, whose worker trains it (~15 s); then
     the tests that need no model, heaviest first, for the other worker meanwhile, so neither
     waits; then the other groups that need it, largest first, so that none is left for the
     run's end; then the rest, heavy modules first."""
