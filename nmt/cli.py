@@ -84,7 +84,7 @@ def could_bring_a_mode(override: str) -> bool:
     """Whether one override could: `experiment=X` only if X is no YAML of ours, whose
     experiments set none (tests/test_configs.py); a user's comes through a hydra key or a flag,
     which compose anyway."""
-    key, _, value = override.lstrip("+~").partition("=")
+    key, value = override_key(override), override.partition("=")[2]
     if key.startswith("hydra"):
         return True
     if key != "experiment":

@@ -511,9 +511,9 @@ def overfit_data(overfit_pairs, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return write_split_files(tmp_path_factory.mktemp("overfit_data"), splits)
 
 
-# The shared overfit model's schedule: 160 updates on two length-sorted batches of 32 pairs
-# (80 epochs, validated at the last) rather than TINY_TRAINING's 200 on one batch of all 64,
-# padded to the longest: every pair memorised in half the CPU of 120 updates on all 64.
+# The shared overfit model's schedule: 160 updates on two length-sorted batches (80 epochs,
+# validated at the last) rather than TINY_TRAINING's one batch of all 64 pairs, padded to the
+# longest: every pair memorised in half the CPU of 120 updates on that one batch.
 OVERFIT_SCHEDULE = (
     "data.max_tokens=2048",
     "trainer.max_steps=160",

@@ -162,9 +162,9 @@ def test_guided_alignment_teaches_the_head_the_aligners_links(
         "data.word_alignments=true",
         "optim.alignment_weight=0.5",
         "model.alignment_heads=1",
-        # the head learns its links in 100 updates of ~16 length-sorted pairs (a quarter of
-        # the memorising run's batch and little padding: half the CPU of 70 updates of all
-        # 64) at one and a half times its peak rate
+        # the head learns its links in 100 updates on two length-sorted batches, as the
+        # memorising run's (half the CPU of 70 on one batch of all 64, padded to the longest),
+        # at twice its peak rate
         *("data.max_tokens=2048", "optim.warmup_steps=20", "optim.lr_scale=0.3"),
         "trainer.max_steps=100",
     ]
