@@ -12,13 +12,13 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import NoReturn
 
 from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 from tqdm import tqdm
 
+from nmt.config import CONF_DIR
 from nmt.errors import UsageError
 
 
@@ -34,9 +34,8 @@ def answer_help(config_name: str) -> None:
     never shows."""
     if not {"--help", "-h"} & set(sys.argv[1:]):
         return
-    conf = Path(__file__).parent / "conf"
-    shared = OmegaConf.load(conf / "hydra" / "help" / "nmt.yaml")
-    own = OmegaConf.load(conf / f"{config_name}.yaml").hydra.help
+    shared = OmegaConf.load(CONF_DIR / "hydra" / "help" / "nmt.yaml")
+    own = OmegaConf.load(CONF_DIR / f"{config_name}.yaml").hydra.help
     print(OmegaConf.create({"hydra": {"help": OmegaConf.merge(shared, own)}}).hydra.help.template)
     raise SystemExit(0)
 
@@ -89,7 +88,7 @@ def could_bring_a_mode(override: str) -> bool:
         return True
     if key != "experiment":
         return False
-    ours = Path(__file__).parent / "conf" / "experiment"
+    ours = CONF_DIR / "experiment"
     return not all((ours / f"{name.strip()}.yaml").is_file() for name in value.split(","))
 
 
